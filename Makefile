@@ -1,0 +1,48 @@
+# wanbench: `make demo` runs the main job, `make test` runs every test. Both install what is missing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := build/bin
+ASANBIN := build/asan/bin
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
+ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.DEFAULT_GOAL := all
+.PHONY: all deps system-deps python-deps demo test lint bench clean
+
+# Each part brings its own build rules, binaries and bench target.
+BINARIES :=
+include servers/build.mk
+include clients/build.mk
+include topologies/build.mk
+
+all: $(BINARIES)
+
+system-deps:
+	@bash scripts/setup-system.sh
+
+python-deps: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev,fast]'
+	@touch $@
+
+deps: system-deps python-deps
+
+demo: deps all
+	$(VENV)/bin/wanbench demo
+
+test: deps all
+	$(PY) -m pytest -q tests
+
+lint: python-deps
+	$(VENV)/bin/ruff check harness clients tests
+
+bench: bench-servers bench-clients bench-wan
+
+clean:
+	rm -rf build

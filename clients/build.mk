@@ -1,0 +1,1 @@
+# clients/: wb-sclient (owned by the clients part)

@@ -1,0 +1,21 @@
+"""Where the repository, its built binaries and its data files live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BIN_DIR = Path(os.environ.get("WANBENCH_BIN", REPO_ROOT / "build" / "bin"))
+
+
+class MissingBinary(RuntimeError):
+    pass
+
+
+def binary(name: str) -> Path:
+    """Path of a built wanbench binary; a clear error naming the fix when it is absent."""
+    path = BIN_DIR / name
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise MissingBinary(f"{path} is not built; fix: run `make` in {REPO_ROOT}")
+    return path

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages wanbench needs that this machine lacks; does nothing when all are present.
+set -euo pipefail
+
+# command-or-file : Debian package
+needs=(
+  "cc:gcc" "make:make" "clang:clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
+  "ip:iproute2" "tc:iproute2" "taskset:util-linux" "ps:procps" "ping:iputils-ping"
+  "wrk:wrk" "httperf:httperf" "nginx:nginx-light" "perf:linux-perf"
+  "/usr/include/liburing.h:liburing-dev"
+)
+
+missing=()
+for entry in "${needs[@]}"; do
+  what=${entry%%:*}; pkg=${entry##*:}
+  if [[ $what == /* ]]; then [[ -e $what ]] && continue
+  else command -v "$what" >/dev/null 2>&1 && continue; fi
+  [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
+done
+
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ $(id -u) -ne 0 ]]; then
+  echo "wanbench: missing Debian packages: ${missing[*]}" >&2
+  echo "fix: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "wanbench: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,1 @@
+# servers/: wb-server (owned by the servers part)

@@ -1,0 +1,32 @@
+"""Shared test fixtures: built binaries, free ports, root and capability checks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def build(target: str) -> Path:
+    """Build one make target (e.g. build/bin/wb-server) and return its path."""
+    subprocess.run(["make", "-s", "-C", str(REPO), target], check=True)
+    return REPO / target
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, rlimits)")

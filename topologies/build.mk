@@ -1,0 +1,1 @@
+# topologies/: wb-linkem (owned by the topologies part)
