@@ -42,7 +42,11 @@ test: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan
+bench: bench-servers bench-clients bench-wan bench-analysis
 
 clean:
 	rm -rf build
+
+.PHONY: bench-analysis
+bench-analysis: python-deps
+	$(PY) scripts/bench_analysis.py
