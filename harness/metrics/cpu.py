@@ -1,0 +1,76 @@
+"""CPU time of a process tree (/proc/PID/stat) and of one CPU (/proc/stat)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants (server workers, generator shards)."""
+    pids, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        pids.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                stack.extend(int(c) for c in children.read_text().split())
+            except OSError:
+                continue
+    return pids
+
+
+def process_cpu_s(pids: list[int]) -> tuple[float, float]:
+    """User and system seconds of these processes (vanished ones count as zero)."""
+    user = system = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        user += int(fields[11])
+        system += int(fields[12])
+    return user / CLOCK_TICKS, system / CLOCK_TICKS
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Seconds spent by one CPU in each state since boot."""
+
+    seconds: dict[str, float]
+
+    @property
+    def busy_s(self) -> float:
+        return sum(v for k, v in self.seconds.items() if k not in ("idle", "iowait"))
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
+
+
+def cpu_times(cpu: int) -> CpuTimes:
+    prefix = f"cpu{cpu} "
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(prefix):
+            values = [int(v) / CLOCK_TICKS for v in line.split()[1:1 + len(CPU_FIELDS)]]
+            return CpuTimes(dict(zip(CPU_FIELDS, values, strict=False)))
+    raise ValueError(f"cpu{cpu} is not in /proc/stat (this machine has {os.cpu_count()} CPUs)")
+
+
+def cpu_percentages(before: CpuTimes, after: CpuTimes) -> dict[str, float | None]:
+    """Share of the CPU's time in each state between two readings, in %."""
+    elapsed = after.total_s - before.total_s
+    if elapsed <= 0:
+        return {f"{name}_pct": None for name in ("user", "system", "softirq", "idle")}
+    delta = {k: after.seconds[k] - before.seconds[k] for k in after.seconds}
+    return {
+        "user_pct": 100 * (delta["user"] + delta["nice"]) / elapsed,
+        "system_pct": 100 * (delta["system"] + delta["irq"]) / elapsed,
+        "softirq_pct": 100 * delta["softirq"] / elapsed,
+        "idle_pct": 100 * (delta["idle"] + delta["iowait"]) / elapsed,
+    }

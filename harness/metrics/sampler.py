@@ -1,0 +1,156 @@
+"""One measured window: per-second samples plus window totals for the point record."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import procs
+from harness.metrics import cpu, net, perf, profile
+
+
+@dataclass
+class SamplerConfig:
+    server_pid: int
+    server_cpu: int
+    workdir: Path
+    generator_pids: list[int] = field(default_factory=list)
+    tsc_hz: float | None = None
+    hardware_counters: bool = False
+    profile: bool = False
+    interval_s: float = 1.0
+
+
+@dataclass
+class _Reading:
+    t: float
+    server_cpu_s: tuple[float, float]
+    generator_cpu_s: tuple[float, float]
+    cpu: cpu.CpuTimes
+    net: dict[str, int] | None
+
+
+class WindowSampler:
+    """Reads /proc once a second (cheap: a few small files), perf runs beside it when asked."""
+
+    def __init__(self, config: SamplerConfig):
+        self.config = config
+        self.timeseries: list[dict[str, Any]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._first: _Reading | None = None
+        self._perf: list[tuple[str, asyncio.subprocess.Process, Path]] = []
+
+    def _read(self) -> _Reading:
+        c = self.config
+        try:
+            counters = net.net_counters(c.server_pid)
+        except OSError:
+            counters = None
+        generator_pids = [p for g in c.generator_pids for p in cpu.process_tree(g)]
+        return _Reading(
+            t=time.monotonic(),
+            server_cpu_s=cpu.process_cpu_s(cpu.process_tree(c.server_pid)),
+            generator_cpu_s=cpu.process_cpu_s(generator_pids),
+            cpu=cpu.cpu_times(c.server_cpu),
+            net=counters,
+        )
+
+    async def start(self) -> None:
+        c = self.config
+        c.workdir.mkdir(parents=True, exist_ok=True)
+        if c.hardware_counters:
+            out = c.workdir / "perf-stat.txt"
+            self._perf.append(("stat", await procs.spawn(perf.stat_argv(c.server_cpu, out),
+                                                         stderr=asyncio.subprocess.DEVNULL), out))
+        if c.profile:
+            out = c.workdir / "perf.data"
+            self._perf.append(("record", await procs.spawn(
+                profile.record_argv(c.server_cpu, out), stderr=asyncio.subprocess.DEVNULL), out))
+        self._first = self._read()
+        self._task = asyncio.create_task(self._loop(self._first))
+
+    async def _loop(self, first: _Reading) -> None:
+        previous = first
+        while True:
+            await asyncio.sleep(self.config.interval_s)
+            current = self._read()
+            self._sample(first, previous, current)
+            previous = current
+
+    def _sample(self, first: _Reading, before: _Reading, after: _Reading) -> None:
+        t_s = round(after.t - first.t, 3)
+        for source, metric, value in _interval_metrics(before, after):
+            self.timeseries.append({"t_s": t_s, "source": source, "metric": metric,
+                                    "value": value})
+
+    async def stop(self) -> dict[str, Any]:
+        """End the window; returns its totals as point-record columns."""
+        assert self._first is not None and self._task is not None, "start() first"
+        last = self._read()
+        self._task.cancel()
+        for _, proc, _ in self._perf:
+            await procs.stop(proc, signal.SIGINT, timeout=30)
+        return self._totals(self._first, last)
+
+    def profile_rows(self) -> list[dict[str, Any]]:
+        return [row for kind, _, out in self._perf if kind == "record" for row in
+                profile.report(out)]
+
+    def _totals(self, first: _Reading, last: _Reading) -> dict[str, Any]:
+        c = self.config
+        window = {f"{source}_{metric}": value for source, metric, value in
+                  _interval_metrics(first, last)}
+        totals: dict[str, Any] = {
+            "cpu_server_pct": window["server_proc_cpu_pct"],
+            "cpu_server_user_pct": window["server_proc_user_pct"],
+            "cpu_server_sys_pct": window["server_proc_sys_pct"],
+            "cpu_generator_pct": window["generator_cpu_pct"],
+            "cpu_idle_pct": window["server_cpu_idle_pct"],
+            "cpu_softirq_pct": window["server_cpu_softirq_pct"],
+            "cpu_user_pct": window["server_cpu_user_pct"],
+            "cpu_system_pct": window["server_cpu_system_pct"],
+            "sampled_window_s": last.t - first.t,
+        }
+        if first.net is not None and last.net is not None:
+            totals.update(net.delta(first.net, last.net))
+        else:
+            totals.update(dict.fromkeys(("packets_in", "packets_out", "bytes_in", "bytes_out")))
+        stat_file = next((out for kind, _, out in self._perf if kind == "stat"), None)
+        if stat_file is not None:
+            totals.update(perf.counters_from_file(stat_file))
+            totals["cycles_estimated"] = False
+        else:
+            busy_s = last.cpu.busy_s - first.cpu.busy_s
+            totals.update(cycles=perf.estimated_cycles(busy_s, c.tsc_hz), instructions=None,
+                          cache_misses=None, cycles_estimated=True)
+        packets = (totals["packets_in"] or 0) + (totals["packets_out"] or 0)
+        totals["cycles_per_packet"] = (totals["cycles"] / packets
+                                       if totals["cycles"] and packets else None)
+        totals["instructions_per_packet"] = (totals["instructions"] / packets
+                                             if totals["instructions"] and packets else None)
+        return totals
+
+
+def _interval_metrics(before: _Reading, after: _Reading) -> list[tuple[str, str, float | None]]:
+    elapsed = after.t - before.t
+    if elapsed <= 0:
+        return []
+    su = after.server_cpu_s[0] - before.server_cpu_s[0]
+    ss = after.server_cpu_s[1] - before.server_cpu_s[1]
+    gen = sum(after.generator_cpu_s) - sum(before.generator_cpu_s)
+    rows: list[tuple[str, str, float | None]] = [
+        ("server_proc", "cpu_pct", 100 * (su + ss) / elapsed),
+        ("server_proc", "user_pct", 100 * su / elapsed),
+        ("server_proc", "sys_pct", 100 * ss / elapsed),
+        ("generator", "cpu_pct", 100 * gen / elapsed),
+    ]
+    rows += [("server_cpu", name, value) for name, value in
+             cpu.cpu_percentages(before.cpu, after.cpu).items()]
+    if before.net is not None and after.net is not None:
+        rows += [("server_net", f"{name}_per_s", value / elapsed)
+                 for name, value in net.delta(before.net, after.net).items()]
+    return rows

@@ -1,0 +1,115 @@
+"""The run directory: manifest, one atomic record per finished point, tidy Parquet tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+TABLES = ("points", "timeseries", "histograms", "profiles")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory and rename: readers never see halves."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_atomic(path, (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def new_run_id(kernel_release: str) -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + kernel_release
+
+
+class RunDir:
+    """results/<scenario>/<run-id>/ as described in docs/results-format.md."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.records_dir = path / "points"
+        self.raw_root = path / "raw"
+
+    @classmethod
+    def create(cls, results_root: Path, scenario_name: str, run_id: str) -> RunDir:
+        path = results_root / scenario_name / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        if not (path / "manifest.json").is_file():
+            raise FileNotFoundError(f"{path} is not a wanbench run directory (no manifest.json)")
+        return cls(path)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def read_manifest(self) -> dict[str, Any]:
+        return json.loads(self.manifest_path.read_text())
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(self.manifest_path, manifest)
+
+    @staticmethod
+    def record_name(point_id: str, repetition: int) -> str:
+        return f"{point_id}-r{repetition}"
+
+    def raw_dir(self, point_id: str, repetition: int) -> Path:
+        path = self.raw_root / self.record_name(point_id, repetition)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def finished(self) -> set[str]:
+        """Names of point × repetition records already on disk."""
+        if not self.records_dir.is_dir():
+            return set()
+        return {p.stem for p in self.records_dir.glob("*.json")}
+
+    def write_record(self, point_id: str, repetition: int, record: dict[str, Any]) -> None:
+        """One finished point × repetition: its row plus its long-format table rows."""
+        write_json(self.records_dir / f"{self.record_name(point_id, repetition)}.json", record)
+
+    def records(self) -> Iterable[dict[str, Any]]:
+        for path in sorted(self.records_dir.glob("*.json")):
+            yield json.loads(path.read_text())
+
+    def rebuild_tables(self) -> None:
+        """Regenerate every Parquet table from the point records (atomically)."""
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+        for record in self.records():
+            rows["points"].append(record["point"])
+            for name in TABLES[1:]:
+                rows[name].extend(record.get(name, []))
+        for name, table_rows in rows.items():
+            target = self.path / f"{name}.parquet"
+            if not table_rows:
+                target.unlink(missing_ok=True)
+                continue
+            frame = pd.DataFrame(table_rows)
+            fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".parquet")
+            os.close(fd)
+            try:
+                frame.to_parquet(tmp, index=False)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise

@@ -1,0 +1,427 @@
+"""Scenario YAML: the validated experiment description and its grid of sweep points."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harness.paths import REPO_ROOT
+
+DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
+GENERATORS = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message names file:line, field and allowed values."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopologyRef(Strict):
+    file: str = "topologies/loopback.yaml"
+    backend: Literal["auto", "netem", "userspace", "none"] = "auto"
+    set: dict[str, str | int | float] = Field(default_factory=dict)
+
+    def path(self, base: Path) -> Path:
+        for candidate in (base / self.file, REPO_ROOT / self.file):
+            if candidate.is_file():
+                return candidate
+        raise ValueError(f"topology file {self.file!r} not found (looked beside the scenario "
+                         f"and in {REPO_ROOT})")
+
+
+class WbServer(Strict):
+    kind: Literal["wb-server"] = "wb-server"
+    dispatch: Literal[DISPATCHES] = "epoll"  # type: ignore[valid-type]
+    accept: str = "multi"
+    reply_bytes: int = Field(92, ge=0, le=1 << 24)
+    workers: int = Field(1, ge=1, le=64)
+    backlog: int | None = Field(None, ge=1)
+    port: int = Field(8080, ge=1, le=65535)
+
+    @field_validator("accept", mode="before")
+    @classmethod
+    def _accept(cls, value: Any) -> str:
+        text = str(value)
+        if text in ("single", "multi") or (text.isdigit() and int(text) > 0):
+            return text
+        raise ValueError(f"accept {value!r} is not allowed; allowed: single, multi, or a "
+                         f"positive number N (at most N accepts per readiness)")
+
+
+class ExternalServer(Strict):
+    """Any server started by a command, e.g. nginx; ready when its port accepts."""
+
+    kind: Literal["external"]
+    name: str
+    command: list[str] = Field(min_length=1)
+    files: dict[str, str] = Field(default_factory=dict)
+    port: int = Field(ge=1, le=65535)
+    reply_bytes: int | None = None
+    ready_timeout_s: float = Field(10.0, gt=0)
+
+
+class Hot(Strict):
+    generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
+    conns: int = Field(10, ge=0)
+    rate_rps: float | None = Field(None, gt=0)
+    arrivals: Literal["fixed", "poisson"] = "fixed"
+    requests_per_conn: int | None = Field(None, ge=1)
+    path: str = "/"
+    connect_timeout_s: float = Field(2.0, gt=0)
+    response_timeout_s: float = Field(5.0, gt=0)
+
+
+class Cold(Strict):
+    conns: int = Field(0, ge=0, le=1_000_000)
+    ramp_rps: float = Field(20_000, gt=0)
+    interval_s: float | None = Field(None, gt=0)
+
+
+class Stream(Strict):
+    conns: int = Field(ge=1)
+    mbps: float = Field(gt=0)
+
+
+class Cpus(Strict):
+    server: int = Field(0, ge=0)
+    generator: int = Field(1, ge=0)
+
+
+class Range(Strict):
+    start: float
+    stop: float
+    step: float
+    as_: str | None = Field(None, alias="as")
+
+    @model_validator(mode="after")
+    def _step(self) -> Range:
+        if self.step <= 0 or self.stop < self.start:
+            raise ValueError("a range needs step > 0 and stop >= start")
+        return self
+
+    def values(self) -> list[Any]:
+        count = int((self.stop - self.start) / self.step + 1e-9) + 1
+        values = [self.start + i * self.step for i in range(count)]
+        return [int(v) if float(v).is_integer() else v for v in values]
+
+
+class Values(Strict):
+    values: list[Any] = Field(min_length=1)
+    as_: str | None = Field(None, alias="as")
+
+
+def _server_kind(value: Any) -> str:
+    kind = value.get("kind", "wb-server") if isinstance(value, dict) else value.kind
+    return "external" if kind == "external" else "wb-server"
+
+
+ServerSpec = Annotated[
+    Annotated[WbServer, Tag("wb-server")] | Annotated[ExternalServer, Tag("external")],
+    Discriminator(_server_kind),
+]
+
+def _axis_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "values" if "values" in value else "range"
+    return "list"
+
+
+SweepAxis = Annotated[
+    Annotated[list[Any], Field(min_length=1), Tag("list")]
+    | Annotated[Range, Tag("range")]
+    | Annotated[Values, Tag("values")],
+    Discriminator(_axis_kind),
+]
+
+
+class Scenario(Strict):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", value):
+            raise ValueError(f"name {value!r} is not allowed; use lowercase letters, digits "
+                             f"and - _ . (it names the results directory)")
+        return value
+    description: str = ""
+    topology: TopologyRef = Field(default_factory=TopologyRef)
+    server: ServerSpec = Field(default_factory=WbServer)
+    hot: Hot = Field(default_factory=Hot)
+    cold: Cold = Field(default_factory=Cold)
+    stream: Stream | None = None
+    sweep: dict[str, SweepAxis] = Field(default_factory=dict)
+    repetitions: int = Field(1, ge=1, le=1000)
+    warmup_s: float = Field(1.0, ge=0)
+    duration_s: float = Field(5.0, gt=0)
+    cpus: Cpus = Field(default_factory=Cpus)
+    profile: bool = False
+
+
+# Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).
+COLUMN_OF_PATH = {
+    "server.dispatch": "dispatch",
+    "server.accept": "accept",
+    "server.reply_bytes": "reply_bytes",
+    "server.workers": "workers",
+    "hot.conns": "hot_conns",
+    "hot.rate_rps": "offered_rate_rps",
+    "hot.generator": "generator",
+    "cold.conns": "cold_conns",
+    "stream.conns": "stream_conns",
+    "stream.mbps": "stream_mbps",
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One cell of the sweep grid: the scenario with the sweep values applied."""
+
+    point_id: str
+    index: int
+    config: Scenario
+    axis_values: dict[str, Any]  # sweep path -> value
+    columns: dict[str, Any]  # parameter columns for points.parquet
+
+    @property
+    def topology_key(self) -> str:
+        return json.dumps(self.config.topology.model_dump(), sort_keys=True)
+
+
+def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]:
+    server = config.server
+    wb = isinstance(server, WbServer)
+    columns: dict[str, Any] = {
+        "server": "wb-server" if wb else server.name,
+        "dispatch": server.dispatch if wb else None,
+        "accept": server.accept if wb else None,
+        "reply_bytes": server.reply_bytes,
+        "workers": server.workers if wb else None,
+        "hot_conns": config.hot.conns,
+        "cold_conns": config.cold.conns,
+        "offered_rate_rps": config.hot.rate_rps,
+        "one_way_delay_ms": None,
+        "generator": config.hot.generator,
+        "stream_conns": config.stream.conns if config.stream else None,
+        "stream_mbps": config.stream.mbps if config.stream else None,
+    }
+    columns.update(extra)
+    return columns
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    if path.startswith("topology.set."):
+        data.setdefault("topology", {}).setdefault("set", {})[path.removeprefix("topology.set.")] = value
+        return
+    keys = path.split(".")
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+
+
+def _check_axis_path(scenario: Scenario, path: str) -> None:
+    if path.startswith("topology.set.") and len(path) > len("topology.set."):
+        return
+    model: Any = scenario
+    for key in path.split("."):
+        fields = type(model).model_fields if isinstance(model, BaseModel) else {}
+        if key not in fields or key == "sweep":
+            allowed = ", ".join(sorted(k for k in fields if k != "sweep")) or "(none)"
+            raise ValueError(f"sweep axis {path!r}: {key!r} is not a field here; "
+                             f"allowed: {allowed} (topology overrides: topology.set.KEY)")
+        model = getattr(model, key)
+
+
+def points(scenario: Scenario) -> list[Point]:
+    """Expand the sweep into points; every point is re-validated with its values applied."""
+    axes: list[tuple[str, list[Any], str | None]] = []
+    for path, axis in scenario.sweep.items():
+        _check_axis_path(scenario, path)
+        if isinstance(axis, list):
+            axes.append((path, axis, None))
+        else:
+            values = axis.values() if isinstance(axis, Range) else axis.values
+            axes.append((path, values, axis.as_))
+    base = scenario.model_dump(by_alias=True, exclude={"sweep"})
+    result = []
+    for index, combo in enumerate(itertools.product(*(values for _, values, _ in axes))):
+        data = copy.deepcopy(base)
+        axis_values = {}
+        extra_columns = {}
+        for (path, _, column), value in zip(axes, combo, strict=True):
+            _set_path(data, path, value)
+            axis_values[path] = value
+            name = column or COLUMN_OF_PATH.get(path)
+            if name is None:
+                name = path.removeprefix("topology.set.").replace(".", "_")
+            extra_columns[name] = value
+        try:
+            config = Scenario.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = _field_name(tuple(first["loc"]))
+            raise ScenarioError(f"sweep point {axis_values}: {where}: "
+                                f"{_describe(first, tuple(first['loc']))}") from None
+        digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
+        result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
+                            parameter_columns(config, extra_columns)))
+    return result
+
+
+def sweep_columns(scenario: Scenario) -> list[str]:
+    """Names of the parameter columns that vary across points."""
+    if not scenario.sweep:
+        return []
+    first = points(scenario)[0]
+    names = []
+    for path, axis in scenario.sweep.items():
+        alias = None if isinstance(axis, list) else axis.as_
+        names.append(alias or COLUMN_OF_PATH.get(path)
+                     or path.removeprefix("topology.set.").replace(".", "_"))
+    return [n for n in names if n in first.columns]
+
+
+# --- loading with file:line errors -----------------------------------------------------------
+
+def _line_index(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Map each key path in a composed YAML document to its 1-based line."""
+    lines = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            child = path + (key_node.value,)
+            lines.update(_line_index(value_node, child))
+            lines[child] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.update(_line_index(item, path + (i,)))
+    return lines
+
+
+def _line_of(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int:
+    # pydantic inserts union-member tags (e.g. 'wb-server', 'list[any]') into loc: drop
+    # components that are not in the document until a known path matches.
+    parts = [p for p in loc]
+    while parts:
+        key = tuple(parts)
+        if key in lines:
+            return lines[key]
+        for i in range(len(parts) - 1, -1, -1):
+            if tuple(parts[:i]) in lines and tuple(parts[:i] + parts[i + 1:]) in lines:
+                return lines[tuple(parts[:i] + parts[i + 1:])]
+        parts.pop()
+    return lines.get((), 1)
+
+
+_UNION_TAGS = {"wb-server", "external", "list", "range", "values"}
+
+
+def _is_tag(loc: tuple[Any, ...], i: int) -> bool:
+    """pydantic puts the union member's tag after `server` and after a sweep axis name."""
+    return loc[i] in _UNION_TAGS and i > 0 and (
+        loc[i - 1] == "server" or (i >= 2 and loc[i - 2] == "sweep"))
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for i, p in enumerate(loc)
+                    if not _is_tag(loc, i) and not str(p).startswith("function-"))
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Field names allowed beside the last element of an error location."""
+    model: Any = Scenario
+    for i, key in enumerate(loc[:-1]):
+        if _is_tag(loc, i):
+            model = {"wb-server": WbServer, "external": ExternalServer,
+                     "range": Range, "values": Values}.get(key, model)
+            continue
+        if i >= 1 and loc[i - 1] == "sweep":
+            continue
+        field = model.model_fields.get(key)
+        annotation = field.annotation if field else None
+        members = [a for a in getattr(annotation, "__args__", (annotation,))
+                   if isinstance(a, type) and issubclass(a, BaseModel)]
+        model = members[0] if members else model
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def _describe(error: dict[str, Any], loc: tuple[Any, ...]) -> str:
+    if error["type"] == "extra_forbidden":
+        return f"unknown field; allowed here: {', '.join(_fields_at(loc))}"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return error["msg"].removeprefix("Value error, ")
+
+
+def parse(text: str, source: str = "<scenario>", overrides: list[str] | None = None) -> Scenario:
+    """Parse and validate scenario text; raise ScenarioError naming file:line and field."""
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"{source}:{line}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict) or node is None:
+        raise ScenarioError(f"{source}:1: a scenario is a YAML mapping with at least `name:`")
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. cold.conns=1000")
+        _set_path(data, key, yaml.safe_load(raw))
+    lines = _line_index(node)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        messages = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            field = _field_name(loc)
+            messages.append(f"{source}:{_line_of(lines, loc)}: {field}: "
+                            f"{_describe(error, loc)}")
+        raise ScenarioError("\n".join(dict.fromkeys(messages))) from None
+    try:
+        points(scenario)
+    except (ValueError, ScenarioError) as exc:
+        line = lines.get(("sweep",), 1)
+        raise ScenarioError(f"{source}:{line}: {exc}") from None
+    return scenario
+
+
+def load(path: Path, overrides: list[str] | None = None) -> Scenario:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    scenario = parse(text, str(path), overrides)
+    try:
+        scenario.topology.path(path.parent)
+    except ValueError as exc:
+        line = _line_index(yaml.compose(text)).get(("topology",), 1)
+        raise ScenarioError(f"{path}:{line}: topology.file: {exc}") from None
+    return scenario
