@@ -1,0 +1,292 @@
+/* main.c: wb-server's command line, listening sockets, workers, signals and stats. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "server.h"
+
+#define MAX_WORKERS 64
+#define MAX_REPLY_BYTES (64L << 20)
+
+static const char usage[] =
+    "usage: wb-server --dispatch select|poll|devpoll|epoll|rtsig|uring\n"
+    "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT\n"
+    "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n";
+
+struct options {
+    struct server_config server;
+    const char *accept_name;
+    struct sockaddr_in listen;
+    int backlog, workers;
+    const char *stats_path;
+    int cpus[MAX_WORKERS], ncpus;
+};
+
+static struct options opt;
+static struct stats *slots; /* one per worker, shared with the workers */
+static struct stats_info info;
+static volatile sig_atomic_t child_exited;
+
+static _Noreturn void bad_usage(const char *fmt, const char *what)
+{
+    fputs("wb-server: ", stderr);
+    fprintf(stderr, fmt, what);
+    fputs("\n", stderr);
+    fputs(usage, stderr);
+    exit(2);
+}
+
+static long parse_count(const char *flag, const char *s, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "wb-server: %s: '%s' is not a whole number from %ld to %ld\n%s",
+                flag, s, min, max, usage);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse_listen(const char *s)
+{
+    char host[INET_ADDRSTRLEN + 1];
+    const char *colon = strrchr(s, ':');
+    if (!colon || (size_t)(colon - s) >= sizeof host)
+        bad_usage("--listen: '%s' is not ADDR:PORT (e.g. 127.0.0.1:0)", s);
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    opt.listen.sin_family = AF_INET;
+    if (inet_pton(AF_INET, host, &opt.listen.sin_addr) != 1)
+        bad_usage("--listen: '%s' needs a numeric IPv4 address (e.g. 127.0.0.1:0)", s);
+    opt.listen.sin_port = htons((uint16_t)parse_count("--listen port", colon + 1, 0, 65535));
+}
+
+static void parse_cpus(const char *s)
+{
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", s);
+    for (char *save, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (opt.ncpus == MAX_WORKERS)
+            bad_usage("--cpu: '%s' lists too many CPUs", s);
+        opt.cpus[opt.ncpus++] = (int)parse_count("--cpu", tok, 0, CPU_SETSIZE - 1);
+    }
+    if (opt.ncpus == 0)
+        bad_usage("--cpu: '%s' names no CPU", s);
+}
+
+static void parse_args(int argc, char **argv)
+{
+    static const struct option flags[] = {
+        {"dispatch", required_argument, NULL, 'd'}, {"accept", required_argument, NULL, 'a'},
+        {"reply-bytes", required_argument, NULL, 'r'}, {"listen", required_argument, NULL, 'l'},
+        {"backlog", required_argument, NULL, 'b'}, {"stats", required_argument, NULL, 's'},
+        {"workers", required_argument, NULL, 'w'}, {"cpu", required_argument, NULL, 'c'},
+        {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0},
+    };
+    opt = (struct options){.server = {.ops = &dispatch_epoll, .reply_bytes = 92},
+                           .accept_name = "multi", .backlog = SOMAXCONN, .workers = 1};
+    parse_listen("127.0.0.1:0");
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":", flags, NULL)) != -1;) {
+        switch (c) {
+        case 'd':
+            opt.server.ops = dispatch_find(optarg);
+            if (!opt.server.ops)
+                bad_usage("--dispatch: '%s' is not select, poll, devpoll, epoll, rtsig or uring",
+                          optarg);
+            break;
+        case 'a':
+            opt.accept_name = optarg;
+            if (strcmp(optarg, "single") == 0)
+                opt.server.accept_limit = 1;
+            else if (strcmp(optarg, "multi") == 0)
+                opt.server.accept_limit = 0;
+            else
+                opt.server.accept_limit = (int)parse_count("--accept (single, multi or N)",
+                                                           optarg, 1, INT_MAX);
+            break;
+        case 'r': opt.server.reply_bytes = parse_count("--reply-bytes", optarg, 0, MAX_REPLY_BYTES); break;
+        case 'l': parse_listen(optarg); break;
+        case 'b': opt.backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
+        case 's': opt.stats_path = optarg; break;
+        case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
+        case 'c': parse_cpus(optarg); break;
+        case 'k': opt.server.sink = 1; break;
+        case 'h': fputs(usage, stdout); exit(0);
+        case ':': bad_usage("flag %s needs a value", argv[optind - 1]);
+        default: bad_usage("unknown flag %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        bad_usage("unexpected argument %s", argv[optind]);
+}
+
+static void on_signal(int sig)
+{
+    if (sig == SIGUSR1)
+        server_snapshot = 1;
+    else if (sig == SIGCHLD)
+        child_exited = 1;
+    else
+        server_stop = 1;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: waits return EINTR */
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void write_stats(void)
+{
+    if (opt.stats_path && stats_write(opt.stats_path, &info, slots, opt.workers) < 0)
+        fprintf(stderr, "wb-server: cannot write stats to %s: %s\n", opt.stats_path,
+                strerror(errno));
+}
+
+/* One listening socket per worker; with several they share the port (SO_REUSEPORT). */
+static int open_listener(struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        (opt.workers > 1 && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+        bind(fd, (struct sockaddr *)addr, sizeof *addr) < 0 || listen(fd, opt.backlog) < 0) {
+        char host[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &addr->sin_addr, host, sizeof host);
+        fprintf(stderr, "wb-server: cannot listen on %s:%u: %s\n", host, ntohs(addr->sin_port),
+                strerror(errno));
+        exit(1);
+    }
+    socklen_t len = sizeof *addr;
+    getsockname(fd, (struct sockaddr *)addr, &len); /* port 0 becomes the chosen port */
+    return fd;
+}
+
+static void pin(int worker)
+{
+    if (opt.ncpus == 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(opt.cpus[worker % opt.ncpus], &set);
+    if (sched_setaffinity(0, sizeof set, &set) < 0) {
+        fprintf(stderr, "wb-server: cannot pin to CPU %d: %s\n", opt.cpus[worker % opt.ncpus],
+                strerror(errno));
+        exit(1);
+    }
+}
+
+static void announce(const struct sockaddr_in *addr)
+{
+    char host[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr->sin_addr, host, sizeof host);
+    printf("ready %s:%u\n", host, ntohs(addr->sin_port));
+    fflush(stdout);
+}
+
+static void no_snapshot(void) {}
+
+/* The parent of several workers serves nothing: it forwards stop, writes merged stats. */
+static int supervise(pid_t *pids)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int alive = opt.workers, status = 0;
+    while (!server_stop && alive == opt.workers) {
+        sigsuspend(&old);
+        if (server_snapshot) {
+            server_snapshot = 0;
+            write_stats();
+        }
+        for (pid_t pid; child_exited && (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+            fprintf(stderr, "wb-server: worker %ld exited unexpectedly\n", (long)pid);
+            alive--;
+        }
+        child_exited = 0;
+    }
+    for (int i = 0; i < opt.workers; i++)
+        kill(pids[i], SIGTERM);
+    while (waitpid(-1, NULL, 0) > 0)
+        ;
+    write_stats();
+    return alive == opt.workers ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    info = (struct stats_info){.backend = opt.server.ops->name, .accept = opt.accept_name,
+                               .reply_bytes = opt.server.reply_bytes,
+                               .started = monotonic_seconds()};
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max; /* idle connections are the experiment: take them all */
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    slots = mmap(NULL, sizeof *slots * (size_t)opt.workers, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (slots == MAP_FAILED) {
+        perror("wb-server: mmap");
+        return 1;
+    }
+    install_handlers();
+
+    int listeners[MAX_WORKERS];
+    for (int i = 0; i < opt.workers; i++)
+        listeners[i] = open_listener(&opt.listen); /* the first fixes the port for the rest */
+
+    if (opt.workers == 1) {
+        slots[0].pid = getpid();
+        pin(0);
+        announce(&opt.listen);
+        int err = server_run(&opt.server, listeners[0], &slots[0], write_stats);
+        write_stats();
+        return err ? 1 : 0;
+    }
+    pid_t pids[MAX_WORKERS];
+    for (int i = 0; i < opt.workers; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            perror("wb-server: fork");
+            for (int k = 0; k < i; k++)
+                kill(pids[k], SIGTERM);
+            return 1;
+        }
+        if (pids[i] == 0) {
+            for (int k = 0; k < opt.workers; k++)
+                if (k != i)
+                    close(listeners[k]);
+            slots[i].pid = getpid();
+            pin(i);
+            _exit(server_run(&opt.server, listeners[i], &slots[i], no_snapshot) ? 1 : 0);
+        }
+    }
+    for (int i = 0; i < opt.workers; i++)
+        close(listeners[i]);
+    announce(&opt.listen);
+    return supervise(pids);
+}

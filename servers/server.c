@@ -1,0 +1,360 @@
+/* server.c: the loop shared by every backend: accept strategies, the reserved-fd answer
+ * to EMFILE, and per-connection HTTP (keep-alive, pipelining, lingering close). */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "http.h"
+
+#define READ_CHUNK 65536
+#define READS_PER_TURN 16 /* then other connections get their turn */
+#define RUNS 4            /* distinct reply kinds queued before parsing pauses */
+#define IOV_BATCH 64
+
+volatile sig_atomic_t server_stop, server_snapshot;
+
+/* Queued replies, run-length encoded: pipelined requests usually share one kind. */
+struct run {
+    uint32_t count;
+    uint8_t kind;
+};
+
+struct conn {
+    struct http_parser parser;
+    struct run runs[RUNS];
+    uint8_t run_head, run_count;
+    uint8_t open, closing, draining, peer_eof, queued;
+    uint32_t offset;         /* bytes of the first queued reply already written */
+    char *stash;             /* input read but not yet parsed (when the run queue is full) */
+    uint32_t stash_len, stash_off;
+};
+
+static struct {
+    const struct server_config *cfg;
+    struct dispatch d;
+    struct stats *st;
+    struct conn *conns; /* by fd */
+    struct reply replies[REPLY_KINDS];
+    int listen_fd, reserve_fd;
+    int *again, again_count; /* fds to service without waiting for an event (see DISPATCH_EDGE) */
+    int *turn;
+    char rbuf[READ_CHUNK];
+} srv;
+
+static void queue_again(int fd)
+{
+    if (srv.conns[fd].queued)
+        return;
+    srv.conns[fd].queued = 1;
+    srv.again[srv.again_count++] = fd;
+}
+
+static void want(int fd, int mask)
+{
+    if (srv.d.mask[fd] != mask && dispatch_set(&srv.d, fd, mask) < 0)
+        perror("wb-server: registering interest");
+}
+
+static void conn_close(int fd)
+{
+    struct conn *c = &srv.conns[fd];
+    want(fd, DISPATCH_NONE);
+    close(fd);
+    free(c->stash);
+    c->stash = NULL;
+    c->open = 0;
+    srv.st->connections_closed++;
+    srv.st->connections_current--;
+}
+
+static void conn_open(int fd)
+{
+    if (fd >= srv.d.setsize) {
+        close(fd);
+        return;
+    }
+    struct conn *c = &srv.conns[fd];
+    uint8_t queued = c->queued;
+    *c = (struct conn){.open = 1, .queued = queued};
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    srv.st->connections_accepted++;
+    if (++srv.st->connections_current > srv.st->connections_max)
+        srv.st->connections_max = srv.st->connections_current;
+    if (dispatch_set(&srv.d, fd, DISPATCH_READABLE) < 0) {
+        perror("wb-server: registering a connection");
+        conn_close(fd);
+        return;
+    }
+    if (srv.cfg->ops->flags & DISPATCH_NO_INITIAL)
+        queue_again(fd); /* data may have arrived before the registration */
+}
+
+static void push_reply(struct conn *c, enum reply_kind kind)
+{
+    struct run *tail = c->run_count ? &c->runs[(c->run_head + c->run_count - 1) % RUNS] : NULL;
+    if (tail && tail->kind == kind) {
+        tail->count++;
+        return;
+    }
+    c->runs[(c->run_head + c->run_count++) % RUNS] = (struct run){1, (uint8_t)kind};
+}
+
+/* Parses input, queueing replies; returns the bytes used (fewer when the queue is full). */
+static size_t consume(struct conn *c, const char *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len && !c->closing && c->run_count < RUNS) {
+        size_t used;
+        enum http_result r = http_parse(&c->parser, buf + off, len - off, &used);
+        off += used;
+        if (r == HTTP_NEED_MORE)
+            continue;
+        enum reply_kind kind = r == HTTP_REQUEST ? reply_for(&c->parser)
+                               : r == HTTP_BAD   ? REPLY_400
+                                                 : REPLY_431;
+        if (r == HTTP_REQUEST)
+            srv.st->requests++;
+        else if (r == HTTP_BAD)
+            srv.st->replies_400++;
+        else
+            srv.st->replies_431++;
+        push_reply(c, kind);
+        if (reply_closes(kind))
+            c->closing = 1;
+    }
+    return c->closing ? len : off;
+}
+
+/* Writes queued replies: 1 when all are written, 0 when the socket is full, -1 on error. */
+static int flush(int fd, struct conn *c)
+{
+    while (c->run_count) {
+        struct iovec iov[IOV_BATCH];
+        int n = 0;
+        size_t total = 0, skip = c->offset;
+        for (int r = 0; r < c->run_count && n < IOV_BATCH; r++) {
+            const struct run *run = &c->runs[(c->run_head + r) % RUNS];
+            const struct reply *rep = &srv.replies[run->kind];
+            for (uint32_t k = 0; k < run->count && n < IOV_BATCH; k++, skip = 0) {
+                iov[n++] = (struct iovec){rep->data + skip, rep->len - skip};
+                total += rep->len - skip;
+            }
+        }
+        ssize_t w = writev(fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN ? 0 : -1;
+        }
+        srv.st->bytes_out += (uint64_t)w;
+        for (size_t left = (size_t)w; left > 0;) {
+            struct run *run = &c->runs[c->run_head];
+            size_t rest = srv.replies[run->kind].len - c->offset;
+            if (left < rest) {
+                c->offset += (uint32_t)left;
+                break;
+            }
+            left -= rest;
+            c->offset = 0;
+            srv.st->replies++;
+            if (--run->count == 0) {
+                c->run_head = (uint8_t)((c->run_head + 1) % RUNS);
+                c->run_count--;
+            }
+        }
+        if ((size_t)w < total)
+            return 0;
+    }
+    return 1;
+}
+
+static void stash_rest(struct conn *c, const char *rest, size_t len)
+{
+    c->stash = malloc(len);
+    if (!c->stash)
+        return; /* out of memory: the rest of this input is lost, the peer will notice */
+    memcpy(c->stash, rest, len);
+    c->stash_len = (uint32_t)len;
+    c->stash_off = 0;
+}
+
+/* A closing connection: reply written, our side shut; read until the peer closes, so
+ * that unread input does not turn our FIN into a reset that destroys the reply. */
+static void drain(int fd)
+{
+    for (;;) {
+        ssize_t n = read(fd, srv.rbuf, sizeof srv.rbuf);
+        if (n > 0) {
+            srv.st->bytes_in += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN)
+            return want(fd, DISPATCH_READABLE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        return conn_close(fd);
+    }
+}
+
+/* Services one connection until it would block: flush, parse stashed input, read. */
+static void drive(int fd)
+{
+    struct conn *c = &srv.conns[fd];
+    if (c->draining)
+        return drain(fd);
+    for (int reads = 0;;) {
+        if (c->run_count) {
+            int r = flush(fd, c);
+            if (r < 0)
+                return conn_close(fd);
+            if (r == 0)
+                return want(fd, DISPATCH_WRITABLE);
+        }
+        if (c->closing) {
+            c->draining = 1;
+            shutdown(fd, SHUT_WR);
+            return drain(fd);
+        }
+        if (c->stash) {
+            c->stash_off += (uint32_t)consume(c, c->stash + c->stash_off,
+                                              c->stash_len - c->stash_off);
+            if (c->stash_off == c->stash_len) {
+                free(c->stash);
+                c->stash = NULL;
+            }
+            continue;
+        }
+        if (c->peer_eof)
+            return conn_close(fd);
+        if (reads++ == READS_PER_TURN) {
+            want(fd, DISPATCH_READABLE);
+            if (srv.cfg->ops->flags & DISPATCH_EDGE)
+                queue_again(fd);
+            return;
+        }
+        ssize_t n = read(fd, srv.rbuf, sizeof srv.rbuf);
+        if (n > 0) {
+            srv.st->bytes_in += (uint64_t)n;
+            if (srv.cfg->sink)
+                continue;
+            size_t used = consume(c, srv.rbuf, (size_t)n);
+            if (used < (size_t)n)
+                stash_rest(c, srv.rbuf + used, (size_t)n - used);
+        } else if (n == 0) {
+            c->peer_eof = 1; /* half-close: answer what was asked, then close */
+        } else if (errno == EAGAIN) {
+            return want(fd, DISPATCH_READABLE);
+        } else if (errno != EINTR) {
+            return conn_close(fd);
+        }
+    }
+}
+
+/* Out of descriptors: free the reserved one, accept and close the oldest pending
+ * connection, reserve again. Without this a level-triggered listener spins. */
+static void shed_one(void)
+{
+    srv.st->emfile_events++;
+    close(srv.reserve_fd);
+    int fd = accept4(srv.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void accept_ready(void)
+{
+    int limit = srv.cfg->accept_limit;
+    for (int i = 0; limit == 0 || i < limit; i++) {
+        srv.st->accept_calls++;
+        int fd = srv.cfg->ops->accept
+                     ? srv.cfg->ops->accept(&srv.d)
+                     : accept4(srv.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            conn_open(fd);
+        } else if (errno == EAGAIN) {
+            srv.st->accept_eagain++;
+            return;
+        } else if (errno == EMFILE || errno == ENFILE) {
+            shed_one();
+        } else if (errno != EINTR && errno != ECONNABORTED) {
+            perror("wb-server: accept");
+            return;
+        }
+    }
+    if (srv.cfg->ops->flags & DISPATCH_EDGE)
+        queue_again(srv.listen_fd); /* stopped before EAGAIN: no new edge will come */
+}
+
+static void handle(int fd)
+{
+    if (fd == srv.listen_fd)
+        accept_ready();
+    else if (srv.conns[fd].open)
+        drive(fd);
+}
+
+static int setup(const struct server_config *cfg, int listen_fd, struct stats *stats)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -1;
+    int setsize = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 24) ? 1 << 24
+                                                                          : (int)rl.rlim_cur;
+    srv.cfg = cfg;
+    srv.st = stats;
+    srv.listen_fd = listen_fd;
+    srv.conns = calloc((size_t)setsize, sizeof *srv.conns);
+    srv.again = malloc((size_t)setsize * sizeof *srv.again);
+    srv.turn = malloc((size_t)setsize * sizeof *srv.turn);
+    srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (!srv.conns || !srv.again || !srv.turn || srv.reserve_fd < 0 ||
+        replies_build(srv.replies, (size_t)cfg->reply_bytes) < 0 ||
+        dispatch_open(&srv.d, cfg->ops, setsize, listen_fd, stats) < 0)
+        return -1;
+    return dispatch_set(&srv.d, listen_fd, DISPATCH_READABLE);
+}
+
+int server_run(const struct server_config *cfg, int listen_fd, struct stats *stats,
+               void (*on_snapshot)(void))
+{
+    if (setup(cfg, listen_fd, stats) < 0) {
+        fprintf(stderr, "wb-server: cannot start the %s backend: %s\n", cfg->ops->name,
+                strerror(errno));
+        return -1;
+    }
+    while (!server_stop) {
+        if (server_snapshot) {
+            server_snapshot = 0;
+            on_snapshot();
+        }
+        /* A timeout bounds how late a signal that lands just before the wait is seen. */
+        int n = srv.d.ops->wait(&srv.d, srv.again_count ? 0 : 1000);
+        if (n < 0 && errno != EINTR) {
+            fprintf(stderr, "wb-server: %s wait: %s\n", cfg->ops->name, strerror(errno));
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            handle(srv.d.fired[i].fd);
+        int turns = srv.again_count;
+        memcpy(srv.turn, srv.again, (size_t)turns * sizeof *srv.turn);
+        srv.again_count = 0;
+        for (int i = 0; i < turns; i++) {
+            srv.conns[srv.turn[i]].queued = 0;
+            handle(srv.turn[i]);
+        }
+    }
+    srv.d.ops->destroy(&srv.d);
+    return 0;
+}

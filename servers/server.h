@@ -1,0 +1,26 @@
+/* server.h: the event loop: accept, then serve HTTP on every connection, with whichever
+ * dispatch backend was chosen. */
+#ifndef WB_SERVER_H
+#define WB_SERVER_H
+
+#include <signal.h>
+
+#include "dispatch.h"
+#include "stats.h"
+
+struct server_config {
+    const struct dispatch_ops *ops;
+    int accept_limit; /* accepts per listener readiness; 0 = until EAGAIN */
+    long reply_bytes;
+    int sink;         /* read and discard, never reply */
+};
+
+/* Flags set by signal handlers, checked once per loop iteration. */
+extern volatile sig_atomic_t server_stop, server_snapshot;
+
+/* Serves listen_fd until server_stop; calls on_snapshot() when server_snapshot is set.
+ * Counters go to *stats. Returns 0, or -1 with a message on stderr. */
+int server_run(const struct server_config *cfg, int listen_fd, struct stats *stats,
+               void (*on_snapshot)(void));
+
+#endif

@@ -1,0 +1,66 @@
+/* stats.c: the JSON snapshot of the counters, written atomically. */
+#include "stats.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void write_counters(FILE *f, const struct stats *s)
+{
+#define STATS_PRINT(name) fprintf(f, ", \"" #name "\": %llu", (unsigned long long)s->name);
+    STATS_FIELDS(STATS_PRINT)
+#undef STATS_PRINT
+}
+
+static void write_header(FILE *f, const struct stats_info *info, pid_t pid, int workers)
+{
+    fprintf(f, "\"schema\": 1, \"backend\": \"%s\", \"accept\": \"%s\", \"reply_bytes\": %ld, "
+               "\"pid\": %ld, \"workers\": %d, \"uptime_s\": %.6f",
+            info->backend, info->accept, info->reply_bytes, (long)pid, workers,
+            monotonic_seconds() - info->started);
+}
+
+int stats_write(const char *path, const struct stats_info *info,
+                const struct stats *workers, int n)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+
+    struct stats total = {0};
+    for (int i = 0; i < n; i++) {
+#define STATS_SUM(name) total.name += workers[i].name;
+        STATS_FIELDS(STATS_SUM)
+#undef STATS_SUM
+    }
+    fputc('{', f);
+    write_header(f, info, getpid(), n);
+    write_counters(f, &total);
+    if (n > 1) {
+        fputs(", \"per_worker\": [", f);
+        for (int i = 0; i < n; i++) {
+            fputs(i ? ", {" : "{", f);
+            write_header(f, info, workers[i].pid, 1);
+            write_counters(f, &workers[i]);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
+    fputs("}\n", f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
