@@ -32,7 +32,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def write_json(path: Path, value: Any) -> None:
-    write_atomic(path, (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode())
+    write_atomic(path, (json.dumps(value, indent=2, default=str) + "\n").encode())
 
 
 def new_run_id(kernel_release: str) -> str:

@@ -1,0 +1,189 @@
+"""`wanbench doctor`: what this machine can measure, and the fix for what it cannot."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import resource
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.manifest import sysctl
+from harness.metrics import perf
+from harness.paths import BIN_DIR
+from harness.topology.addressing import new_prefix
+from harness.topology.backend_probe import probe_netem
+from harness.topology.ledger import Ledger
+
+SYS_IO_URING_SETUP = 425
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    essential: bool = False
+    shortfall: str = "missing"  # what a failed check is called: "missing" or "low"
+
+
+def _tool(name: str, fix: str) -> Check:
+    path = shutil.which(name)
+    return Check(name, path is not None, path or "not on PATH", "" if path else fix)
+
+
+def check_namespaces() -> Check:
+    if os.geteuid() != 0:
+        return Check("network namespaces", False, "not root", "run as root (or sudo)", True)
+    name = f"wbdoctor{os.getpid()}"
+    added = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if added.returncode != 0:
+        return Check("network namespaces", False, added.stderr.strip(),
+                     "a kernel with CONFIG_NET_NS and iproute2 (apt-get install iproute2)", True)
+    subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    return Check("network namespaces", True, "ip netns add/delete works")
+
+
+def check_netem() -> Check:
+    if os.geteuid() != 0:
+        return Check("netem (sch_netem)", False, "not root: cannot probe", "run as root")
+    ledger = Ledger.create(new_prefix(), None, "netem-probe")
+    try:
+        result = probe_netem(ledger)
+    finally:
+        ledger.path.unlink(missing_ok=True)
+    ok = result["ok"]
+    detail = "tc qdisc netem works" if ok else f"tc netem: {result['error']}"
+    return Check("netem (sch_netem)", ok, detail,
+                 "" if ok else "load sch_netem (modprobe sch_netem; on Debian it is in "
+                 "linux-modules-extra); meanwhile the userspace emulator stands in")
+
+
+def check_userspace_emulator() -> Check:
+    tun = Path("/dev/net/tun").exists()
+    built = (BIN_DIR / "wb-linkem").is_file()
+    ok = tun and built
+    detail = ", ".join([("/dev/net/tun present" if tun else "/dev/net/tun missing"),
+                        ("wb-linkem built" if built else "wb-linkem not built")])
+    fix = "" if ok else ("run make" if tun else "modprobe tun (CONFIG_TUN)")
+    return Check("userspace link emulator", ok, detail, fix)
+
+
+def check_counters() -> Check:
+    ok, reason = perf.hardware_counters()
+    return Check("perf hardware counters", ok, reason, "" if ok else
+                 "a host or VM with PMU access (e.g. KVM -cpu host); meanwhile cycles are "
+                 "estimated from CPU time × TSC frequency and labelled so")
+
+
+def check_perf_record() -> Check:
+    if shutil.which("perf") is None:
+        return Check("perf record + kallsyms", False, "perf not installed",
+                     "apt-get install linux-perf")
+    try:
+        first = Path("/proc/kallsyms").read_text().split("\n", 1)[0]
+    except OSError as exc:
+        return Check("perf record + kallsyms", False, str(exc), "mount /proc")
+    if first.startswith("0000000000000000"):
+        return Check("perf record + kallsyms", False, "kernel addresses hidden",
+                     "sysctl kernel.kptr_restrict=0 (as root)")
+    paranoid = sysctl("kernel.perf_event_paranoid")
+    if os.geteuid() != 0 and paranoid is not None and int(paranoid) > 0:
+        return Check("perf record + kallsyms", False, f"perf_event_paranoid={paranoid}",
+                     "run as root or sysctl kernel.perf_event_paranoid=-1")
+    return Check("perf record + kallsyms", True, "cpu-clock sampling with kernel symbols")
+
+
+def check_nofile() -> Check:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ok = hard >= 65536
+    return Check("RLIMIT_NOFILE", ok, f"soft {soft}, hard {hard}",
+                 "" if ok else "connections past the hard limit are sharded over processes "
+                 "automatically; to raise it: ulimit -Hn / limits.conf / systemd LimitNOFILE",
+                 shortfall="low")
+
+
+def check_sigpending() -> Check:
+    soft, hard = resource.getrlimit(resource.RLIMIT_SIGPENDING)
+    ok = soft >= 1024
+    return Check("RLIMIT_SIGPENDING", ok, f"soft {soft}, hard {hard} (the RT-signal queue)",
+                 "" if ok else "ulimit -i 65536 to measure rtsig before overflow", shortfall="low")
+
+
+def check_io_uring() -> Check:
+    if sysctl("kernel.io_uring_disabled") not in (None, "0"):
+        return Check("io_uring", False, "kernel.io_uring_disabled is set",
+                     "sysctl kernel.io_uring_disabled=0")
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(SYS_IO_URING_SETUP, 4, params)
+    if fd < 0:
+        return Check("io_uring", False, os.strerror(ctypes.get_errno()),
+                     "a kernel ≥ 5.19 with CONFIG_IO_URING (multishot accept)")
+    os.close(fd)
+    return Check("io_uring", True, "io_uring_setup works")
+
+
+def check_somaxconn() -> Check:
+    value = int(sysctl("net.core.somaxconn") or 0)
+    ok = value >= 4096
+    return Check("net.core.somaxconn", ok, str(value),
+                 "" if ok else "sysctl net.core.somaxconn=65535 (bursts of cold connects)",
+                 shortfall="low")
+
+
+def check_port_range() -> Check:
+    low, high = (int(v) for v in (sysctl("net.ipv4.ip_local_port_range") or "0 0").split())
+    ok = high - low >= 28000
+    return Check("ephemeral port range", ok, f"{low}-{high} ({high - low + 1} ports per source "
+                 "address; wb-sclient spreads cold connections over many source addresses)",
+                 "" if ok else 'sysctl net.ipv4.ip_local_port_range="1024 65535"', shortfall="low")
+
+
+def check_binaries() -> Check:
+    names = ("wb-server", "wb-sclient", "wb-linkem")
+    missing = [n for n in names if not (BIN_DIR / n).is_file()]
+    return Check("wanbench binaries", not missing,
+                 f"missing: {', '.join(missing)}" if missing else f"in {BIN_DIR}",
+                 "make" if missing else "", True)
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (
+    check_binaries, check_namespaces, check_netem, check_userspace_emulator, check_counters,
+    check_perf_record,
+    lambda: _tool("httperf", "apt-get install httperf"),
+    lambda: _tool("wrk", "apt-get install wrk"),
+    lambda: _tool("wrk2", "build wrk2 from source and put it on PATH (it is not packaged)"),
+    check_nofile, check_sigpending, check_io_uring, check_somaxconn, check_port_range,
+)
+
+
+def run_checks() -> list[Check]:
+    return [check() for check in CHECKS]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("doctor", help="what this machine can measure, and fixes")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    results = run_checks()
+    table = Table(title="wanbench doctor")
+    for column in ("capability", "status", "detail", "fix"):
+        table.add_column(column, overflow="fold")
+    for check in results:
+        status = "[green]ok[/green]" if check.ok else (
+            f"[red]{check.shortfall}[/red]" if check.essential
+            else f"[yellow]{check.shortfall}[/yellow]")
+        table.add_row(check.name, status, check.detail, check.fix)
+    Console().print(table)
+    return 1 if any(c.essential and not c.ok for c in results) else 0

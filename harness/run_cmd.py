@@ -1,0 +1,160 @@
+"""`wanbench run`: run a scenario (or resume one) into a results directory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from harness import manifest
+from harness.metrics import perf
+from harness.paths import REPO_ROOT
+from harness.results import RunDir, new_run_id
+from harness.runner import RunContext, base_manifest, pending, run_points
+from harness.scenario import Point, Scenario, ScenarioError, load
+
+EXIT_USAGE = 2
+SUMMARY_METRICS = {
+    "reply_rate_rps": "replies/s",
+    "cpu_server_pct": "server CPU %",
+    "resp_time_p50_ms": "p50 ms",
+    "resp_time_p99_ms": "p99 ms",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a scenario YAML into a results directory",
+        description="Run every point × repetition of a scenario. Finished points are kept on "
+                    "disk; --resume RUN_DIR continues an interrupted run.")
+    parser.add_argument("scenario", nargs="?", type=Path, help="scenario YAML file")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "results",
+                        help="results root (default: results/)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                        help="continue this run: skip the points it already finished")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario field, e.g. --set cold.conns=1000")
+    parser.add_argument("--backend", choices=("auto", "netem", "userspace", "none"),
+                        help="topology backend (default: the scenario's)")
+    parser.set_defaults(func=main)
+
+
+def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
+    if args.resume is not None:
+        run_dir = RunDir.open(args.resume)
+        recorded = run_dir.read_manifest()
+        # Resume exactly what was run: the manifest holds the validated scenario.
+        scenario = Scenario.model_validate(recorded["scenario"])
+        if args.scenario is not None and load(args.scenario, args.set) != scenario:
+            raise ScenarioError(f"{args.scenario} differs from the scenario recorded in "
+                                f"{run_dir.manifest_path}; resume without SCENARIO to finish "
+                                f"what was recorded, or start a new run")
+        return scenario, Path(recorded["scenario_dir"]), run_dir
+    if args.scenario is None:
+        raise ScenarioError("no scenario given: wanbench run SCENARIO.yaml "
+                            "(or --resume RUN_DIR)")
+    return load(args.scenario, args.set), args.scenario.resolve().parent, None
+
+
+def main(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    try:
+        scenario, scenario_dir, run_dir = _load(args)
+    except (ScenarioError, FileNotFoundError) as exc:
+        console.print(f"[red]wanbench run:[/red] {exc}", markup=True, highlight=False)
+        return EXIT_USAGE
+    counters, reason = perf.hardware_counters()
+    machine = manifest.collect()
+    if run_dir is None:
+        run_id = new_run_id(machine["kernel"]["release"])
+        run_dir = RunDir.create(args.out, scenario.name, run_id)
+    else:
+        run_id = run_dir.read_manifest()["run_id"]
+    ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
+                     run_id=run_id, tsc_hz=machine["cpu"]["tsc_hz"], hardware_counters=counters,
+                     backend=args.backend, on_event=lambda m: console.log(m, highlight=False))
+    if not counters:
+        console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
+                      f"from CPU time × TSC frequency and labelled cycles_estimated")
+    todo = pending(scenario, run_dir.finished())
+    total = len(todo) + len(run_dir.finished())
+    console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
+    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    interrupted = _run_with_progress(ctx, todo, console)
+    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    _print_summary(run_dir, scenario, console)
+    done = len(run_dir.finished())
+    if interrupted:
+        console.print(f"[yellow]interrupted[/yellow]: {done} of {total} finished points kept in "
+                      f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}")
+        return 130
+    console.print(f"results: {run_dir.path}")
+    return 0
+
+
+def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console) -> bool:
+    """Runs the points; returns True when SIGINT or SIGTERM stopped it early."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("points", total=len(todo))
+
+        def advance(point: Point, rep: int, row: dict[str, Any]) -> None:
+            rate = row.get("reply_rate_rps")
+            shown = f"{rate:,.0f} replies/s" if rate is not None else row.get("invalid_reason")
+            bar.console.log(f"{_label(point)} rep {rep}: {shown}", highlight=False)
+            bar.advance(task)
+
+        async def main_task() -> None:
+            loop = asyncio.get_running_loop()
+            current = asyncio.current_task()
+            assert current is not None
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, current.cancel)
+            await run_points(ctx, todo, advance)
+
+        try:
+            asyncio.run(main_task())
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            return True
+    return False
+
+
+def _label(point: Point) -> str:
+    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in point.axis_values.items()) or "point"
+
+
+def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> None:
+    path = run_dir.path / "points.parquet"
+    if not path.is_file():
+        return
+    frame = pd.read_parquet(path)
+    keys = [c for c in run_dir.read_manifest()["sweep_axes"] if c in frame] or ["scenario"]
+    metrics = [m for m in SUMMARY_METRICS if m in frame]
+    grouped = frame.groupby(keys, dropna=False, sort=True)
+    table = Table(title=f"{scenario.name}: median over repetitions")
+    for column in keys:
+        table.add_column(column)
+    for metric in metrics:
+        table.add_column(SUMMARY_METRICS[metric], justify="right")
+    table.add_column("valid", justify="right")
+    for key, group in grouped:
+        values = key if isinstance(key, tuple) else (key,)
+        cells = [str(v) for v in values]
+        for metric in metrics:
+            median = group[metric].median()
+            cells.append("—" if pd.isna(median) else f"{median:,.1f}")
+        cells.append(f"{int(group['valid'].sum())}/{len(group)}")
+        table.add_row(*cells)
+    Console(file=sys.stdout).print(table)
+    reasons = frame.loc[~frame["valid"].astype(bool), "invalid_reason"].dropna().unique()
+    for reason in reasons[:5]:
+        console.print(f"[yellow]invalid point[/yellow]: {reason}", highlight=False)

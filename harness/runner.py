@@ -1,0 +1,426 @@
+"""Runs a scenario: for each point × repetition, topology, server, cold and hot load, samplers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clients
+from harness import procs, servers, topology
+from harness.metrics.sampler import SamplerConfig, WindowSampler
+from harness.results import SCHEMA_VERSION, RunDir
+from harness.scenario import ExternalServer, Point, Scenario, WbServer, points, sweep_columns
+from harness.targets import check_target
+
+SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
+                       "sigio_overflows", "fallback_rescans", "requests", "replies",
+                       "connections_accepted", "accept_calls", "emfile_events")
+RTSIG_ONLY = ("signals_dequeued", "sigio_overflows", "fallback_rescans")
+GENERATOR_SATURATED_PCT = 95.0
+
+
+class PointFailed(RuntimeError):
+    """A point that could not be measured; recorded as invalid with this reason."""
+
+
+@dataclass
+class RunContext:
+    """What every point of one run shares."""
+
+    scenario: Scenario
+    scenario_dir: Path
+    run_dir: RunDir
+    run_id: str
+    tsc_hz: float | None
+    hardware_counters: bool
+    backend: str | None = None
+    on_event: Callable[[str], None] = print
+    topology_manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Endpoints:
+    """Where the server listens and from which namespaces the clients run."""
+
+    handle: Any  # harness.topology TopologyHandle
+    server_host: str | None
+    hot_host: str | None
+    cold_host: str | None
+
+    def prefix(self, host: str | None) -> list[str]:
+        return self.handle.exec_prefix(host) if host else []
+
+    def address(self, host: str | None) -> str:
+        return self.handle.address(host) if host else "127.0.0.1"
+
+
+def _first(handle: Any, *roles: str) -> str | None:
+    for role in roles:
+        hosts = handle.role_hosts(role)
+        if hosts:
+            return hosts[0]
+    return None
+
+
+def endpoints(handle: Any) -> Endpoints:
+    return Endpoints(handle, _first(handle, "server"), _first(handle, "hot", "cold"),
+                     _first(handle, "cold", "hot"))
+
+
+def seed_of(point: Point, repetition: int) -> int:
+    return int.from_bytes(hashlib.sha1(f"{point.point_id}/{repetition}".encode()).digest()[:4],
+                          "big")
+
+
+async def _read_line(stream: asyncio.StreamReader, timeout: float, what: str) -> str:
+    try:
+        line = await asyncio.wait_for(stream.readline(), timeout)
+    except TimeoutError:
+        raise PointFailed(f"{what}: no answer within {timeout:.0f} s") from None
+    if not line:
+        raise PointFailed(f"{what}: exited before it was ready")
+    return line.decode(errors="replace").strip()
+
+
+class PointRun:
+    """One point × repetition, with every process it starts stopped on the way out."""
+
+    def __init__(self, ctx: RunContext, ends: Endpoints, point: Point, repetition: int):
+        self.ctx, self.ends, self.point, self.repetition = ctx, ends, point, repetition
+        self.config = point.config
+        self.raw = ctx.run_dir.raw_dir(point.point_id, repetition)
+        self.children: list[asyncio.subprocess.Process] = []
+        self.server: asyncio.subprocess.Process | None = None
+        self.stats_path = self.raw / "server-stats.json"
+
+    async def _spawn(self, argv: list[str], log: str) -> asyncio.subprocess.Process:
+        (self.raw / "argv.txt").open("a").write(json.dumps(argv) + "\n")
+        proc = await procs.spawn(argv, stdout=asyncio.subprocess.PIPE,
+                                 stderr=(self.raw / f"{log}.stderr").open("wb"))
+        self.children.append(proc)
+        return proc
+
+    async def run(self) -> dict[str, Any]:
+        try:
+            return await self._measure()
+        finally:
+            for proc in reversed(self.children):
+                await procs.stop(proc)
+
+    # -- server -------------------------------------------------------------------------------
+
+    async def _start_server(self) -> str:
+        cfg, ends = self.config, self.ends
+        address = ends.address(ends.server_host)
+        if isinstance(cfg.server, WbServer):
+            port = 0 if ends.server_host is None else cfg.server.port
+            server = servers.ServerConfig(
+                dispatch=cfg.server.dispatch, accept=cfg.server.accept,
+                reply_bytes=cfg.server.reply_bytes, listen=f"{address}:{port}",
+                backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
+                stats_path=self.stats_path, sink=cfg.stream is not None)
+            self.server = await self._spawn(ends.prefix(ends.server_host) + server.argv(),
+                                            "server")
+            assert self.server.stdout is not None
+            line = await _read_line(self.server.stdout, 10, "wb-server")
+            if not line.startswith("ready "):
+                raise PointFailed(f"wb-server said {line!r} instead of 'ready ADDR:PORT'")
+            return line.split()[1]
+        return await self._start_external(cfg.server, address)
+
+    async def _start_external(self, spec: ExternalServer, address: str) -> str:
+        workdir = self.raw / "server-files"
+        workdir.mkdir(exist_ok=True)
+        fields = {"workdir": workdir, "address": address, "port": spec.port,
+                  "reply_bytes": spec.reply_bytes or 0, "body": "x" * (spec.reply_bytes or 0)}
+        for name, template in spec.files.items():
+            (workdir / name).write_text(template.format(**fields))
+        argv = [arg.format(**fields) for arg in spec.command]
+        prefix = self.ends.prefix(self.ends.server_host)
+        self.server = await self._spawn(prefix + procs.pin_argv(self.config.cpus.server) + argv,
+                                        "server")
+        deadline = time.monotonic() + spec.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.server.returncode is not None:
+                raise PointFailed(f"{spec.name} exited with status {self.server.returncode}; "
+                                  f"see {self.raw / 'server.stderr'}")
+            probe = await asyncio.create_subprocess_exec(
+                *prefix, "ss", "-Hltn", f"sport = :{spec.port}",
+                stdout=asyncio.subprocess.PIPE)
+            out, _ = await probe.communicate()
+            if out.strip():
+                return f"{address}:{spec.port}"
+            await asyncio.sleep(0.05)
+        raise PointFailed(f"{spec.name} did not listen on port {spec.port} within "
+                          f"{spec.ready_timeout_s} s")
+
+    async def _server_stats(self) -> dict[str, Any] | None:
+        if not isinstance(self.config.server, WbServer) or self.server is None:
+            return None
+        return await asyncio.to_thread(servers.snapshot_stats, self.server.pid, self.stats_path)
+
+    # -- load ---------------------------------------------------------------------------------
+
+    def _load_spec(self, target: str, **fields: Any) -> clients.LoadSpec:
+        return clients.LoadSpec(targets=[target], seed=seed_of(self.point, self.repetition),
+                                cpu=self.config.cpus.generator, **fields)
+
+    async def _start_cold(self, target: str) -> asyncio.subprocess.Process | None:
+        cold = self.config.cold
+        if cold.conns == 0:
+            return None
+        spec = self._load_spec(target, generator="sclient", hot_conns=0, cold_conns=cold.conns,
+                               cold_ramp_rps=cold.ramp_rps, cold_interval_s=cold.interval_s,
+                               duration_s=0, json_path=self.raw / "cold.json")
+        proc = await self._spawn(self.ends.prefix(self.ends.cold_host) + clients.command(spec),
+                                 "cold")
+        assert proc.stdout is not None
+        timeout = cold.conns / cold.ramp_rps + 30
+        line = await _read_line(proc.stdout, timeout, f"cold generator ({cold.conns} connections)")
+        event = json.loads(line)
+        if event.get("event") != "cold_ready" or event.get("established", 0) < cold.conns:
+            raise PointFailed(f"cold connections not established: {line}")
+        stats = await self._server_stats()
+        if stats is not None and stats["connections_current"] < cold.conns:
+            raise PointFailed(f"server holds {stats['connections_current']} connections, "
+                              f"expected at least {cold.conns} cold ones")
+        self.ctx.on_event(f"{cold.conns} cold connections established")
+        return proc
+
+    def _hot_spec(self, target: str) -> clients.LoadSpec:
+        cfg = self.config
+        hot = cfg.hot
+        common = dict(duration_s=cfg.duration_s, warmup_s=cfg.warmup_s,
+                      json_path=self.raw / "hot.json")
+        if cfg.stream is not None:
+            return self._load_spec(target, generator="sclient", hot_conns=0,
+                                   stream_conns=cfg.stream.conns, stream_mbps=cfg.stream.mbps,
+                                   **common)
+        return self._load_spec(
+            target, generator=hot.generator, hot_conns=hot.conns, rate_rps=hot.rate_rps,
+            arrivals=hot.arrivals, requests_per_conn=hot.requests_per_conn, path=hot.path,
+            connect_timeout_s=hot.connect_timeout_s, response_timeout_s=hot.response_timeout_s,
+            **common)
+
+    async def _measure(self) -> dict[str, Any]:
+        cfg = self.config
+        target = await self._start_server_checked()
+        cold_proc = await self._start_cold(target)
+        spec = self._hot_spec(target)
+        hot = await self._spawn(self.ends.prefix(self.ends.hot_host) + clients.command(spec),
+                                "hot")
+        await asyncio.sleep(cfg.warmup_s)
+        assert self.server is not None
+        sampler = WindowSampler(SamplerConfig(
+            server_pid=self.server.pid, server_cpu=cfg.cpus.server, workdir=self.raw,
+            generator_pids=[p.pid for p in (hot, cold_proc) if p is not None],
+            tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
+            profile=cfg.profile))
+        stats_before = await self._server_stats()
+        await sampler.start()
+        await asyncio.sleep(cfg.duration_s)
+        window = await sampler.stop()
+        stats_after = await self._server_stats()
+        out, _ = await asyncio.wait_for(hot.communicate(), cfg.duration_s + 60)
+        (self.raw / "hot.stdout").write_bytes(out)
+        if hot.returncode != 0:
+            raise PointFailed(f"{spec.generator} exited with status {hot.returncode}; "
+                              f"see {self.raw / 'hot.stderr'}")
+        document = clients.parse_result(spec, out.decode(errors="replace"),
+                                        (self.raw / "hot.stderr").read_text(errors="replace"))
+        cold_doc = await self._stop_cold(cold_proc)
+        return self._record(document, cold_doc, window, stats_before, stats_after,
+                            sampler.timeseries, sampler.profile_rows() if cfg.profile else [])
+
+    async def _start_server_checked(self) -> str:
+        target = await self._start_server()
+        host, _, _ = target.rpartition(":")
+        check_target(host)  # topologies only hand out loopback and 198.18.0.0/15
+        return target
+
+    async def _stop_cold(self, proc: asyncio.subprocess.Process | None) -> dict[str, Any] | None:
+        if proc is None:
+            return None
+        await procs.stop(proc, signal.SIGTERM, timeout=30)
+        path = self.raw / "cold.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    # -- record -------------------------------------------------------------------------------
+
+    def _record(self, doc: dict[str, Any], cold_doc: dict[str, Any] | None,
+                window: dict[str, Any], before: dict[str, Any] | None,
+                after: dict[str, Any] | None, samples: list[dict[str, Any]],
+                profile_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        ids = {"run_id": self.ctx.run_id, "point_id": self.point.point_id,
+               "repetition": self.repetition}
+        row: dict[str, Any] = {**ids, "scenario": self.config.name,
+                               "kernel_release": self.ctx.run_id.split("-", 1)[1],
+                               **self.point.columns, "duration_s": doc.get("duration_s")}
+        row.update(generator_metrics(doc))
+        row.update(window)
+        row.update(server_deltas(before, after, self.config))
+        reasons = list(doc.get("invalid_reasons") or [])
+        if not doc.get("valid", True) and not reasons:
+            reasons.append("the generator marked its result invalid")
+        if (row.get("cpu_generator_pct") or 0) >= GENERATOR_SATURATED_PCT:
+            reasons.append(f"generator CPU at {row['cpu_generator_pct']:.0f} % "
+                           f"(≥ {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
+        if cold_doc is not None:
+            held = (cold_doc.get("cold") or {}).get("held")
+            row["cold_held"] = held
+            if held is not None and held < self.config.cold.conns:
+                reasons.append(f"only {held} of {self.config.cold.conns} cold connections "
+                               f"were held to the end")
+        row["valid"] = not reasons
+        row["invalid_reason"] = "; ".join(reasons) or None
+        timeline = [{**ids, "t_s": entry["t_s"], "source": "generator", "metric": key,
+                     "value": entry[key]}
+                    for entry in doc.get("timeline") or [] for key in entry if key != "t_s"]
+        return {
+            "point": row,
+            "timeseries": timeline + [{**ids, **sample} for sample in samples],
+            "histograms": histogram_rows(doc, ids),
+            "profiles": [{**ids, **prow} for prow in profile_rows],
+        }
+
+
+def _ms(value: float | None) -> float | None:
+    return value / 1000.0 if value is not None else None
+
+
+def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
+    """Point columns from a generator result document (clients/SCHEMA.md)."""
+    errors = doc.get("errors") or {}
+    latency = doc.get("latency") or {}
+    row: dict[str, Any] = {
+        "reply_rate_rps": doc.get("reply_rate_rps"),
+        "request_rate_rps": doc.get("request_rate_rps"),
+        "errors_total": sum(v for v in errors.values() if v is not None) if errors else None,
+        "timeouts_total": (errors.get("connect_timeout") or 0)
+        + (errors.get("response_timeout") or 0) if errors else None,
+        "late_sends": doc.get("late_sends"),
+        "stream_throughput_mbps": (doc.get("stream") or {}).get("achieved_mbps"),
+    }
+    for kind, prefix in (("corrected", "resp_time"), ("uncorrected", "resp_time_uncorrected")):
+        hist = latency.get(kind) or {}
+        for stat in ("mean", "p50", "p99"):
+            row[f"{prefix}_{stat}_ms"] = _ms(hist.get(f"{stat}_us"))
+    return row
+
+
+def server_deltas(before: dict[str, Any] | None, after: dict[str, Any] | None,
+                  config: Scenario) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    rtsig = isinstance(config.server, WbServer) and config.server.dispatch == "rtsig"
+    for key in SERVER_STATS_DELTAS:
+        if before is None or after is None or (key in RTSIG_ONLY and not rtsig):
+            row[key] = None
+        else:
+            row[key] = after.get(key, 0) - before.get(key, 0)
+    calls, events = row["dispatch_calls"], row["dispatch_events"]
+    row["events_per_dispatch"] = events / calls if calls else None
+    row["server_connections_max"] = after.get("connections_max") if after else None
+    row = {("server_" + k if k in ("requests", "replies") else k): v for k, v in row.items()}
+    return row
+
+
+def histogram_rows(doc: dict[str, Any], ids: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for kind, hist in (doc.get("latency") or {}).items():
+        for lo, hi, count in (hist or {}).get("buckets") or []:
+            rows.append({**ids, "kind": kind, "lo_us": lo, "hi_us": hi, "count": count})
+    return rows
+
+
+# -- the whole run -------------------------------------------------------------------------------
+
+def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+    scenario = ctx.scenario
+    grid = points(scenario)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "scenario_name": scenario.name,
+        "scenario": scenario.model_dump(mode="json", by_alias=True),
+        "scenario_dir": str(ctx.scenario_dir),
+        "sweep_axes": sweep_columns(scenario),
+        "parameters": list(grid[0].columns),
+        "repetitions": scenario.repetitions,
+        "points": len(grid),
+        **machine,
+        "perf": {"hardware_counters": ctx.hardware_counters, "reason": reason,
+                 "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
+                 else "estimated: server CPU busy time × TSC frequency"},
+        "topology": ctx.topology_manifest,
+    }
+
+
+class TopologyCache:
+    """Keeps one topology up while consecutive points share it (same file and overrides)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.key: str | None = None
+        self.ends: Endpoints | None = None
+        self.stack = contextlib.ExitStack()
+
+    def get(self, point: Point) -> Endpoints:
+        if point.topology_key == self.key and self.ends is not None:
+            return self.ends
+        self.close()
+        ref = point.config.topology
+        topo = topology.load_topology(ref.path(self.ctx.scenario_dir), dict(ref.set) or None)
+        backend = self.ctx.backend or ref.backend
+        self.ctx.on_event(f"topology {ref.file} up (backend {backend})")
+        handle = self.stack.enter_context(topology.bring_up(
+            topo, backend=backend, run_prefix=None))
+        self.key = point.topology_key
+        self.ends = endpoints(handle)
+        self.ctx.topology_manifest.setdefault("links", {})[self.key] = handle.manifest()
+        self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
+                                          probe=handle.probe)
+        return self.ends
+
+    def close(self) -> None:
+        self.stack.close()
+        self.stack = contextlib.ExitStack()
+        self.key = self.ends = None
+
+
+def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
+    return [(point, rep) for point in points(scenario) for rep in range(scenario.repetitions)
+            if RunDir.record_name(point.point_id, rep) not in done]
+
+
+async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
+                     progress: Callable[[Point, int, dict[str, Any]], None]) -> None:
+    """Measure each pending point × repetition; each record is on disk before the next starts."""
+    cache = TopologyCache(ctx)
+    try:
+        for point, rep in todo:
+            ends = cache.get(point)
+            try:
+                record = await PointRun(ctx, ends, point, rep).run()
+            except PointFailed as exc:
+                record = failed_record(ctx, point, rep, str(exc))
+            ctx.run_dir.write_record(point.point_id, rep, record)
+            ctx.run_dir.rebuild_tables()
+            progress(point, rep, record["point"])
+    finally:
+        cache.close()
+
+
+def failed_record(ctx: RunContext, point: Point, repetition: int, reason: str) -> dict[str, Any]:
+    ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {reason}")
+    row = {"run_id": ctx.run_id, "point_id": point.point_id, "repetition": repetition,
+           "scenario": ctx.scenario.name, "kernel_release": ctx.run_id.split("-", 1)[1],
+           **point.columns, "valid": False, "invalid_reason": reason}
+    return {"point": row, "timeseries": [], "histograms": [], "profiles": []}

@@ -1,0 +1,136 @@
+"""Samplers against known loads: a pinned busy loop, loopback traffic, perf availability."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.manifest import tsc_hz
+from harness.metrics import cpu, net, perf, profile
+from harness.metrics.sampler import SamplerConfig, WindowSampler
+
+BUSY_CPU = 1 if (os.cpu_count() or 1) > 1 else 0
+
+
+@pytest.fixture
+def busy_loop():
+    proc = subprocess.Popen(["taskset", "-c", str(BUSY_CPU), sys.executable, "-c",
+                             "while True: pass"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _sample(config: SamplerConfig, seconds: float) -> tuple[dict, list[dict]]:
+    async def window():
+        sampler = WindowSampler(config)
+        await sampler.start()
+        await asyncio.sleep(seconds)
+        return await sampler.stop(), sampler.timeseries
+    return asyncio.run(window())
+
+
+def test_pinned_busy_loop_reads_busy_on_its_cpu(busy_loop, tmp_path: Path):
+    totals, series = _sample(SamplerConfig(server_pid=busy_loop.pid, server_cpu=BUSY_CPU,
+                                           workdir=tmp_path, tsc_hz=2e9), 2.0)
+    # The CPU it is pinned to is never idle, whatever else shares it.
+    assert totals["cpu_idle_pct"] < 5
+    assert totals["cpu_user_pct"] > 40
+    # The process gets most of it (other processes may share the CPU on a busy machine).
+    assert 40 < totals["cpu_server_pct"] <= 105
+    assert totals["cpu_server_sys_pct"] < 10
+    per_second = [s["value"] for s in series
+                  if s["source"] == "server_proc" and s["metric"] == "cpu_pct"]
+    assert len(per_second) >= 1 and all(v > 30 for v in per_second)
+
+
+def test_idle_process_reads_near_zero(tmp_path: Path):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        totals, _ = _sample(SamplerConfig(server_pid=sleeper.pid, server_cpu=0,
+                                          workdir=tmp_path, tsc_hz=2e9), 1.2)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert totals["cpu_server_pct"] < 2
+
+
+def test_process_tree_includes_children():
+    parent = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        for _ in range(100):
+            tree = cpu.process_tree(parent.pid)
+            if len(tree) == 3:
+                break
+            asyncio.run(asyncio.sleep(0.02))
+        assert len(tree) == 3 and tree[0] == parent.pid
+    finally:
+        subprocess.run(["pkill", "-P", str(parent.pid)])
+        parent.kill()
+        parent.wait()
+
+
+def test_net_counters_see_loopback_segments():
+    before = net.net_counters(os.getpid())
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        conn, _ = server.accept()
+        for _ in range(50):
+            client.sendall(b"x" * 100)
+            conn.recv(100)
+        client.close()
+        conn.close()
+    delta = net.delta(before, net.net_counters(os.getpid()))
+    assert delta["packets_in"] >= 50 and delta["packets_out"] >= 50
+    assert delta["bytes_in"] >= 5000
+
+
+def test_cycles_are_measured_or_labelled_estimated(busy_loop, tmp_path: Path):
+    counters, reason = perf.hardware_counters()
+    hz, _ = tsc_hz()
+    totals, _ = _sample(SamplerConfig(server_pid=busy_loop.pid, server_cpu=BUSY_CPU,
+                                      workdir=tmp_path, tsc_hz=hz,
+                                      hardware_counters=counters), 1.0)
+    assert totals["cycles"] and totals["cycles"] > 0
+    assert totals["cycles_estimated"] is (not counters)
+    if not counters:
+        print(f"no hardware counters ({reason}): cycles estimated")
+        assert totals["instructions"] is None and totals["cache_misses"] is None
+        # ~1 s of a fully busy CPU at the TSC frequency.
+        assert 0.5 * hz < totals["cycles"] < 1.5 * hz
+
+
+def test_perf_stat_output_parses():
+    text = ("# started on Sat\n\n123456,,cycles,100,100.00,,\n"
+            "<not supported>,,instructions,0,100.00,,\n7,,cache-misses:u,100,100.00,,\n")
+    assert perf.parse_stat(text) == {"cycles": 123456.0, "instructions": None,
+                                     "cache-misses": 7.0}
+
+
+def test_profile_groups_symbols_by_layer(busy_loop, tmp_path: Path):
+    if subprocess.run(["perf", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("perf is not installed")
+    totals, _ = _sample(SamplerConfig(server_pid=busy_loop.pid, server_cpu=BUSY_CPU,
+                                      workdir=tmp_path, tsc_hz=2e9, profile=True), 1.0)
+    sampler_rows = profile.report(tmp_path / "perf.data")
+    assert sampler_rows, "perf record produced no samples"
+    layers = {row["layer"] for row in sampler_rows}
+    assert "user" in layers  # the busy loop runs in user mode
+    assert 80 < sum(r["pct"] for r in sampler_rows) <= 100.5  # symbols under 0.1 % cut
+
+
+def test_layer_classification():
+    assert profile.layer_of("tcp_sendmsg", True) == "tcp"
+    assert profile.layer_of("ip_finish_output2", True) == "ip"
+    assert profile.layer_of("__netif_receive_skb_core", True) == "link"
+    assert profile.layer_of("loopback_xmit", True) == "driver"
+    assert profile.layer_of("do_select", True) == "syscall"
+    assert profile.layer_of("pv_native_safe_halt", True) == "idle"
+    assert profile.layer_of("http_parse", False) == "user"
+    assert profile.layer_of("schedule", True) == "other"

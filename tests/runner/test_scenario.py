@@ -1,0 +1,51 @@
+"""The sweep grid: axes, ranges, aliases, stable point ids, topology overrides."""
+
+from __future__ import annotations
+
+from harness.scenario import parse, points, sweep_columns
+
+GRID = """
+name: grid
+server: {dispatch: epoll, reply_bytes: 92}
+hot: {conns: 10, rate_rps: 500}
+sweep:
+  server.dispatch: [select, epoll]
+  cold.conns: {start: 0, stop: 2000, step: 1000}
+  topology.set.links.cold.delay_ms: {values: [0, 25], as: one_way_delay_ms}
+repetitions: 2
+"""
+
+
+def test_grid_is_the_product_of_the_axes():
+    grid = points(parse(GRID))
+    assert len(grid) == 2 * 3 * 2
+    combos = {(p.columns["dispatch"], p.columns["cold_conns"], p.columns["one_way_delay_ms"])
+              for p in grid}
+    assert len(combos) == 12
+    assert {p.config.cold.conns for p in grid} == {0, 1000, 2000}
+
+
+def test_sweep_values_are_applied_and_validated_per_point():
+    point = next(p for p in points(parse(GRID))
+                 if p.columns["dispatch"] == "select" and p.columns["cold_conns"] == 2000
+                 and p.columns["one_way_delay_ms"] == 25)
+    assert point.config.server.dispatch == "select"
+    assert point.config.topology.set == {"links.cold.delay_ms": 25}
+    assert point.columns["offered_rate_rps"] == 500
+    assert point.columns["hot_conns"] == 10
+
+
+def test_point_ids_are_stable_and_unique():
+    first = [p.point_id for p in points(parse(GRID))]
+    again = [p.point_id for p in points(parse(GRID.replace("name: grid", "name: other")))]
+    assert first == again
+    assert len(set(first)) == len(first)
+
+
+def test_sweep_columns_name_the_varying_parameters():
+    assert sweep_columns(parse(GRID)) == ["dispatch", "cold_conns", "one_way_delay_ms"]
+
+
+def test_set_overrides_apply_before_validation():
+    scenario = parse(GRID, overrides=["hot.conns=50", "repetitions=5"])
+    assert scenario.hot.conns == 50 and scenario.repetitions == 5

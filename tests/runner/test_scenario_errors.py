@@ -1,0 +1,36 @@
+"""Malformed scenarios: each names file:line, the field and what is allowed, and exits 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MALFORMED = sorted((Path(__file__).parent / "malformed").glob("*.yaml"))
+
+
+def test_there_are_at_least_ten_fixtures():
+    assert len(MALFORMED) >= 10
+
+
+@pytest.mark.parametrize("scenario", MALFORMED, ids=lambda p: p.stem)
+def test_malformed_scenario_is_refused_with_its_message(scenario: Path, tmp_path: Path):
+    expected = scenario.with_suffix(".expected").read_text().strip()
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", scenario.name, "--out", str(tmp_path)],
+        cwd=scenario.parent, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert " ".join(expected.split()) in message
+    assert not any(tmp_path.iterdir()), "a refused scenario must not create a run directory"
+
+
+def test_bad_set_override_is_refused(tmp_path: Path):
+    scenario = Path(__file__).parents[2] / "scenarios" / "quickstart.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--out", str(tmp_path),
+         "--set", "server.dispatch=kqueue"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "server.dispatch" in done.stderr and "'epoll'" in done.stderr
