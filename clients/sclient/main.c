@@ -1,0 +1,297 @@
+/* wb-sclient: options, source addresses, sharding over processes, merged report. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sclient.h"
+
+#define FD_RESERVE 64 /* descriptors kept for stdio, epoll, pipes */
+#define HOLD_TIMELINE_S 86400
+
+static const char usage[] =
+    "usage: wb-sclient --target ADDR:PORT [--target ...] [options]\n"
+    "  --duration S --warmup S --seed N --cpu N --json PATH --workers N (0: automatic)\n"
+    "  --source LIST|CIDR|auto   source addresses (comma list or a.b.c.d/n)\n"
+    "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
+    "        --requests-per-conn N (0: persistent) --path P --connect-timeout S\n"
+    "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
+    "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
+    "        --max-connecting N\n"
+    "stream: --stream N --stream-mbps B (0: unpaced)\n";
+
+static void die(const char *fmt, const char *arg) {
+    fprintf(stderr, "wb-sclient: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", usage);
+    exit(2);
+}
+
+static double num(const char *name, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || d < lo || d > hi || isnan(d)) {
+        fprintf(stderr, "wb-sclient: --%s %s: expected a number from %g to %g\n", name, v, lo, hi);
+        exit(2);
+    }
+    return d;
+}
+
+static void add_target(struct opts *o, const char *spec) {
+    char host[64];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || (size_t)(colon - spec) >= sizeof host) die("--target %s: expected ADDR:PORT (e.g. 127.0.0.1:8080)", spec);
+    if (o->ntargets == MAX_TARGETS) die("--target %s: at most 64 targets", spec);
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = 0;
+    struct sockaddr_in *t = &o->targets[o->ntargets++];
+    t->sin_family = AF_INET;
+    t->sin_port = htons((uint16_t)num("target port", colon + 1, 1, 65535));
+    if (inet_pton(AF_INET, host, &t->sin_addr) != 1)
+        die("--target %s: the address must be an IPv4 literal (resolve names before calling)", spec);
+}
+
+static void add_source(struct opts *o, struct in_addr a) {
+    if (o->nsources % 256 == 0) {
+        o->sources = realloc(o->sources, (size_t)(o->nsources + 256) * sizeof *o->sources);
+        if (!o->sources) die("%s", "out of memory");
+    }
+    o->sources[o->nsources++] = a;
+}
+
+/* A CIDR gives its host addresses (network and broadcast left out below /31). */
+static void parse_sources(struct opts *o, const char *spec) {
+    char *copy = strdup(spec), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *slash = strchr(tok, '/');
+        struct in_addr a;
+        if (slash) *slash = 0;
+        if (inet_pton(AF_INET, tok, &a) != 1) die("--source %s: expected IPv4 addresses or a CIDR", spec);
+        if (!slash) {
+            add_source(o, a);
+            continue;
+        }
+        int bits = (int)num("source prefix", slash + 1, 8, 32);
+        uint32_t base = ntohl(a.s_addr) & (bits ? ~0u << (32 - bits) : 0), n = 1u << (32 - bits);
+        uint32_t first = n > 2 ? 1 : 0, last = n > 2 ? n - 2 : n - 1;
+        for (uint32_t i = first; i <= last; i++) add_source(o, (struct in_addr){htonl(base + i)});
+    }
+    free(copy);
+}
+
+/* Loopback answers from all of 127.0.0.0/8: give each PER_SOURCE_CONNS connections their own. */
+static void auto_sources(struct opts *o) {
+    int total = o->hot_conns + o->cold_conns + o->stream_conns;
+    for (int i = 0; i < o->ntargets; i++)
+        if ((ntohl(o->targets[i].sin_addr.s_addr) >> 24) != 127) {
+            if (total > PER_SOURCE_CONNS)
+                fprintf(stderr, "wb-sclient: %d connections to a non-loopback target without --source: "
+                                "the kernel may run out of ports; pass --source CIDR\n", total);
+            return;
+        }
+    if (total <= PER_SOURCE_CONNS) return;
+    for (int i = 0; i < (total + PER_SOURCE_CONNS - 1) / PER_SOURCE_CONNS; i++)
+        add_source(o, (struct in_addr){htonl(0x7f640001u + (uint32_t)i)}); /* 127.100.0.1 on */
+    o->sources_spec = "auto";
+}
+
+static void parse_args(struct opts *o, int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"target", 1, 0, 't'}, {"source", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
+        {"warmup", 1, 0, 'w'}, {"seed", 1, 0, 's'}, {"cpu", 1, 0, 'c'},
+        {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
+        {"requests-per-conn", 1, 0, 'n'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
+        {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
+        {"spin-us", 1, 0, 'x'}, {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
+        {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
+        {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
+                       .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
+                       .max_connecting = 512, .seed = 1};
+    const char *sources = NULL;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *name = opt == '?' ? "" : longopts[0].name;
+        for (const struct option *lo = longopts; lo->name; lo++)
+            if (lo->val == opt) name = lo->name;
+        switch (opt) {
+        case 't': {
+            char *copy = strdup(optarg), *save = NULL;
+            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) add_target(o, tok);
+            free(copy);
+            break;
+        }
+        case 'S': sources = optarg; break;
+        case 'd': o->duration_s = num(name, optarg, 0, 1e7); break;
+        case 'w': o->warmup_s = num(name, optarg, 0, 1e6); break;
+        case 's': o->seed = (uint64_t)num(name, optarg, 0, 1e18); break;
+        case 'c': o->cpu = (int)num(name, optarg, 0, CPU_SETSIZE - 1); break;
+        case 'H': o->hot_conns = (int)num(name, optarg, 0, 1e7); break;
+        case 'r': o->rate = num(name, optarg, 0, 1e9); break;
+        case 'a':
+            if (strcmp(optarg, "fixed") && strcmp(optarg, "poisson")) die("--arrivals %s: expected fixed or poisson", optarg);
+            o->poisson = !strcmp(optarg, "poisson");
+            break;
+        case 'n': o->requests_per_conn = (int)num(name, optarg, 0, 1e9); break;
+        case 'p':
+            if (optarg[0] != '/' || strpbrk(optarg, " \r\n\"\\")) die("--path %s: expected an absolute URL path without spaces or quotes", optarg);
+            o->path = optarg;
+            break;
+        case 'C': o->connect_timeout_s = num(name, optarg, 0.001, 1e6); break;
+        case 'R': o->response_timeout_s = num(name, optarg, 0.001, 1e6); break;
+        case 'm': o->max_outstanding = (int)num(name, optarg, 1, 1024); break;
+        case 'l': o->late_us = num(name, optarg, 1, 1e9); break;
+        case 'x': o->spin_us = (int)num(name, optarg, 0, 1e6); break;
+        case 'k': o->cold_conns = (int)num(name, optarg, 0, 1e7); break;
+        case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
+        case 'I': o->cold_interval_s = num(name, optarg, 0, 1e6); break;
+        case 'M': o->max_connecting = (int)num(name, optarg, 1, 1e6); break;
+        case 'b': o->stream_conns = (int)num(name, optarg, 0, 1e6); break;
+        case 'B': o->stream_mbps = num(name, optarg, 0, 1e6); break;
+        case 'j': o->json_path = optarg; break;
+        case 'W': o->workers = (int)num(name, optarg, 0, 1024); break;
+        case 'h': fputs(usage, stdout); exit(0);
+        default: die("%s", "unknown option");
+        }
+    }
+    if (optind < argc) die("unexpected argument %s", argv[optind]);
+    if (!o->ntargets) die("%s", "--target ADDR:PORT is required");
+    if (!o->hot_conns && !o->cold_conns && !o->stream_conns)
+        die("%s", "nothing to do: give --hot-conns, --cold or --stream");
+    if (o->duration_s <= 0 && !cold_only(o))
+        die("%s", "--duration 0 (hold until signalled) is only for cold-only runs");
+    if (o->rate > 0 && !o->hot_conns) die("%s", "--rate needs --hot-conns");
+    if (sources && strcmp(sources, "auto")) {
+        parse_sources(o, sources);
+        o->sources_spec = sources;
+    } else {
+        auto_sources(o);
+    }
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl); /* raise the soft limit to the hard one */
+    o->nofile_limit = rl.rlim_max > 1u << 30 ? 1 << 30 : (int)rl.rlim_max;
+}
+
+/* Share i of n parts of total, and where it starts. */
+static int part(int total, int i, int n, int *first) {
+    *first = (int)((long)total * i / n);
+    return (int)((long)total * (i + 1) / n) - *first;
+}
+
+static pid_t children[1024];
+static int nchildren;
+static void forward_signal(int sig) {
+    for (int i = 0; i < nchildren; i++) kill(children[i], sig);
+}
+
+int main(int argc, char **argv) {
+    struct opts o;
+    parse_args(&o, argc, argv);
+    if (o.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(o.cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) < 0) { perror("wb-sclient: --cpu"); return 2; }
+    }
+    prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
+
+    long needed = (long)o.hot_conns + o.cold_conns + o.stream_conns;
+    long per_shard = o.nofile_limit - FD_RESERVE;
+    int n = o.workers ? o.workers : (int)((needed + per_shard - 1) / per_shard);
+    if (n < 1) n = 1;
+    if (needed / n > per_shard) {
+        fprintf(stderr, "wb-sclient: %ld connections over %d worker(s) exceed RLIMIT_NOFILE %d; "
+                        "fix: raise --workers or leave it 0 (automatic)\n", needed, n, o.nofile_limit);
+        return 2;
+    }
+
+    int tl_len = o.duration_s > 0 ? (int)ceil(o.warmup_s + o.duration_s) + 2 : HOLD_TIMELINE_S;
+    size_t slot = (sizeof(struct result) + (size_t)tl_len * sizeof(struct timeline_entry) + 4095) & ~4095ul;
+    char *shm = mmap(NULL, slot * (size_t)(n + 1), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) { perror("wb-sclient: mmap"); return 1; }
+    struct shard shards[1024];
+    for (int i = 0; i <= n; i++) {
+        struct result *r = (struct result *)(shm + slot * (size_t)i);
+        r->timeline_len = tl_len;
+        hist_init(&r->corrected);
+        hist_init(&r->uncorrected);
+    }
+    for (int i = 0; i < n; i++) {
+        struct shard *s = &shards[i];
+        s->index = i;
+        s->count = n;
+        s->hot = part(o.hot_conns, i, n, &s->hot_first);
+        s->cold = part(o.cold_conns, i, n, &s->cold_first);
+        s->stream = part(o.stream_conns, i, n, &s->stream_first);
+        s->rate = o.rate / n;
+        s->notify_fd = -1;
+    }
+
+    uint64_t t0 = now_ns();
+    struct result *total = (struct result *)(shm + slot * (size_t)n);
+    int unfinished = 0;
+    if (n == 1) {
+        if (run_shard(&o, &shards[0], (struct result *)shm)) return 1;
+        result_merge(total, (struct result *)shm);
+    } else {
+        int pipefd[2];
+        if (pipe(pipefd) < 0) { perror("wb-sclient: pipe"); return 1; }
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigprocmask(SIG_BLOCK, &stop, &old);
+        fflush(stdout);
+        for (int i = 0; i < n; i++) {
+            shards[i].notify_fd = pipefd[1];
+            pid_t pid = fork();
+            if (pid < 0) { perror("wb-sclient: fork"); forward_signal(SIGKILL); return 1; }
+            if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(pipefd[0]);
+                _exit(run_shard(&o, &shards[i], (struct result *)(shm + slot * (size_t)i)));
+            }
+            children[nchildren++] = pid;
+        }
+        close(pipefd[1]);
+        struct sigaction sa = {.sa_handler = forward_signal};
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        long established = 0;
+        int reported = 0;
+        for (int32_t v;;) {
+            ssize_t got = read(pipefd[0], &v, sizeof v);
+            if (got < 0 && errno == EINTR) continue;
+            if (got != sizeof v) break;
+            established += v;
+            if (++reported == n && cold_only(&o)) {
+                printf("{\"event\": \"cold_ready\", \"established\": %ld}\n", established);
+                fflush(stdout);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            while (waitpid(children[i], NULL, 0) < 0 && errno == EINTR) {}
+            struct result *r = (struct result *)(shm + slot * (size_t)i);
+            if (!r->finished) unfinished++;
+            result_merge(total, r);
+        }
+    }
+    double wall_s = (double)(now_ns() - t0) / 1e9;
+    return report_write(&o, total, n, wall_s, unfinished) ? 1 : 0;
+}

@@ -1,0 +1,190 @@
+/* Merging shard results and writing the result document (clients/SCHEMA.md). */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sclient.h"
+
+#define LATE_LIMIT 0.01 /* more late sends than this and the run is not valid */
+
+void result_merge(struct result *into, const struct result *from) {
+#define SUM(f) into->f += from->f
+    SUM(cpu_window_user_s); SUM(cpu_window_sys_s); SUM(cpu_user_s); SUM(cpu_sys_s); SUM(run_delay_window_s);
+    SUM(sent); SUM(queued); SUM(dropped); SUM(replies); SUM(scheduled); SUM(late);
+    SUM(err_connect_timeout); SUM(err_refused); SUM(err_reset); SUM(err_response_timeout);
+    SUM(err_other); SUM(cold_requested); SUM(cold_established); SUM(cold_held);
+    SUM(cold_reconnected); SUM(cold_failed); SUM(cold_requests); SUM(cold_replies);
+    SUM(stream_bytes); SUM(rss_before_kb); SUM(rss_ready_kb); SUM(rss_end_kb);
+#undef SUM
+    for (int i = 0; i < 600; i++) into->by_status[i] += from->by_status[i];
+    for (int i = 0; i < into->timeline_len && i < from->timeline_len; i++) {
+        into->timeline[i].sent += from->timeline[i].sent;
+        into->timeline[i].replies += from->timeline[i].replies;
+        into->timeline[i].errors += from->timeline[i].errors;
+    }
+    hist_merge(&into->corrected, &from->corrected);
+    hist_merge(&into->uncorrected, &from->uncorrected);
+    if (from->max_slip_ns > into->max_slip_ns) into->max_slip_ns = from->max_slip_ns;
+    if (from->window_s > into->window_s) into->window_s = from->window_s;
+    if (from->established_s > into->established_s) into->established_s = from->established_s;
+    into->cpu_saturated |= from->cpu_saturated;
+}
+
+static void write_str_list(FILE *f, char **items, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", items[i]);
+    fputc(']', f);
+}
+
+static void write_config(FILE *f, const struct opts *o, int nshards) {
+    fprintf(f, "{\"targets\": [");
+    for (int i = 0; i < o->ntargets; i++) {
+        char host[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &o->targets[i].sin_addr, host, sizeof host);
+        fprintf(f, "%s\"%s:%d\"", i ? ", " : "", host, ntohs(o->targets[i].sin_port));
+    }
+    fprintf(f, "], \"source_addrs\": %s%s%s, \"source_addr_count\": %d", o->sources_spec ? "\"" : "",
+            o->sources_spec ? o->sources_spec : "null", o->sources_spec ? "\"" : "", o->nsources);
+    fprintf(f, ", \"hot_conns\": %d, \"rate_rps\": ", o->hot_conns);
+    if (o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");
+    fprintf(f, ", \"arrivals\": \"%s\", \"requests_per_conn\": ", o->poisson ? "poisson" : "fixed");
+    if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
+    fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
+               ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d",
+            o->path, o->connect_timeout_s, o->response_timeout_s, o->max_outstanding, o->late_us,
+            o->spin_us);
+    fprintf(f, ", \"cold_conns\": %d, \"cold_ramp_rps\": ", o->cold_conns);
+    if (o->cold_ramp > 0) fprintf(f, "%.6g", o->cold_ramp); else fprintf(f, "null");
+    fprintf(f, ", \"cold_interval_s\": ");
+    if (o->cold_interval_s > 0) fprintf(f, "%.6g", o->cold_interval_s); else fprintf(f, "null");
+    fprintf(f, ", \"max_connecting\": %d, \"stream_conns\": %d, \"stream_mbps\": ", o->max_connecting,
+            o->stream_conns);
+    if (o->stream_mbps > 0) fprintf(f, "%.6g", o->stream_mbps); else fprintf(f, "null");
+    fprintf(f, ", \"duration_s\": %.6g, \"warmup_s\": %.6g, \"seed\": %llu, \"cpu\": ", o->duration_s,
+            o->warmup_s, (unsigned long long)o->seed);
+    if (o->cpu >= 0) fprintf(f, "%d", o->cpu); else fprintf(f, "null");
+    fprintf(f, ", \"shards\": %d, \"nofile_limit\": %d}", nshards, o->nofile_limit);
+}
+
+static double per_s(uint64_t n, double s) { return s > 0 ? (double)n / s : 0; }
+
+static void write_document(FILE *f, const struct opts *o, const struct result *r, int nshards,
+                           double wall_s, int unfinished) {
+    char *reasons[4];
+    int nreasons = 0;
+    double late_frac = r->scheduled ? (double)r->late / (double)r->scheduled : 0;
+    double cpu_s = r->window_s > 0 ? r->cpu_window_user_s + r->cpu_window_sys_s : r->cpu_user_s + r->cpu_sys_s;
+    double cpu_wall = r->window_s > 0 ? r->window_s : wall_s;
+    double cpu_pct = cpu_wall > 0 ? 100 * cpu_s / cpu_wall : 0;
+    if (late_frac > LATE_LIMIT &&
+        asprintf(&reasons[nreasons++], "late sends: %llu of %llu scheduled sends (%.1f %%) went out "
+                 "more than %.0f us after their intended time; the generator fell behind",
+                 (unsigned long long)r->late, (unsigned long long)r->scheduled, 100 * late_frac,
+                 o->late_us) < 0)
+        nreasons--;
+    if (r->cpu_saturated &&
+        asprintf(&reasons[nreasons++], "generator CPU saturated in the measured window: it ran "
+                 "%.0f %% and waited for a CPU %.0f %% of the time (over %d shard(s))",
+                 cpu_pct / nshards, 100 * r->run_delay_window_s / cpu_wall / nshards, nshards) < 0)
+        nreasons--;
+    if (unfinished &&
+        asprintf(&reasons[nreasons++], "%d of %d generator shard(s) did not finish", unfinished,
+                 nshards) < 0)
+        nreasons--;
+
+    fprintf(f, "{\"schema_version\": 1, \"generator\": \"sclient\", \"generator_version\": \"%s\""
+               ", \"valid\": %s, \"invalid_reasons\": ", SCLIENT_VERSION, nreasons ? "false" : "true");
+    write_str_list(f, reasons, nreasons);
+    fprintf(f, ", \"config\": ");
+    write_config(f, o, nshards);
+    fprintf(f, ", \"duration_s\": %.6f, \"warmup_s\": %.6g, \"offered_rate_rps\": ", r->window_s, o->warmup_s);
+    if (o->hot_conns && o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");
+    fprintf(f, ", \"request_rate_rps\": %.3f, \"reply_rate_rps\": %.3f", per_s(r->sent, r->window_s),
+            per_s(r->replies, r->window_s));
+    fprintf(f, ", \"requests\": {\"scheduled\": %llu, \"sent\": %llu, \"queued\": %llu, \"dropped\": %llu}",
+            (unsigned long long)r->scheduled, (unsigned long long)r->sent,
+            (unsigned long long)r->queued, (unsigned long long)r->dropped);
+    fprintf(f, ", \"replies\": {\"total\": %llu, \"by_status\": {", (unsigned long long)r->replies);
+    for (int i = 0, first = 1; i < 600; i++)
+        if (r->by_status[i]) {
+            fprintf(f, "%s\"%d\": %llu", first ? "" : ", ", i, (unsigned long long)r->by_status[i]);
+            first = 0;
+        }
+    uint64_t errors = r->err_connect_timeout + r->err_refused + r->err_reset +
+                      r->err_response_timeout + r->err_other;
+    fprintf(f, "}}, \"errors\": {\"connect_timeout\": %llu, \"refused\": %llu, \"reset\": %llu, "
+               "\"response_timeout\": %llu, \"other\": %llu, \"total\": %llu}",
+            (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
+            (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
+            (unsigned long long)r->err_other, (unsigned long long)errors);
+    fprintf(f, ", \"late_sends\": %llu, \"late_threshold_us\": %.6g, \"max_schedule_slip_us\": %.3f",
+            (unsigned long long)r->late, o->late_us, r->max_slip_ns / 1e3);
+    fprintf(f, ", \"latency\": {\"corrected\": ");
+    hist_write_json(f, &r->corrected);
+    fprintf(f, ", \"uncorrected\": ");
+    hist_write_json(f, &r->uncorrected);
+    fprintf(f, "}, \"timeline\": [");
+    int last = 0; /* trailing empty seconds (an unbounded hold) are left out */
+    for (int i = 0; i < r->timeline_len; i++)
+        if (r->timeline[i].sent || r->timeline[i].replies || r->timeline[i].errors) last = i + 1;
+    int span = (int)(o->warmup_s + r->window_s + 0.999);
+    if (span > last) last = span < r->timeline_len ? span : r->timeline_len;
+    for (int i = 0; i < last; i++)
+        fprintf(f, "%s{\"t_s\": %d, \"sent\": %llu, \"replies\": %llu, \"errors\": %llu}", i ? ", " : "",
+                i, (unsigned long long)r->timeline[i].sent, (unsigned long long)r->timeline[i].replies,
+                (unsigned long long)r->timeline[i].errors);
+    fprintf(f, "], \"cold\": {\"requested\": %llu, \"established\": %llu, \"held\": %llu, "
+               "\"reconnected\": %llu, \"failed\": %llu, \"requests\": %llu, \"replies\": %llu, "
+               "\"established_s\": ",
+            (unsigned long long)r->cold_requested, (unsigned long long)r->cold_established,
+            (unsigned long long)r->cold_held, (unsigned long long)r->cold_reconnected,
+            (unsigned long long)r->cold_failed, (unsigned long long)r->cold_requests,
+            (unsigned long long)r->cold_replies);
+    if (o->cold_conns && r->established_s > 0) fprintf(f, "%.3f}", r->established_s); else fprintf(f, "null}");
+    if (o->stream_conns) {
+        fprintf(f, ", \"stream\": {\"conns\": %d, \"write_bytes\": 1460, \"target_mbps\": ", o->stream_conns);
+        if (o->stream_mbps > 0) fprintf(f, "%.6g", o->stream_mbps); else fprintf(f, "null");
+        fprintf(f, ", \"achieved_mbps\": %.3f, \"bytes\": %llu}",
+                r->window_s > 0 ? (double)r->stream_bytes * 8 / r->window_s / 1e6 : 0,
+                (unsigned long long)r->stream_bytes);
+    } else {
+        fprintf(f, ", \"stream\": null");
+    }
+    fprintf(f, ", \"generator_cpu\": {\"user_s\": %.3f, \"sys_s\": %.3f, \"pct\": %.1f, "
+               "\"run_delay_s\": %.3f, \"total_user_s\": %.3f, \"total_sys_s\": %.3f}",
+            r->window_s > 0 ? r->cpu_window_user_s : r->cpu_user_s,
+            r->window_s > 0 ? r->cpu_window_sys_s : r->cpu_sys_s, cpu_pct, r->run_delay_window_s,
+            r->cpu_user_s, r->cpu_sys_s);
+    fprintf(f, ", \"generator_memory\": {\"rss_kb\": %llu, \"bytes_per_cold_conn\": ",
+            (unsigned long long)r->rss_end_kb);
+    if (o->cold_conns && r->cold_established && r->rss_ready_kb)
+        fprintf(f, "%.1f}", (double)(r->rss_ready_kb - r->rss_before_kb) * 1024 / (double)r->cold_established);
+    else
+        fprintf(f, "null}");
+    fprintf(f, ", \"shards\": %d}\n", nshards);
+    for (int i = 0; i < nreasons; i++) free(reasons[i]);
+}
+
+int report_write(const struct opts *o, const struct result *r, int nshards, double wall_s,
+                 int unfinished) {
+    if (!o->json_path) {
+        write_document(stdout, o, r, nshards, wall_s, unfinished);
+        fflush(stdout);
+        return 0;
+    }
+    char *tmp;
+    if (asprintf(&tmp, "%s.tmp.%d", o->json_path, (int)getpid()) < 0) return -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "wb-sclient: cannot write %s: %m\n", tmp);
+        free(tmp);
+        return -1;
+    }
+    write_document(f, o, r, nshards, wall_s, unfinished);
+    int bad = fclose(f) != 0 || rename(tmp, o->json_path) != 0;
+    if (bad) fprintf(stderr, "wb-sclient: cannot write %s: %m\n", o->json_path);
+    free(tmp);
+    return bad ? -1 : 0;
+}

@@ -1,0 +1,90 @@
+/* wb-sclient: options, the per-shard result block, and the module interfaces. */
+#ifndef WB_SCLIENT_H
+#define WB_SCLIENT_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "hist.h"
+
+#define SCLIENT_VERSION "1.0"
+#define MAX_TARGETS 64
+#define PER_SOURCE_CONNS 5000 /* keeps the kernel's port search short */
+
+struct opts {
+    struct sockaddr_in targets[MAX_TARGETS];
+    int ntargets;
+    struct in_addr *sources; /* NULL: let the kernel choose */
+    int nsources;
+    const char *sources_spec; /* as given, or "auto" */
+    double duration_s, warmup_s;
+    uint64_t seed;
+    int cpu; /* -1: not pinned */
+    /* hot */
+    int hot_conns;
+    double rate; /* 0: closed loop */
+    int poisson;
+    int requests_per_conn; /* 0: persistent */
+    const char *path;
+    double connect_timeout_s, response_timeout_s;
+    int max_outstanding;
+    double late_us; /* a send whose scheduler slip exceeds this is late */
+    int spin_us;    /* busy-poll this close to a scheduled send */
+    /* cold */
+    int cold_conns;
+    double cold_ramp; /* connection attempts per second; 0: as fast as allowed */
+    double cold_interval_s; /* 0: silent */
+    int max_connecting;
+    /* stream */
+    int stream_conns;
+    double stream_mbps; /* 0: unpaced */
+    /* output, sharding */
+    const char *json_path;
+    int workers; /* 0: automatic from RLIMIT_NOFILE */
+    int nofile_limit;
+};
+
+/* One shard's slice of the work: global connection indices [first, first + n). */
+struct shard {
+    int index, count;
+    int hot, cold, stream;
+    int hot_first, cold_first, stream_first;
+    double rate;
+    int notify_fd; /* sharded cold runs: write the established count here; -1 otherwise */
+};
+
+struct timeline_entry {
+    uint64_t sent, replies, errors;
+};
+
+/* Everything a shard measures; lives in shared memory so the parent can merge. */
+struct result {
+    double window_s, established_s, cpu_window_user_s, cpu_window_sys_s, cpu_user_s, cpu_sys_s;
+    double run_delay_window_s; /* runnable but not running, in the window */
+    uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
+    uint64_t by_status[600];
+    uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_other;
+    uint64_t cold_requested, cold_established, cold_held, cold_reconnected, cold_failed;
+    uint64_t cold_requests, cold_replies;
+    uint64_t stream_bytes;
+    uint64_t rss_before_kb, rss_ready_kb, rss_end_kb;
+    int cpu_saturated, finished;
+    struct hist corrected, uncorrected;
+    int timeline_len;
+    struct timeline_entry timeline[];
+};
+
+/* Cold-only runs announce {"event": "cold_ready"} once every cold connection is open. */
+static inline int cold_only(const struct opts *o) {
+    return o->cold_conns && !o->hot_conns && !o->stream_conns;
+}
+
+int run_shard(const struct opts *o, const struct shard *s, struct result *r);
+void result_merge(struct result *into, const struct result *from);
+int report_write(const struct opts *o, const struct result *r, int nshards, double wall_s,
+                 int unfinished);
+
+uint64_t now_ns(void);
+uint64_t rss_kb(void);
+
+#endif
