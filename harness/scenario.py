@@ -218,9 +218,10 @@ def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]
         "accept": server.accept if wb else None,
         "reply_bytes": server.reply_bytes,
         "workers": server.workers if wb else None,
-        "hot_conns": config.hot.conns,
+        # A stream scenario has no hot request load: its hot columns stay empty.
+        "hot_conns": None if config.stream else config.hot.conns,
         "cold_conns": config.cold.conns,
-        "offered_rate_rps": config.hot.rate_rps,
+        "offered_rate_rps": None if config.stream else config.hot.rate_rps,
         "one_way_delay_ms": None,
         "generator": config.hot.generator,
         "stream_conns": config.stream.conns if config.stream else None,
@@ -232,7 +233,8 @@ def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     if path.startswith("topology.set."):
-        data.setdefault("topology", {}).setdefault("set", {})[path.removeprefix("topology.set.")] = value
+        overrides = data.setdefault("topology", {}).setdefault("set", {})
+        overrides[path.removeprefix("topology.set.")] = value
         return
     keys = path.split(".")
     node = data

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from harness.scenario import parse, points, sweep_columns
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import load, parse, points, sweep_columns
 
 GRID = """
 name: grid
@@ -49,3 +53,20 @@ def test_sweep_columns_name_the_varying_parameters():
 def test_set_overrides_apply_before_validation():
     scenario = parse(GRID, overrides=["hot.conns=50", "repetitions=5"])
     assert scenario.hot.conns == 50 and scenario.repetitions == 5
+
+
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_shipped_scenarios_load_and_expand(path: Path):
+    scenario = load(path)
+    assert scenario.name == path.stem  # results/<name>/ matches the file
+    grid = points(scenario)
+    assert grid and all(p.columns["server"] for p in grid)
+
+
+def test_stream_scenarios_have_no_hot_columns():
+    scenario = parse("name: s\nstream: {conns: 8, mbps: 50}\n")
+    columns = points(scenario)[0].columns
+    assert columns["hot_conns"] is None and columns["stream_conns"] == 8
