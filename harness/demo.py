@@ -1,0 +1,147 @@
+"""`wanbench demo`: every dispatch backend under a short wrk load, with and without idle
+connections (the interim main job; a scenario-driven demo will replace it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.metrics.cpu import process_cpu_s, process_tree
+from harness.servers import DISPATCHES, RunningServer, ServerConfig, running
+
+IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; socket.IP_BIND_ADDRESS_NO_PORT needs Python 3.12
+
+
+def source_address(i: int) -> str:
+    """Spread idle connections over many loopback sources (each has ~28k ports)."""
+    return f"127.0.{1 + i // 250 % 250}.{1 + i % 250}"
+
+
+def raise_fd_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if needed > hard:
+        raise RuntimeError(f"{needed} descriptors needed but RLIMIT_NOFILE is {hard}; "
+                           f"shard the connections over several processes")
+    if needed > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@contextmanager
+def idle_connections(host: str, port: int, count: int) -> Iterator[list[socket.socket]]:
+    """Open `count` connections that never send, and close them on the way out."""
+    raise_fd_limit(count + 256)
+    socks: list[socket.socket] = []
+    try:
+        for i in range(count):
+            s = socket.socket()
+            socks.append(s)
+            s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            s.bind((source_address(i), 0))
+            s.connect((host, port))
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
+def hold_idle(server: RunningServer, socks: list[socket.socket]) -> dict[str, Any]:
+    """Confirm from the server's own stats that it holds the idle connections."""
+    for _ in range(200):
+        stats = server.snapshot()
+        if stats["connections_current"] >= len(socks):
+            return stats
+    raise RuntimeError(f"server holds {stats['connections_current']} connections, "
+                       f"expected {len(socks)} idle ones")
+
+
+WRK_RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.M)
+
+
+def run_wrk(address: str, seconds: int, conns: int, cpu: int | None) -> float:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise RuntimeError("wrk is not installed; fix: run `make system-deps`")
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    argv = [*pin, wrk, "-t1", f"-c{conns}", f"-d{seconds}s", f"http://{address}/"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
+    match = WRK_RATE.search(out.stdout)
+    if out.returncode != 0 or match is None:
+        raise RuntimeError(f"wrk failed ({out.returncode}): {out.stderr.strip() or out.stdout}")
+    return float(match.group(1))
+
+
+@dataclass
+class Point:
+    backend: str
+    idle: int
+    reply_rate_rps: float
+    cpu_us_per_reply: float
+    events_per_dispatch: float
+
+
+def measure(server: RunningServer, backend: str, idle: int, seconds: int, conns: int,
+            wrk_cpu: int | None) -> Point:
+    """wrk against a running server holding `idle` idle connections; CPU from /proc."""
+    with idle_connections(server.host, server.port, idle) as socks:
+        before = hold_idle(server, socks)
+        pids = process_tree(server.proc.pid)
+        cpu_before = sum(process_cpu_s(pids))
+        rate = run_wrk(server.address, seconds, conns, wrk_cpu)
+        cpu = sum(process_cpu_s(pids)) - cpu_before
+        after = server.snapshot()
+    replies = after["replies"] - before["replies"]
+    calls = after["dispatch_calls"] - before["dispatch_calls"]
+    events = after["dispatch_events"] - before["dispatch_events"]
+    return Point(backend, idle, rate, cpu / max(replies, 1) * 1e6, events / max(calls, 1))
+
+
+def cpus() -> tuple[int | None, int | None]:
+    """Server and load generator on different CPUs when there are two."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
+
+
+def format_table(points: list[Point]) -> str:
+    head = f"{'backend':<8} {'idle':>6} {'req/s':>10} {'CPU us/reply':>13} {'events/call':>12}"
+    rows = [f"{p.backend:<8} {p.idle:>6} {p.reply_rate_rps:>10.0f} "
+            f"{p.cpu_us_per_reply:>13.2f} {p.events_per_dispatch:>12.1f}" for p in points]
+    return "\n".join([head, *rows])
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("demo", help="each backend under a short load, with idle conns",
+                              description=__doc__)
+    p.add_argument("--seconds", type=int, default=3, help="wrk run per point")
+    p.add_argument("--idle", type=int, default=2000, help="idle connections in the second run")
+    p.add_argument("--conns", type=int, default=20, help="wrk connections")
+    p.add_argument("--dispatch", nargs="+", choices=DISPATCHES, default=list(DISPATCHES))
+    p.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    server_cpu, wrk_cpu = cpus()
+    points = []
+    with tempfile.TemporaryDirectory(prefix="wb-demo-") as tmp:
+        for backend in args.dispatch:
+            cfg = ServerConfig(dispatch=backend, cpu=server_cpu, backlog=8192,
+                               stats_path=Path(tmp) / f"{backend}.json")
+            with running(cfg) as server:
+                for idle in (0, args.idle):
+                    point = measure(server, backend, idle, args.seconds, args.conns, wrk_cpu)
+                    print(f"  {backend:<8} idle={idle:<6} {point.reply_rate_rps:>9.0f} req/s",
+                          flush=True)
+                    points.append(point)
+    print()
+    print(format_table(points))
+    return 0

@@ -1,0 +1,209 @@
+"""wb-server from Python: its command line, readiness line and stats snapshots."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import paths
+
+DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
+
+
+def check_accept(accept: str) -> str:
+    if accept in ("single", "multi") or (accept.isdigit() and int(accept) > 0):
+        return accept
+    raise ValueError(f"accept strategy {accept!r} is not single, multi or a positive count")
+
+
+@dataclass
+class ServerConfig:
+    """One wb-server invocation (see servers/README.md for the flags)."""
+
+    dispatch: str = "epoll"
+    accept: str = "multi"
+    reply_bytes: int = 92
+    listen: str = "127.0.0.1:0"
+    backlog: int | None = None
+    workers: int = 1
+    cpu: int | None = None
+    stats_path: Path | str | None = None
+    sink: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dispatch not in DISPATCHES:
+            raise ValueError(f"dispatch {self.dispatch!r} is not one of {', '.join(DISPATCHES)}")
+        check_accept(self.accept)
+        if self.reply_bytes < 0 or self.workers < 1:
+            raise ValueError("reply_bytes must be >= 0 and workers >= 1")
+
+    def argv(self, binary: Path | None = None) -> list[str]:
+        argv = [str(binary or paths.binary("wb-server")), "--dispatch", self.dispatch,
+                "--accept", self.accept, "--reply-bytes", str(self.reply_bytes),
+                "--listen", self.listen]
+        if self.backlog is not None:
+            argv += ["--backlog", str(self.backlog)]
+        if self.stats_path is not None:
+            argv += ["--stats", str(self.stats_path)]
+        if self.workers != 1:
+            argv += ["--workers", str(self.workers)]
+        if self.cpu is not None:
+            argv += ["--cpu", str(self.cpu)]
+        if self.sink:
+            argv.append("--sink")
+        return argv
+
+
+def read_stats(path: Path | str) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def _file_version(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def snapshot_stats(proc_or_pid: subprocess.Popen[Any] | Any, path: Path | str,
+                   timeout: float = 5.0) -> dict[str, Any]:
+    """Ask the server for a stats snapshot (SIGUSR1) and return it once rewritten."""
+    path = Path(path)
+    pid = proc_or_pid if isinstance(proc_or_pid, int) else proc_or_pid.pid
+    before = _file_version(path)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # The server renames a complete file into place: a new version is a whole one.
+        if _file_version(path) not in (before, None):
+            return read_stats(path)
+        time.sleep(0.002)
+    raise TimeoutError(f"wb-server (pid {pid}) did not rewrite {path} within {timeout} s "
+                       f"of SIGUSR1; was it started with --stats {path}?")
+
+
+def wait_ready(proc: subprocess.Popen[Any], timeout: float) -> tuple[str, int]:
+    """Read wb-server's `ready ADDR:PORT` line from its stdout (a pipe)."""
+    assert proc.stdout is not None, "start wb-server with stdout=subprocess.PIPE"
+    fd = proc.stdout.fileno()
+    line = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise TimeoutError(f"wb-server printed no ready line within {timeout} s")
+            chunk = os.read(fd, 1)  # byte by byte: nothing past the line is consumed
+            if not chunk:
+                raise RuntimeError(f"wb-server exited (status {proc.wait()}) before it was "
+                                   f"ready; its stderr says why")
+            line += chunk
+    text = line.decode().strip()
+    if not text.startswith("ready "):
+        raise RuntimeError(f"wb-server said {text!r} instead of 'ready ADDR:PORT'")
+    host, _, port = text.split()[1].rpartition(":")
+    return host, int(port)
+
+
+@dataclass
+class RunningServer:
+    """A started wb-server and where it listens."""
+
+    proc: subprocess.Popen[bytes]
+    host: str
+    port: int
+    stats_path: Path | None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def snapshot(self, timeout: float = 5.0) -> dict[str, Any]:
+        if self.stats_path is None:
+            raise ValueError("this server was started without stats_path")
+        return snapshot_stats(self.proc, self.stats_path, timeout)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM (the server writes its stats and exits 0), SIGKILL after timeout."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def running(cfg: ServerConfig, binary: Path | None = None, timeout: float = 10.0,
+            preexec_fn: Callable[[], None] | None = None,
+            stderr: Any = None, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+    """Start wb-server, wait for its ready line, and always stop it on the way out."""
+    proc = subprocess.Popen(cfg.argv(binary), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=stderr, preexec_fn=preexec_fn, env=env)
+    server = RunningServer(proc, "", 0, Path(cfg.stats_path) if cfg.stats_path else None)
+    try:
+        server.host, server.port = wait_ready(proc, timeout)
+        yield server
+    finally:
+        server.stop()
+
+
+# -- `wanbench server` ------------------------------------------------------------------------
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP)
+
+
+def _accept_arg(value: str) -> str:
+    try:
+        return check_accept(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("server", help="run wb-server in the foreground",
+                              description="Run wb-server in the foreground, forwarding signals "
+                                          "(SIGUSR1 writes a stats snapshot).")
+    p.add_argument("--dispatch", choices=DISPATCHES, default="epoll")
+    p.add_argument("--accept", type=_accept_arg, default="multi",
+                   help="single, multi or N accepts per listener readiness")
+    p.add_argument("--reply-bytes", type=int, default=92)
+    p.add_argument("--listen", default="127.0.0.1:0", help="ADDR:PORT (port 0: any free port)")
+    p.add_argument("--backlog", type=int)
+    p.add_argument("--stats", type=Path, help="JSON stats file (SIGUSR1, SIGTERM)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--cpu", type=int)
+    p.add_argument("--sink", action="store_true", help="read and discard, never reply")
+    p.set_defaults(func=run_server)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    cfg = ServerConfig(dispatch=args.dispatch, accept=args.accept, reply_bytes=args.reply_bytes,
+                       listen=args.listen, backlog=args.backlog, workers=args.workers,
+                       cpu=args.cpu, stats_path=args.stats, sink=args.sink)
+    proc = subprocess.Popen(cfg.argv())
+    previous = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in FORWARDED}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
