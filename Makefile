@@ -42,11 +42,14 @@ test: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-analysis
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis
 
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis
+.PHONY: bench-analysis bench-runner
 bench-analysis: python-deps
 	$(PY) scripts/bench_analysis.py
+
+bench-runner: python-deps
+	$(PY) scripts/bench_samplers.py

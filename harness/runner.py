@@ -61,6 +61,15 @@ class Endpoints:
     def address(self, host: str | None) -> str:
         return self.handle.address(host) if host else "127.0.0.1"
 
+    def sources(self, host: str | None) -> list[str] | None:
+        """Addresses a client host may bind: many, so cold connections do not run out of ports."""
+        return self.handle.addresses(host) if host else None
+
+    @property
+    def shared_host(self) -> bool:
+        """Loopback: everything in this namespace, so the server takes any free port."""
+        return self.server_host is None or self.handle.netns(self.server_host) is None
+
 
 def _first(handle: Any, *roles: str) -> str | None:
     for role in roles:
@@ -121,7 +130,7 @@ class PointRun:
         cfg, ends = self.config, self.ends
         address = ends.address(ends.server_host)
         if isinstance(cfg.server, WbServer):
-            port = 0 if ends.server_host is None else cfg.server.port
+            port = 0 if ends.shared_host else cfg.server.port
             server = servers.ServerConfig(
                 dispatch=cfg.server.dispatch, accept=cfg.server.accept,
                 reply_bytes=cfg.server.reply_bytes, listen=f"{address}:{port}",
@@ -169,15 +178,17 @@ class PointRun:
 
     # -- load ---------------------------------------------------------------------------------
 
-    def _load_spec(self, target: str, **fields: Any) -> clients.LoadSpec:
+    def _load_spec(self, target: str, host: str | None, **fields: Any) -> clients.LoadSpec:
         return clients.LoadSpec(targets=[target], seed=seed_of(self.point, self.repetition),
-                                cpu=self.config.cpus.generator, **fields)
+                                cpu=self.config.cpus.generator,
+                                source_addrs=self.ends.sources(host), **fields)
 
     async def _start_cold(self, target: str) -> asyncio.subprocess.Process | None:
         cold = self.config.cold
         if cold.conns == 0:
             return None
-        spec = self._load_spec(target, generator="sclient", hot_conns=0, cold_conns=cold.conns,
+        spec = self._load_spec(target, self.ends.cold_host, generator="sclient", hot_conns=0,
+                               cold_conns=cold.conns,
                                cold_ramp_rps=cold.ramp_rps, cold_interval_s=cold.interval_s,
                                duration_s=0, json_path=self.raw / "cold.json")
         proc = await self._spawn(self.ends.prefix(self.ends.cold_host) + clients.command(spec),
@@ -201,12 +212,13 @@ class PointRun:
         common = dict(duration_s=cfg.duration_s, warmup_s=cfg.warmup_s,
                       json_path=self.raw / "hot.json")
         if cfg.stream is not None:
-            return self._load_spec(target, generator="sclient", hot_conns=0,
+            return self._load_spec(target, self.ends.hot_host, generator="sclient", hot_conns=0,
                                    stream_conns=cfg.stream.conns, stream_mbps=cfg.stream.mbps,
                                    **common)
         return self._load_spec(
-            target, generator=hot.generator, hot_conns=hot.conns, rate_rps=hot.rate_rps,
-            arrivals=hot.arrivals, requests_per_conn=hot.requests_per_conn, path=hot.path,
+            target, self.ends.hot_host, generator=hot.generator, hot_conns=hot.conns,
+            rate_rps=hot.rate_rps, arrivals=hot.arrivals,
+            requests_per_conn=hot.requests_per_conn, path=hot.path,
             connect_timeout_s=hot.connect_timeout_s, response_timeout_s=hot.response_timeout_s,
             **common)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -16,9 +15,14 @@ def process_tree(pid: int) -> list[int]:
     while stack:
         current = stack.pop()
         pids.append(current)
-        for children in Path(f"/proc/{current}/task").glob("*/children"):
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
             try:
-                stack.extend(int(c) for c in children.read_text().split())
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    stack.extend(int(c) for c in children.read().split())
             except OSError:
                 continue
     return pids
@@ -29,7 +33,8 @@ def process_cpu_s(pids: list[int]) -> tuple[float, float]:
     user = system = 0
     for pid in pids:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            with open(f"/proc/{pid}/stat") as file:
+                stat = file.read()
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
@@ -55,7 +60,9 @@ class CpuTimes:
 
 def cpu_times(cpu: int) -> CpuTimes:
     prefix = f"cpu{cpu} "
-    for line in Path("/proc/stat").read_text().splitlines():
+    with open("/proc/stat") as file:
+        lines = file.read().splitlines()
+    for line in lines:
         if line.startswith(prefix):
             values = [int(v) / CLOCK_TICKS for v in line.split()[1:1 + len(CPU_FIELDS)]]
             return CpuTimes(dict(zip(CPU_FIELDS, values, strict=False)))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def net_counters(pid: int) -> dict[str, int]:
     """TCP segments in/out (/proc/net/snmp) and interface bytes (/proc/net/dev) of pid's netns.
@@ -11,11 +9,14 @@ def net_counters(pid: int) -> dict[str, int]:
     Segments count the packets the namespace's TCP saw; on loopback (no namespace) this
     includes the generator's side as well as the server's.
     """
-    snmp = Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
+    with open(f"/proc/{pid}/net/snmp") as file:
+        snmp = file.read().splitlines()
     tcp = [line.split()[1:] for line in snmp if line.startswith("Tcp:")]
     tcp_stats = dict(zip(tcp[0], (int(v) for v in tcp[1]), strict=True))
     rx_bytes = tx_bytes = 0
-    for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+    with open(f"/proc/{pid}/net/dev") as file:
+        dev = file.read().splitlines()[2:]
+    for line in dev:
         _, _, fields = line.partition(":")
         values = fields.split()
         rx_bytes += int(values[0])
