@@ -321,9 +321,12 @@ static int setup(const struct server_config *cfg, int listen_fd, struct stats *s
     srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!srv.conns || !srv.again || !srv.turn || srv.reserve_fd < 0 ||
         replies_build(srv.replies, (size_t)cfg->reply_bytes) < 0 ||
-        dispatch_open(&srv.d, cfg->ops, setsize, listen_fd, stats) < 0)
+        dispatch_open(&srv.d, cfg->ops, setsize, listen_fd, stats) < 0 ||
+        dispatch_set(&srv.d, listen_fd, DISPATCH_READABLE) < 0)
         return -1;
-    return dispatch_set(&srv.d, listen_fd, DISPATCH_READABLE);
+    if (cfg->ops->flags & DISPATCH_NO_INITIAL)
+        queue_again(listen_fd); /* clients may have connected since the ready line */
+    return 0;
 }
 
 int server_run(const struct server_config *cfg, int listen_fd, struct stats *stats,
@@ -337,7 +340,9 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
     while (!server_stop) {
         if (server_snapshot) {
             server_snapshot = 0;
+            close(srv.reserve_fd); /* the snapshot gets a descriptor even at EMFILE */
             on_snapshot();
+            srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
         /* A timeout bounds how late a signal that lands just before the wait is seen. */
         int n = srv.d.ops->wait(&srv.d, srv.again_count ? 0 : 1000);
@@ -356,5 +361,6 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
         }
     }
     srv.d.ops->destroy(&srv.d);
+    close(srv.reserve_fd); /* for the final stats */
     return 0;
 }
