@@ -28,19 +28,32 @@ def process_tree(pid: int) -> list[int]:
     return pids
 
 
-def process_cpu_s(pids: list[int]) -> tuple[float, float]:
-    """User and system seconds of these processes (vanished ones count as zero)."""
-    user = system = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as file:
-                stat = file.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-        user += int(fields[11])
-        system += int(fields[12])
-    return user / CLOCK_TICKS, system / CLOCK_TICKS
+def pid_cpu_s(pid: int) -> tuple[float, float] | None:
+    """User and system seconds of one process, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+class TreeCpu:
+    """CPU seconds of process trees; a process that exits keeps counting at its last reading,
+    so a generator or worker ending inside the window never makes the total go backwards."""
+
+    def __init__(self, roots: list[int]):
+        self.roots = roots
+        self.last: dict[int, tuple[float, float]] = {}
+
+    def read(self) -> tuple[float, float]:
+        for root in self.roots:
+            for pid in process_tree(root):
+                reading = pid_cpu_s(pid)
+                if reading is not None:
+                    self.last[pid] = reading
+        return (sum(u for u, _ in self.last.values()), sum(s for _, s in self.last.values()))
 
 
 @dataclass(frozen=True)

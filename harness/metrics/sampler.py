@@ -43,6 +43,8 @@ class WindowSampler:
         self._task: asyncio.Task[None] | None = None
         self._first: _Reading | None = None
         self._perf: list[tuple[str, asyncio.subprocess.Process, Path]] = []
+        self._server_cpu = cpu.TreeCpu([config.server_pid])
+        self._generator_cpu = cpu.TreeCpu(config.generator_pids)
 
     def _read(self) -> _Reading:
         c = self.config
@@ -50,11 +52,10 @@ class WindowSampler:
             counters = net.net_counters(c.server_pid)
         except OSError:
             counters = None
-        generator_pids = [p for g in c.generator_pids for p in cpu.process_tree(g)]
         return _Reading(
             t=time.monotonic(),
-            server_cpu_s=cpu.process_cpu_s(cpu.process_tree(c.server_pid)),
-            generator_cpu_s=cpu.process_cpu_s(generator_pids),
+            server_cpu_s=self._server_cpu.read(),
+            generator_cpu_s=self._generator_cpu.read(),
             cpu=cpu.cpu_times(c.server_cpu),
             net=counters,
         )

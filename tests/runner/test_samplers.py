@@ -134,3 +134,17 @@ def test_layer_classification():
     assert profile.layer_of("pv_native_safe_halt", True) == "idle"
     assert profile.layer_of("http_parse", False) == "user"
     assert profile.layer_of("schedule", True) == "other"
+
+
+def test_a_process_that_exits_keeps_its_cpu_in_the_total():
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 1.0: pass"])
+    tree = cpu.TreeCpu([proc.pid])
+    first = 0.0
+    while proc.poll() is None and first < 0.1:
+        first = sum(tree.read())
+    assert first >= 0.1, "read the busy process before it exited"
+    proc.wait()
+    # Gone now: the last reading stands, the total never goes backwards.
+    assert sum(tree.read()) >= first
