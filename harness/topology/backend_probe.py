@@ -1,0 +1,75 @@
+"""Which link backend works here: netem tried in a scratch namespace, then the TUN emulator."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from harness.paths import MissingBinary, binary
+from harness.topology.ledger import Ledger
+from harness.topology.model import TopologyError
+
+BACKENDS = ("auto", "netem", "userspace", "none")
+
+
+def probe_netem(ledger: Ledger) -> dict:
+    """Adds a netem qdisc to lo in a scratch namespace (ledgered, always removed)."""
+    ns = f"{ledger.prefix}-probe"
+    ledger.add({"kind": "netns", "name": ns})
+    created = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True)
+    if created.returncode != 0:
+        return {"ok": False, "error": f"ip netns add: {created.stderr.strip()}"}
+    try:
+        tc = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem",
+                             "delay", "1ms"], capture_output=True, text=True)
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+    if tc.returncode != 0:
+        return {"ok": False, "error": tc.stderr.strip() or f"tc exited {tc.returncode}"}
+    return {"ok": True}
+
+
+def probe_userspace() -> dict:
+    try:
+        path = binary("wb-linkem")
+    except MissingBinary as exc:
+        return {"ok": False, "error": str(exc)}
+    try:
+        os.close(os.open("/dev/net/tun", os.O_RDWR))
+    except OSError as exc:
+        return {"ok": False, "error": f"/dev/net/tun: {exc.strerror}; fix: modprobe tun"}
+    return {"ok": True, "binary": str(path)}
+
+
+def choose_backend(requested: str, loopback: bool, ledger: Ledger | None) -> tuple[str, dict]:
+    """Returns (backend, probe record); TopologyError with the reasons when none fits."""
+    if requested not in BACKENDS:
+        raise TopologyError(f"backend {requested!r}: choose one of {', '.join(BACKENDS)}")
+    if loopback:
+        if requested not in ("auto", "none"):
+            raise TopologyError(f"backend {requested!r}: a loopback topology has no links to "
+                                "emulate; use --backend none (or auto)")
+        return "none", {"chosen": "none", "reason": "loopback topology: no namespaces"}
+    if requested == "none":
+        raise TopologyError("backend none is only for loopback topologies; use auto, netem "
+                            "or userspace")
+    if os.geteuid() != 0:
+        raise TopologyError("namespace topologies need root (ip netns, tc, /dev/net/tun); "
+                            "run as root or use topologies/loopback.yaml")
+    assert ledger is not None
+    probe: dict = {}
+    if requested in ("auto", "netem"):
+        probe["netem"] = probe_netem(ledger)
+        if probe["netem"]["ok"]:
+            return "netem", {**probe, "chosen": "netem", "reason": "netem qdisc works here"}
+        if requested == "netem":
+            raise TopologyError(f"backend netem refused: tc netem failed in a scratch "
+                                f"namespace ({probe['netem']['error']}); the kernel lacks "
+                                "sch_netem: use --backend userspace")
+    probe["userspace"] = probe_userspace()
+    if probe["userspace"]["ok"]:
+        reason = ("requested" if requested == "userspace"
+                  else f"netem unavailable ({probe['netem']['error']})")
+        return "userspace", {**probe, "chosen": "userspace", "reason": reason}
+    why = "; ".join(f"{name}: {result['error']}" for name, result in probe.items())
+    raise TopologyError(f"no link backend works here: {why}")

@@ -1,0 +1,218 @@
+"""bring_up(): a topology made real (or planned, for --dry-run), as a TopologyHandle."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+from harness.paths import binary
+from harness.topology import cleanup
+from harness.topology.addressing import (
+    AddressPlan,
+    check_prefix,
+    loopback_addresses,
+    new_prefix,
+    plan_addresses,
+)
+from harness.topology.backend_probe import choose_backend
+from harness.topology.calibrate import calibrate as calibrate_links
+from harness.topology.commands import build_steps, queue_limits
+from harness.topology.ledger import Ledger, process_identity, state_dir
+from harness.topology.model import Topology, TopologyError
+
+READY_TIMEOUT_S = 5.0
+
+
+class TopologyHandle:
+    """A live topology: where hosts are, how to run in them, what was measured; tears down."""
+
+    def __init__(self, topology: Topology, backend: str, probe: dict, prefix: str,
+                 plan: AddressPlan | None, ledger: Ledger | None) -> None:
+        self.topology, self.backend, self.probe, self.prefix = topology, backend, probe, prefix
+        self.plan, self.ledger = plan, ledger
+        self.calibration: dict = {}
+        self.emulator_counters: dict = {}
+        self.hosts = list(topology.hosts)
+        self._loopback = loopback_addresses(topology) if plan is None else {}
+        self._emulators: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._previous_handlers: dict[int, object] = {}
+        self._torn_down = False
+
+    # ---- where things are ----
+    def role_hosts(self, role: str) -> list[str]:
+        return self.topology.role_hosts(role)
+
+    def addresses(self, host: str) -> list[str]:
+        """The host's addresses, first the one others reach it at; clients may bind any."""
+        self._check_host(host)
+        if self.plan is None:
+            return list(self._loopback[host])
+        return list(self.plan.hosts[host].addresses)
+
+    def address(self, host: str) -> str:
+        """IPv4 address the other hosts reach host at (127.0.0.1 for a loopback server)."""
+        return self.addresses(host)[0]
+
+    def exec_prefix(self, host: str) -> list[str]:
+        self._check_host(host)
+        return [] if self.plan is None else ["ip", "netns", "exec", self.plan.hosts[host].netns]
+
+    def netns(self, host: str) -> str | None:
+        self._check_host(host)
+        return None if self.plan is None else self.plan.hosts[host].netns
+
+    def _check_host(self, host: str) -> str:
+        if host not in self.topology.hosts:
+            raise TopologyError(f"unknown host {host!r}; hosts are {', '.join(self.hosts)}")
+        return host
+
+    def manifest(self) -> dict:
+        links = {}
+        for name, spec in self.topology.links.items():
+            limits = queue_limits(self.topology, self._link_plan(name)) if self.plan else {}
+            links[name] = {"a": spec.a, "b": spec.b, "configured_rtt_ms": spec.rtt_ms(),
+                           **{d: {**spec.direction(d).model_dump(),
+                                  "queue_limit_packets": limits.get(d)}
+                              for d in ("a_to_b", "b_to_a")}}
+        return {
+            "file": self.topology.source_file, "name": self.topology.name,
+            "backend": self.backend, "probe": self.probe, "prefix": self.prefix,
+            "calibration": self.calibration, "links": links,
+            "hosts": {h: {"role": self.topology.hosts[h].role, "netns": self.netns(h),
+                          "addresses": self.addresses(h)} for h in self.hosts},
+            "emulator_counters": self.emulator_counters,
+        }
+
+    def _link_plan(self, name: str):
+        return next(lk for lk in self.plan.links if lk.name == name)
+
+    # ---- lifetime ----
+    def __enter__(self) -> TopologyHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def detach(self) -> None:
+        """Leaves the topology up after this process exits (`wanbench topo up`)."""
+        self._restore_signals()
+        if self.ledger:
+            self.ledger.detach()
+        self._torn_down = True
+
+    def teardown(self) -> None:
+        """Stops emulators (keeping their counters), deletes namespaces. Idempotent."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        self._restore_signals()
+        if self.ledger is None:
+            return
+        cleanup.stop_emulators(self.ledger)
+        for link, (proc, stats) in self._emulators.items():
+            proc.wait()
+            if stats.exists():
+                self.emulator_counters[link] = json.loads(stats.read_text())
+        cleanup.remove_run(self.ledger)
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; exit paths still tear down
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _restore_signals(self) -> None:
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers.clear()
+
+    def _on_signal(self, signum: int, frame) -> None:
+        previous = self._previous_handlers.get(signum)
+        self.teardown()
+        if callable(previous):
+            previous(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            raise SystemExit(128 + signum)
+
+    # ---- building ----
+    def _run_steps(self, steps) -> None:
+        for step in steps:
+            entry = self.ledger.add(step.creates) if step.creates else None
+            if step.spawn:
+                self._spawn(step, entry)
+                continue
+            done = subprocess.run(step.argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise TopologyError(f"`{step}` failed: {done.stderr.strip() or done.returncode}")
+
+    def _spawn(self, step, entry: dict) -> None:
+        stats = Path(step.notes["stats"])
+        log = stats.with_suffix(".log")
+        with open(log, "w") as err:
+            # Own session: a terminal's ^C reaches us, and we stop the emulator in order.
+            proc = subprocess.Popen(step.argv, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    start_new_session=True)
+        self._emulators[step.link] = (proc, stats)
+        self.ledger.update(entry, **process_identity(proc.pid))
+        timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            ready = proc.stdout.readline().strip()
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+        if ready != "ready":
+            raise TopologyError(f"wb-linkem for link {step.link} did not start: "
+                                f"{log.read_text().strip() or 'no output'}")
+
+
+def state_dir_of(ledger: Ledger) -> Path:
+    return ledger.path.parent
+
+
+def plan_for(topology: Topology, prefix: str) -> AddressPlan | None:
+    return None if topology.loopback else plan_addresses(topology, prefix)
+
+
+def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]:
+    """The exact commands bring_up would run for backend netem or userspace (dry run)."""
+    plan = plan_for(topology, prefix)
+    if plan is None:
+        return []
+    linkem = Path("build/bin/wb-linkem") if backend == "netem" else binary("wb-linkem")
+    return [str(s) for s in build_steps(topology, plan, backend, linkem, state_dir())]
+
+
+def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None = None,
+             calibrate: bool = True) -> TopologyHandle:
+    """Builds the topology; on any failure removes what it made and raises TopologyError."""
+    prefix = check_prefix(run_prefix) if run_prefix else new_prefix()
+    plan = plan_for(topology, prefix)
+    if plan is None:
+        chosen, probe = choose_backend(backend, True, None)
+        return TopologyHandle(topology, chosen, probe, prefix, None, None)
+    taken = [ns for ns in cleanup.netns_names() if ns.startswith(prefix + "-")]
+    if taken:
+        raise TopologyError(f"run prefix {prefix} is in use by namespaces {', '.join(taken)}; "
+                            "choose another prefix")
+    ledger = Ledger.create(prefix, topology.source_file, backend)
+    handle = TopologyHandle(topology, backend, {}, prefix, plan, ledger)
+    handle._install_signals()
+    try:
+        handle.backend, handle.probe = choose_backend(backend, False, ledger)
+        ledger.set_info(backend=handle.backend, name=topology.name,
+                        hosts={h: p.netns for h, p in plan.hosts.items()})
+        linkem = binary("wb-linkem") if handle.backend == "userspace" else Path("wb-linkem")
+        handle._run_steps(build_steps(topology, plan, handle.backend, linkem,
+                                      state_dir_of(ledger)))
+        if calibrate:
+            handle.calibration = calibrate_links(topology, plan, handle.backend)
+    except BaseException:
+        handle.teardown()
+        raise
+    return handle

@@ -1,0 +1,145 @@
+"""`wanbench topo up|status|exec|down|clean`: topologies from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from harness.topology.backend_probe import BACKENDS
+from harness.topology.builder import bring_up, planned_commands
+from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run
+from harness.topology.ledger import Ledger
+from harness.topology.model import TopologyError, load_topology, parse_override
+
+
+def register(subparsers) -> None:
+    topo = subparsers.add_parser("topo", help="bring emulated WAN topologies up and down")
+    sub = topo.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
+
+    up = sub.add_parser("up", help="build a topology and leave it up")
+    up.add_argument("file", help="topology YAML, e.g. topologies/dumbbell-wan.yaml")
+    up.add_argument("--backend", choices=BACKENDS, default="auto")
+    up.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="KEY=VALUE", help="override a field, e.g. links.cold.delay_ms=50")
+    up.add_argument("--prefix", help="run prefix (wb + 2-8 lowercase letters/digits)")
+    up.add_argument("--no-calibrate", action="store_true", help="skip RTT/rate measurement")
+    up.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    up.set_defaults(func=cmd_up)
+
+    sub.add_parser("status", help="list topologies wanbench has up").set_defaults(func=cmd_status)
+
+    ex = sub.add_parser("exec", help="run a command in a host's namespace")
+    ex.add_argument("host")
+    ex.add_argument("--prefix", help="which topology, when more than one is up")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    ex.set_defaults(func=cmd_exec)
+
+    down = sub.add_parser("down", help="tear a topology down")
+    down.add_argument("--prefix", help="which topology, when more than one is up")
+    down.set_defaults(func=cmd_down)
+
+    sub.add_parser("clean", help="remove what crashed or detached runs left (ledgers only)"
+                   ).set_defaults(func=cmd_clean)
+
+
+def _fail(message: str) -> int:
+    print(f"wanbench topo: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    try:
+        overrides = dict(parse_override(text) for text in args.overrides)
+        topology = load_topology(args.file, overrides)
+        if args.dry_run:
+            backend = "netem" if args.backend == "auto" else args.backend
+            print(f"# backend {backend}; run prefix {args.prefix or 'wbdryrun'}")
+            for line in planned_commands(topology, backend, args.prefix or "wbdryrun"):
+                print(line)
+            return 0
+        handle = bring_up(topology, args.backend, args.prefix, calibrate=not args.no_calibrate)
+    except TopologyError as exc:
+        return _fail(str(exc))
+    handle.detach()
+    summary = {k: handle.manifest()[k] for k in ("prefix", "backend", "hosts", "calibration")}
+    summary["probe_reason"] = handle.probe.get("reason")
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def _describe(ledger: Ledger, present: set[str]) -> dict:
+    hosts = ledger.data["info"].get("hosts", {})
+    owner = ledger.data.get("owner")
+    return {"prefix": ledger.prefix, "topology": ledger.data.get("topology_file"),
+            "backend": ledger.data["info"].get("backend", ledger.data["backend"]),
+            "owner": ("detached" if owner is None else
+                      f"pid {owner['pid']} ({'alive' if ledger.owner_alive() else 'dead'})"),
+            "hosts": {h: ns if ns in present else f"{ns} (missing)" for h, ns in hosts.items()}}
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    ledgers = Ledger.load_all()
+    present = set(netns_names())
+    print(json.dumps([_describe(ledger, present) for ledger in ledgers], indent=1))
+    return 0
+
+
+def _pick(prefix: str | None) -> Ledger:
+    ledgers = Ledger.load_all()
+    if prefix:
+        ledgers = [ledger for ledger in ledgers if ledger.prefix == prefix]
+    if len(ledgers) != 1:
+        found = ", ".join(ledger.prefix for ledger in ledgers) or "none"
+        raise TopologyError(f"{'no' if not ledgers else 'more than one'} topology up "
+                            f"(found: {found}); pass --prefix PREFIX (see `wanbench topo status`)")
+    return ledgers[0]
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        return _fail("exec needs a command: wanbench topo exec HOST -- CMD ...")
+    try:
+        hosts = _pick(args.prefix).data["info"].get("hosts", {})
+    except TopologyError as exc:
+        return _fail(str(exc))
+    if args.host not in hosts:
+        return _fail(f"unknown host {args.host!r}; hosts are {', '.join(hosts)}")
+    os.execvp("ip", ["ip", "netns", "exec", hosts[args.host], *argv])
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    try:
+        ledger = _pick(args.prefix)
+    except TopologyError as exc:
+        return _fail(str(exc))
+    if ledger.owner_alive():
+        return _fail(f"topology {ledger.prefix} belongs to live pid "
+                     f"{ledger.data['owner']['pid']}; stop that process (it tears down on exit)")
+    for item in remove_run(ledger):
+        print(f"removed {item}")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    ledgers = Ledger.load_all()
+    for prefix, removed in clean_dead_runs(ledgers).items():
+        print(f"{prefix}: removed {', '.join(removed) or 'nothing left'}")
+    live = [ledger.prefix for ledger in ledgers if ledger.owner_alive()]
+    if live:
+        print(f"left alone (owner alive): {', '.join(live)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.topology.cli topo ...`: the topo commands without the other stages."""
+    parser = argparse.ArgumentParser(prog="wanbench")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The exact command lines that build a topology, per backend (what --dry-run prints)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.topology.addressing import AddressPlan, LinkPlan
+from harness.topology.model import Shaping, Topology
+
+NETNS_DIR = Path("/run/netns")
+# Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
+LINK_LAYER_BYTES = {"netem": 14, "userspace": 0, "none": 0}
+# SCHED_FIFO priority of the emulator's threads: ahead of servers and clients, as netem's
+# softirq is; low among real-time tasks.
+LINKEM_RT_PRIORITY = 10
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command; `creates` goes to the ledger before it runs; `spawn` keeps it running."""
+
+    argv: list[str]
+    creates: dict | None = None
+    spawn: bool = False
+    link: str | None = None
+    notes: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return shlex.join(self.argv) + (" &" if self.spawn else "")
+
+
+def ns_exec(netns: str, argv: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", netns, *argv]
+
+
+def host_steps(plan: AddressPlan) -> list[Step]:
+    steps = []
+    for host in plan.hosts.values():
+        ns = host.netns
+        steps.append(Step(["ip", "netns", "add", ns], creates={"kind": "netns", "name": ns}))
+        # No IPv6: router solicitations and DAD would be stray packets on measured links.
+        steps.append(Step(ns_exec(ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                                       "net.ipv6.conf.default.disable_ipv6=1"])))
+        steps.append(Step(["ip", "-n", ns, "link", "set", "lo", "up"]))
+        steps += [Step(["ip", "-n", ns, "addr", "add", f"{addr}/32", "dev", "lo"])
+                  for addr in host.addresses]
+    return steps
+
+
+def netem_args(shaping: Shaping, limit: int) -> list[str]:
+    args = ["limit", str(limit)]
+    if shaping.delay_ms or shaping.jitter_ms:
+        args += ["delay", f"{shaping.delay_ms:g}ms"]
+        if shaping.jitter_ms:
+            args.append(f"{shaping.jitter_ms:g}ms")
+            if shaping.jitter_distribution == "normal":
+                args += ["distribution", "normal"]
+    if shaping.loss_pct:
+        args += ["loss", f"{shaping.loss_pct:g}%"]
+    if shaping.rate_mbit:
+        args += ["rate", f"{shaping.rate_mbit * 1000:g}kbit"]
+    return args
+
+
+def linkem_spec(shaping: Shaping, limit: int) -> str:
+    parts = {
+        "delay_us": f"{shaping.delay_ms * 1000:g}",
+        "jitter_us": f"{shaping.jitter_ms * 1000:g}",
+        "dist": shaping.jitter_distribution,
+        "loss": f"{shaping.loss_pct / 100:g}",
+        "rate_bps": f"{(shaping.rate_mbit or 0) * 1e6:g}",
+        "limit": str(limit),
+    }
+    return ",".join(f"{k}={v}" for k, v in parts.items())
+
+
+def queue_limits(topology: Topology, link: LinkPlan) -> dict[str, int]:
+    spec = topology.links[link.name]
+    rtt = spec.max_rtt_ms()
+    return {d: spec.direction(d).limit_packets(rtt) for d in ("a_to_b", "b_to_a")}
+
+
+def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path,
+               state_dir: Path) -> list[Step]:
+    steps = []
+    for link in plan.links:
+        ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
+        spec = topology.links[link.name]
+        limits = queue_limits(topology, link)
+        if backend == "netem":
+            steps.append(Step(["ip", "link", "add", link.a_dev, "netns", ns_a, "type", "veth",
+                               "peer", "name", link.b_dev, "netns", ns_b],
+                              creates={"kind": "link", "name": link.a_dev, "netns": ns_a}))
+        else:
+            stats = state_dir / f"{plan.prefix}-linkem-{link.index}.json"
+            argv = [str(linkem),
+                    "--a-netns", str(NETNS_DIR / ns_a), "--a-dev", link.a_dev,
+                    "--b-netns", str(NETNS_DIR / ns_b), "--b-dev", link.b_dev,
+                    "--ab", linkem_spec(spec.direction("a_to_b"), limits["a_to_b"]),
+                    "--ba", linkem_spec(spec.direction("b_to_a"), limits["b_to_a"]),
+                    "--seed", str(topology.seed + link.index), "--stats", str(stats),
+                    "--rt-priority", str(LINKEM_RT_PRIORITY)]
+            steps.append(Step(argv, spawn=True, link=link.name, notes={"stats": str(stats)},
+                              creates={"kind": "process", "name": "wb-linkem",
+                                       "link": link.name}))
+        for ns, dev, addr in ((ns_a, link.a_dev, link.a_addr), (ns_b, link.b_dev, link.b_addr)):
+            steps.append(Step(["ip", "-n", ns, "addr", "add",
+                               f"{addr}/{link.subnet.prefixlen}", "dev", dev]))
+            steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))
+        if backend == "netem":
+            for ns, dev, direction in ((ns_a, link.a_dev, "a_to_b"), (ns_b, link.b_dev, "b_to_a")):
+                shaping = spec.direction(direction)
+                if not shaping.is_plain:
+                    steps.append(Step(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root",
+                                       "netem", *netem_args(shaping, limits[direction])]))
+    return steps
+
+
+def route_steps(plan: AddressPlan) -> list[Step]:
+    """Each host reaches each neighbour's address block through their shared link."""
+    steps = []
+    for host in plan.hosts.values():
+        for link, side, peer in plan.peer_links(host.name):
+            via = link.b_addr if side == "a" else link.a_addr
+            steps.append(Step(["ip", "-n", host.netns, "route", "add",
+                               str(plan.hosts[peer].block), "via", via,
+                               "src", host.addresses[0]]))
+    return steps
+
+
+def build_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path,
+                state_dir: Path) -> list[Step]:
+    return (host_steps(plan) + link_steps(topology, plan, backend, linkem, state_dir)
+            + route_steps(plan))

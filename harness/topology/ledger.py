@@ -1,0 +1,118 @@
+"""Ledger of what a run created, written before each object exists, so a crash leaves a list."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.topology.model import TopologyError
+
+DEFAULT_STATE_DIR = Path("/run/wanbench/topologies")
+
+
+def state_dir() -> Path:
+    """Where ledgers live; WANBENCH_TOPO_STATE moves it (tests use their own)."""
+    return Path(os.environ.get("WANBENCH_TOPO_STATE", DEFAULT_STATE_DIR))
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time in clock ticks since boot, None when gone (or a zombie): guards pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def process_identity(pid: int) -> dict:
+    return {"pid": pid, "start_time": process_start_time(pid)}
+
+
+def is_alive(identity: dict | None) -> bool:
+    if not identity:
+        return False
+    return process_start_time(identity["pid"]) == identity["start_time"]
+
+
+@dataclass
+class Ledger:
+    path: Path
+    data: dict
+
+    @classmethod
+    def create(cls, prefix: str, topology_file: str | None, backend: str,
+               directory: Path | None = None) -> Ledger:
+        directory = directory or state_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{prefix}.json"
+        try:  # claims the prefix: a second run with it must not adopt the first one's objects
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            raise TopologyError(f"run prefix {prefix} is in use ({path}); choose another, or "
+                                f"`wanbench topo down --prefix {prefix}`") from None
+        ledger = cls(path, {
+            "prefix": prefix, "topology_file": topology_file, "backend": backend,
+            "owner": process_identity(os.getpid()), "created_at": time.time(),
+            "objects": [], "info": {},
+        })
+        ledger.save()
+        return ledger
+
+    @classmethod
+    def load(cls, path: Path) -> Ledger:
+        return cls(path, json.loads(path.read_text()))
+
+    @classmethod
+    def load_all(cls, directory: Path | None = None) -> list[Ledger]:
+        directory = directory or state_dir()
+        if not directory.is_dir():
+            return []
+        ledgers = []
+        for path in sorted(directory.glob("wb*.json")):
+            if "-linkem-" in path.name:
+                continue
+            try:
+                ledgers.append(cls.load(path))
+            except (OSError, json.JSONDecodeError):
+                continue  # being written by its owner right now (rename is atomic) or foreign
+        return ledgers
+
+    @property
+    def prefix(self) -> str:
+        return self.data["prefix"]
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def add(self, entry: dict) -> dict:
+        self.data["objects"].append(dict(entry))
+        self.save()
+        return self.data["objects"][-1]
+
+    def update(self, entry: dict, **fields) -> None:
+        entry.update(fields)
+        self.save()
+
+    def set_info(self, **info) -> None:
+        self.data["info"].update(info)
+        self.save()
+
+    def detach(self) -> None:
+        """The topology outlives its creator (`topo up`): no live owner from now on."""
+        self.data["owner"] = None
+        self.save()
+
+    def owner_alive(self) -> bool:
+        return is_alive(self.data.get("owner"))
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)

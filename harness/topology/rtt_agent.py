@@ -1,0 +1,153 @@
+"""Measurement agent run inside a namespace (stdlib only, started by file path for speed).
+
+serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK (report the
+                       received goodput) and SOURCE SECONDS (send bulk) connections.
+measure --host --port  connect times, ping-pong RTTs and bulk goodput, printed as JSON.
+
+Round trips are timed by the kernel so process wake-ups do not count: a connect by the
+SYN/SYN-ACK sample in TCP_INFO, a ping by the pong's receive timestamp minus the send
+time, less the echo's own turnaround (receive timestamp to send), which the pong carries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+CHUNK = 65536
+SO_TIMESTAMPNS = 35  # Linux; also the control message type
+TCPI_RTT_OFFSET = 68  # struct tcp_info: 8 one-byte fields, then tcpi_rtt is the 16th u32
+TURNAROUND = struct.Struct("d")
+
+
+def timestamped_recv(sock: socket.socket, size: int) -> tuple[bytes, float | None]:
+    """Reads up to size bytes and the kernel's receive time (CLOCK_REALTIME seconds)."""
+    data, ancdata, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(16))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = struct.unpack("qq", payload[:16])
+            return data, sec + nsec / 1e9
+    return data, None
+
+
+def goodput_bps(timeline: list[tuple[float, int]]) -> float | None:
+    """Receiver-side goodput over the last two thirds of the transfer (past slow start)."""
+    if len(timeline) < 3:
+        return None
+    t0, t_end = timeline[0][0], timeline[-1][0]
+    start = next(p for p in timeline if p[0] >= t0 + (t_end - t0) / 3)
+    if t_end <= start[0]:
+        return None
+    return (timeline[-1][1] - start[1]) * 8 / (t_end - start[0])
+
+
+def receive_all(sock: socket.socket) -> list[tuple[float, int]]:
+    timeline, total = [], 0
+    while data := sock.recv(CHUNK):
+        total += len(data)
+        timeline.append((time.monotonic(), total))
+    return timeline
+
+
+def send_for(sock: socket.socket, seconds: float) -> None:
+    payload = b"x" * CHUNK
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sock.sendall(payload)
+    sock.shutdown(socket.SHUT_WR)
+
+
+def read_line(conn: socket.socket) -> bytes:
+    """The command line, byte by byte: a buffered reader could swallow the first ping."""
+    line = b""
+    while (byte := conn.recv(1)) and byte != b"\n":
+        line += byte
+    return line
+
+
+def handle(conn: socket.socket) -> None:
+    with conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        command = read_line(conn).split()
+        if not command:
+            return  # a connect-time probe
+        if command[0] == b"ECHO":
+            conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            while True:
+                data, arrived = timestamped_recv(conn, 1)
+                if not data:
+                    break
+                conn.sendall(data + TURNAROUND.pack(time.time() - arrived))
+        elif command[0] == b"SINK":
+            conn.sendall(json.dumps({"goodput_bps": goodput_bps(receive_all(conn))}).encode())
+        elif command[0] == b"SOURCE":
+            send_for(conn, float(command[1]))
+
+
+def serve(bind: str) -> None:
+    listener = socket.create_server((bind, 0), backlog=64)
+    print(listener.getsockname()[1], flush=True)
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+def command_conn(host: str, port: int, line: bytes) -> socket.socket:
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(line)
+    return sock
+
+
+def measure(args: argparse.Namespace) -> dict:
+    result: dict = {"connect_ms": [], "ping_ms": []}
+    for _ in range(args.connects):
+        with socket.create_connection((args.host, args.port)) as sock:
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            result["connect_ms"].append(struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000)
+    with command_conn(args.host, args.port, b"ECHO\n") as sock:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        for _ in range(args.pings):
+            sent = time.time()
+            sock.sendall(b"p")
+            pong, arrived = timestamped_recv(sock, 1 + TURNAROUND.size)
+            while len(pong) < 1 + TURNAROUND.size:
+                pong += sock.recv(1 + TURNAROUND.size - len(pong))
+            turnaround = TURNAROUND.unpack(pong[1:])[0]
+            result["ping_ms"].append((arrived - sent - turnaround) * 1000)
+    if args.upload_s:
+        with command_conn(args.host, args.port, b"SINK\n") as sock:
+            send_for(sock, args.upload_s)
+            result["upload_bps"] = json.loads(b"".join(iter(lambda: sock.recv(CHUNK), b"")))[
+                "goodput_bps"]
+    if args.download_s:
+        with command_conn(args.host, args.port, f"SOURCE {args.download_s}\n".encode()) as sock:
+            result["download_bps"] = goodput_bps(receive_all(sock))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    sub.add_parser("serve").add_argument("--bind", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--host", required=True)
+    m.add_argument("--port", type=int, required=True)
+    m.add_argument("--pings", type=int, default=20)
+    m.add_argument("--connects", type=int, default=5)
+    m.add_argument("--upload-s", type=float, default=0.0)
+    m.add_argument("--download-s", type=float, default=0.0)
+    args = parser.parse_args()
+    if args.mode == "serve":
+        serve(args.bind)
+    else:
+        json.dump(measure(args), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+/* wb-linkem: userspace link emulator between two TUN devices in two network namespaces.
+ *
+ * One thread per direction reads every packet its input TUN has ready (a batch per
+ * wakeup), applies seeded loss, the queue limit and the token-bucket rate, and holds
+ * the packet in a release heap until now >= arrival + serialisation + delay + jitter
+ * (CLOCK_MONOTONIC). Counters go to --stats as JSON on exit (SIGINT/SIGTERM). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOT_BYTES 2048 /* one packet up to the TUN MTU (1500 unless --mtu says more) */
+#define READ_BATCH 256  /* packets read per wakeup before releasing due ones */
+#define SPIN_NS 50000   /* wake this early and poll without sleeping: VM timer wakeups run late */
+
+enum jitter_dist { DIST_UNIFORM, DIST_NORMAL };
+
+struct shaping {
+    int64_t delay_ns, jitter_ns;
+    enum jitter_dist dist;
+    double loss;        /* probability in [0, 1] */
+    double rate_bps;    /* 0 = unlimited */
+    size_t limit;       /* packets held (queued + in flight on the delay line) */
+};
+
+struct packet {
+    int64_t release_ns;
+    uint64_t seq;       /* keeps FIFO order among equal release times */
+    uint16_t len;
+    unsigned char *data;
+};
+
+struct counters {
+    uint64_t received, forwarded, forwarded_bytes, dropped_loss, dropped_queue;
+    uint64_t dropped_oversize, write_errors, max_queue_depth, wakeups;
+    int64_t late_ns_sum, late_ns_max; /* release accuracy: write time minus release time */
+};
+
+struct direction {
+    const char *name;
+    int in_fd, out_fd, stop_fd;
+    int rt_priority;    /* SCHED_FIFO priority asked for (0 = none); set to 0 when refused */
+    struct shaping shape;
+    uint64_t rng;
+    int64_t link_free_ns; /* when the rate limiter finishes serialising the last packet */
+    struct packet *heap;
+    size_t held, heap_cap, next_seq;
+    unsigned char **free_slots;
+    size_t free_count, free_cap;
+    struct counters c;
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "wb-linkem: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+/* splitmix64: small, seedable, good enough for loss and jitter draws. */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double unit(uint64_t *s) { return (next_u64(s) >> 11) * 0x1.0p-53; }
+
+static int64_t jitter_draw(struct direction *d) {
+    double j = (double)d->shape.jitter_ns;
+    if (j == 0) return 0;
+    switch (d->shape.dist) {
+    case DIST_NORMAL: { /* Box-Muller; sigma = jitter, as netem's normal table */
+        double u1 = unit(&d->rng), u2 = unit(&d->rng);
+        if (u1 < 1e-300) u1 = 1e-300;
+        return (int64_t)(j * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
+    }
+    default: /* uniform on [-jitter, +jitter], netem's default */
+        return (int64_t)(j * (2 * unit(&d->rng) - 1));
+    }
+}
+
+/* ---- release heap, keyed on (release_ns, seq) ---- */
+static int before(const struct packet *a, const struct packet *b) {
+    return a->release_ns < b->release_ns || (a->release_ns == b->release_ns && a->seq < b->seq);
+}
+
+static void heap_push(struct direction *d, struct packet p) {
+    if (d->held == d->heap_cap) {
+        d->heap_cap = d->heap_cap ? d->heap_cap * 2 : 1024;
+        d->heap = realloc(d->heap, d->heap_cap * sizeof *d->heap);
+        if (!d->heap) die("realloc");
+    }
+    size_t i = d->held++;
+    while (i > 0 && before(&p, &d->heap[(i - 1) / 2])) {
+        d->heap[i] = d->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    d->heap[i] = p;
+}
+
+static struct packet heap_pop(struct direction *d) {
+    struct packet top = d->heap[0], last = d->heap[--d->held];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= d->held) break;
+        if (l + 1 < d->held && before(&d->heap[l + 1], &d->heap[l])) m = l + 1;
+        if (!before(&d->heap[m], &last)) break;
+        d->heap[i] = d->heap[m];
+        i = m;
+    }
+    if (d->held) d->heap[i] = last;
+    return top;
+}
+
+/* ---- packet slots, allocated on first use so a large limit costs nothing idle ---- */
+static unsigned char *slot_get(struct direction *d) {
+    if (d->free_count) return d->free_slots[--d->free_count];
+    unsigned char *s = malloc(SLOT_BYTES);
+    if (!s) die("malloc");
+    return s;
+}
+
+static void slot_put(struct direction *d, unsigned char *s) {
+    if (d->free_count == d->free_cap) {
+        d->free_cap = d->free_cap ? d->free_cap * 2 : 1024;
+        d->free_slots = realloc(d->free_slots, d->free_cap * sizeof *d->free_slots);
+        if (!d->free_slots) die("realloc");
+    }
+    d->free_slots[d->free_count++] = s;
+}
+
+/* Loss, queue limit, then rate and delay: the order netem applies them in. */
+static void admit(struct direction *d, unsigned char *data, uint16_t len, int64_t now) {
+    d->c.received++;
+    if (d->shape.loss > 0 && unit(&d->rng) < d->shape.loss) {
+        d->c.dropped_loss++;
+        slot_put(d, data);
+        return;
+    }
+    if (d->held >= d->shape.limit) {
+        d->c.dropped_queue++;
+        slot_put(d, data);
+        return;
+    }
+    int64_t sent = now;
+    if (d->shape.rate_bps > 0) {
+        int64_t start = d->link_free_ns > now ? d->link_free_ns : now;
+        sent = start + (int64_t)(len * 8.0 * 1e9 / d->shape.rate_bps);
+        d->link_free_ns = sent;
+    }
+    int64_t release = sent + d->shape.delay_ns + jitter_draw(d);
+    if (release < sent) release = sent;
+    heap_push(d, (struct packet){release, d->next_seq++, len, data});
+    if (d->held > d->c.max_queue_depth) d->c.max_queue_depth = d->held;
+}
+
+static void release_due(struct direction *d, int64_t now) {
+    while (d->held && d->heap[0].release_ns <= now) {
+        struct packet p = heap_pop(d);
+        int64_t late = now_ns() - p.release_ns;
+        d->c.late_ns_sum += late;
+        if (late > d->c.late_ns_max) d->c.late_ns_max = late;
+        if (write(d->out_fd, p.data, p.len) == p.len) {
+            d->c.forwarded++;
+            d->c.forwarded_bytes += p.len;
+        } else {
+            d->c.write_errors++;
+        }
+        slot_put(d, p.data);
+    }
+}
+
+/* Reads until the TUN is drained or a batch is full; returns -1 when the device is gone. */
+static int read_batch(struct direction *d) {
+    for (int n = 0; n < READ_BATCH; n++) {
+        unsigned char *s = slot_get(d);
+        ssize_t r = read(d->in_fd, s, SLOT_BYTES);
+        if (r <= 0) {
+            slot_put(d, s);
+            if (r < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+            return -1;
+        }
+        if (r > SLOT_BYTES - 1) { /* cannot tell a full slot from a truncated packet */
+            d->c.dropped_oversize++;
+            slot_put(d, s);
+            continue;
+        }
+        admit(d, s, (uint16_t)r, now_ns());
+    }
+    return 0;
+}
+
+static void *run_direction(void *arg) {
+    struct direction *d = arg;
+    struct pollfd fds[2] = {{d->in_fd, POLLIN, 0}, {d->stop_fd, POLLIN, 0}};
+    prctl(PR_SET_TIMERSLACK, 1UL); /* default 50 us slack would skew short delays */
+    /* Like netem in softirq, forward ahead of ordinary tasks: on a busy machine a waiting
+     * time-shared thread releases packets milliseconds late. */
+    struct sched_param sp = {.sched_priority = d->rt_priority};
+    if (d->rt_priority && pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
+        d->rt_priority = 0;
+    for (;;) {
+        struct timespec ts, *timeout = NULL;
+        if (d->held) {
+            int64_t wait = d->heap[0].release_ns - now_ns() - SPIN_NS;
+            if (wait < 0) wait = 0;
+            ts = (struct timespec){wait / 1000000000, wait % 1000000000};
+            timeout = &ts;
+        }
+        int n = ppoll(fds, 2, timeout, NULL);
+        if (n < 0 && errno != EINTR) die("ppoll");
+        d->c.wakeups++;
+        if (fds[1].revents) break;
+        if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) break;
+        if ((fds[0].revents & POLLIN) && read_batch(d) < 0) break;
+        release_due(d, now_ns());
+    }
+    return NULL;
+}
+
+/* Creates a TUN (no packet-info header) inside the namespace at netns_path. */
+static int open_tun_in(const char *netns_path, const char *ifname) {
+    int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    int target = open(netns_path, O_RDONLY | O_CLOEXEC);
+    if (home < 0 || target < 0) die(netns_path);
+    if (setns(target, CLONE_NEWNET) < 0) die("setns");
+    int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) die("/dev/net/tun");
+    struct ifreq ifr = {0};
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", ifname);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0) die(ifname);
+    if (setns(home, CLONE_NEWNET) < 0) die("setns back");
+    close(home);
+    close(target);
+    return fd;
+}
+
+/* --ab/--ba "delay_us=25000,jitter_us=0,dist=normal,loss=0.01,rate_bps=1e7,limit=1000" */
+static struct shaping parse_shaping(const char *spec) {
+    struct shaping s = {0, 0, DIST_UNIFORM, 0, 0, 1000};
+    char *copy = strdup(spec), *save = NULL;
+    for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) goto bad;
+        *eq = '\0';
+        const char *k = kv, *v = eq + 1;
+        char *end;
+        double x = strtod(v, &end);
+        int numeric = *v && !*end && x >= 0;
+        if (!strcmp(k, "dist")) {
+            if (!strcmp(v, "uniform")) s.dist = DIST_UNIFORM;
+            else if (!strcmp(v, "normal")) s.dist = DIST_NORMAL;
+            else goto bad;
+        } else if (!numeric) goto bad;
+        else if (!strcmp(k, "delay_us")) s.delay_ns = (int64_t)(x * 1000);
+        else if (!strcmp(k, "jitter_us")) s.jitter_ns = (int64_t)(x * 1000);
+        else if (!strcmp(k, "loss") && x <= 1) s.loss = x;
+        else if (!strcmp(k, "rate_bps")) s.rate_bps = x;
+        else if (!strcmp(k, "limit") && x >= 1) s.limit = (size_t)x;
+        else goto bad;
+        continue;
+    bad:
+        fprintf(stderr, "wb-linkem: bad shaping item '%s' in '%s'; keys: delay_us, jitter_us, "
+                "dist=uniform|normal, loss (0..1), rate_bps (0 = unlimited), limit (>=1)\n",
+                kv, spec);
+        exit(2);
+    }
+    free(copy);
+    return s;
+}
+
+static void print_counters(FILE *f, const struct direction *d, const char *sep) {
+    fprintf(f, "  \"%s\": {\"received\": %llu, \"forwarded\": %llu, \"forwarded_bytes\": %llu, "
+            "\"dropped_loss\": %llu, \"dropped_queue\": %llu, \"dropped_oversize\": %llu, "
+            "\"write_errors\": %llu, \"max_queue_depth\": %llu, \"wakeups\": %llu, "
+            "\"late_us_mean\": %.1f, \"late_us_max\": %.1f, \"queue_limit\": %zu, "
+            "\"rt_priority\": %d}%s\n", d->name,
+            (unsigned long long)d->c.received, (unsigned long long)d->c.forwarded,
+            (unsigned long long)d->c.forwarded_bytes, (unsigned long long)d->c.dropped_loss,
+            (unsigned long long)d->c.dropped_queue, (unsigned long long)d->c.dropped_oversize,
+            (unsigned long long)d->c.write_errors, (unsigned long long)d->c.max_queue_depth,
+            (unsigned long long)d->c.wakeups,
+            d->c.forwarded ? d->c.late_ns_sum / 1e3 / (double)d->c.forwarded : 0.0,
+            d->c.late_ns_max / 1e3, d->shape.limit, d->rt_priority, sep);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: wb-linkem --a-netns PATH --a-dev NAME --b-netns PATH --b-dev NAME\n"
+            "                 [--ab SHAPING] [--ba SHAPING] [--seed N] [--stats PATH]\n"
+            "                 [--rt-priority N]  (SCHED_FIFO for the forwarding threads)\n"
+            "SHAPING: delay_us=N,jitter_us=N,dist=uniform|normal,loss=P,rate_bps=N,"
+            "limit=N\nPrints 'ready' on stdout once both TUNs exist; SIGTERM/SIGINT stop it.\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *a_ns = NULL, *a_dev = NULL, *b_ns = NULL, *b_dev = NULL, *stats = NULL;
+    const char *ab = "", *ba = "";
+    uint64_t seed = 1;
+    int rt_priority = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!val) usage();
+        if (!strcmp(arg, "--a-netns")) a_ns = val;
+        else if (!strcmp(arg, "--a-dev")) a_dev = val;
+        else if (!strcmp(arg, "--b-netns")) b_ns = val;
+        else if (!strcmp(arg, "--b-dev")) b_dev = val;
+        else if (!strcmp(arg, "--ab")) ab = val;
+        else if (!strcmp(arg, "--ba")) ba = val;
+        else if (!strcmp(arg, "--seed")) seed = strtoull(val, NULL, 10);
+        else if (!strcmp(arg, "--stats")) stats = val;
+        else if (!strcmp(arg, "--rt-priority")) rt_priority = atoi(val);
+        else usage();
+        i++;
+    }
+    if (!a_ns || !a_dev || !b_ns || !b_dev) usage();
+
+    /* Block the stop signals in every thread; main waits for them with sigwait. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    int a_fd = open_tun_in(a_ns, a_dev), b_fd = open_tun_in(b_ns, b_dev);
+    int stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (stop_fd < 0) die("eventfd");
+    struct direction dirs[2] = {
+        {.name = "a_to_b", .in_fd = a_fd, .out_fd = b_fd, .stop_fd = stop_fd,
+         .shape = parse_shaping(ab), .rng = seed * 2 + 1, .rt_priority = rt_priority},
+        {.name = "b_to_a", .in_fd = b_fd, .out_fd = a_fd, .stop_fd = stop_fd,
+         .shape = parse_shaping(ba), .rng = seed * 2 + 2, .rt_priority = rt_priority},
+    };
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&threads[i], NULL, run_direction, &dirs[i]) != 0) die("pthread_create");
+    printf("ready\n");
+    fflush(stdout);
+
+    /* A direction thread ending (device gone with its namespace) also ends the run. */
+    struct timespec tick = {0, 200000000};
+    siginfo_t info;
+    while (sigtimedwait(&stop, &info, &tick) < 0) {
+        if (pthread_tryjoin_np(threads[0], NULL) == 0) { threads[0] = 0; break; }
+        if (pthread_tryjoin_np(threads[1], NULL) == 0) { threads[1] = 0; break; }
+    }
+    uint64_t one = 1;
+    if (write(stop_fd, &one, sizeof one) != sizeof one) die("eventfd write");
+    for (int i = 0; i < 2; i++)
+        if (threads[i]) pthread_join(threads[i], NULL);
+
+    FILE *f = stats ? fopen(stats, "w") : stdout;
+    if (!f) die(stats);
+    fprintf(f, "{\n");
+    print_counters(f, &dirs[0], ",");
+    print_counters(f, &dirs[1], "");
+    fprintf(f, "}\n");
+    if (f != stdout) fclose(f);
+    return 0;
+}
