@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.metrics.cpu import process_cpu_s, process_tree
+from harness.metrics.cpu import TreeCpu
 from harness.servers import DISPATCHES, RunningServer, ServerConfig, running
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; socket.IP_BIND_ADDRESS_NO_PORT needs Python 3.12
@@ -95,10 +95,10 @@ def measure(server: RunningServer, backend: str, idle: int, seconds: int, conns:
     """wrk against a running server holding `idle` idle connections; CPU from /proc."""
     with idle_connections(server.host, server.port, idle) as socks:
         before = hold_idle(server, socks)
-        pids = process_tree(server.proc.pid)
-        cpu_before = sum(process_cpu_s(pids))
+        server_cpu = TreeCpu([server.proc.pid])
+        cpu_before = sum(server_cpu.read())
         rate = run_wrk(server.address, seconds, conns, wrk_cpu)
-        cpu = sum(process_cpu_s(pids)) - cpu_before
+        cpu = sum(server_cpu.read()) - cpu_before
         after = server.snapshot()
     replies = after["replies"] - before["replies"]
     calls = after["dispatch_calls"] - before["dispatch_calls"]

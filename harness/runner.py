@@ -199,12 +199,22 @@ class PointRun:
         event = json.loads(line)
         if event.get("event") != "cold_ready" or event.get("established", 0) < cold.conns:
             raise PointFailed(f"cold connections not established: {line}")
-        stats = await self._server_stats()
-        if stats is not None and stats["connections_current"] < cold.conns:
-            raise PointFailed(f"server holds {stats['connections_current']} connections, "
-                              f"expected at least {cold.conns} cold ones")
+        await self._confirm_held(cold.conns)
         self.ctx.on_event(f"{cold.conns} cold connections established")
         return proc
+
+    async def _confirm_held(self, count: int, timeout: float = 30.0) -> None:
+        """Wait until the server has accepted them too: its side of the handshake completes
+        one one-way delay after the client's, and accept() comes later still."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = await self._server_stats()
+            if stats is None or stats["connections_current"] >= count:
+                return
+            if time.monotonic() > deadline:
+                raise PointFailed(f"server holds {stats['connections_current']} connections "
+                                  f"after {timeout:.0f} s, expected at least {count} cold ones")
+            await asyncio.sleep(0.05)
 
     def _hot_spec(self, target: str) -> clients.LoadSpec:
         cfg = self.config

@@ -207,3 +207,37 @@ def test_doctor_lists_every_capability():
                  "ephemeral port range"):
         assert name in done.stdout, name
     assert done.returncode in (0, 1)
+
+
+WAN = """
+name: wan-smoke
+topology: {file: topologies/dumbbell-wan.yaml, set: {links.cold.delay_ms: 20}}
+server: {dispatch: epoll, reply_bytes: 92}
+hot: {generator: sclient, conns: 4, rate_rps: 300}
+cold: {conns: 200}
+repetitions: 1
+warmup_s: 0.5
+duration_s: 1.5
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespace topologies need root")
+def test_run_through_an_emulated_wan(tmp_path: Path):
+    build("build/bin/wb-linkem")
+    out = tmp_path / "results"
+    done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, WAN)), "--out",
+                                      str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr
+    (run,) = run_dirs(out)
+    manifest = json.loads((run / "manifest.json").read_text())
+    topo = manifest["topology"]
+    assert topo["backend"] in ("netem", "userspace")
+    (links,) = topo["links"].values()
+    assert links["calibration"], "bring-up must record the calibration"
+    points = pd.read_parquet(run / "points.parquet")
+    assert points.loc[0, "cold_held"] == 200
+    assert 250 < points.loc[0, "reply_rate_rps"] < 350
+    assert points.loc[0, "packets_in"] > 0  # counted inside the server's namespace
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert links["prefix"] not in namespaces, "the run's namespaces must be gone"
