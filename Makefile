@@ -34,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 deps: system-deps python-deps
 
 demo: deps all
-	$(VENV)/bin/wanbench demo
+	$(VENV)/bin/wanbench run scenarios/quickstart.yaml
 
 test: deps all
 	$(PY) -m pytest -q tests

@@ -148,4 +148,6 @@ def collect() -> dict[str, Any]:
         "tools": tool_versions(),
         "git_revision": git_revision(),
         "hostname": platform.node(),
+        # Other work on the machine skews results: say how busy it was when the run began.
+        "loadavg_at_start": list(os.getloadavg()),
     }
