@@ -52,6 +52,7 @@ sweep:
 repetitions: 1
 warmup_s: 0.5
 duration_s: 1.5
+profile: true
 """
 
 
@@ -86,6 +87,9 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert {"generator", "server_proc", "server_cpu"} <= set(series["source"])
     hist = pd.read_parquet(run / "histograms.parquet")
     assert set(hist["kind"]) == {"corrected", "uncorrected"}
+    profiles = pd.read_parquet(run / "profiles.parquet")
+    assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
+    assert set(profiles["point_id"]) == set(points["point_id"])
     assert "small: median over repetitions" in done.stdout
     assert not leftover_processes(out)
 
