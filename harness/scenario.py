@@ -232,10 +232,14 @@ def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    if path.startswith("topology.set."):
-        overrides = data.setdefault("topology", {}).setdefault("set", {})
-        overrides[path.removeprefix("topology.set.")] = value
-        return
+    # Sweep axes and topology overrides are named by dotted paths themselves.
+    for prefix, keys in (("topology.set.", ("topology", "set")), ("sweep.", ("sweep",))):
+        if path.startswith(prefix):
+            node = data
+            for key in keys:
+                node = node.setdefault(key, {})
+            node[path.removeprefix(prefix)] = value
+            return
     keys = path.split(".")
     node = data
     for key in keys[:-1]:

@@ -70,3 +70,8 @@ def test_stream_scenarios_have_no_hot_columns():
     scenario = parse("name: s\nstream: {conns: 8, mbps: 50}\n")
     columns = points(scenario)[0].columns
     assert columns["hot_conns"] is None and columns["stream_conns"] == 8
+
+
+def test_set_can_replace_a_sweep_axis():
+    scenario = parse(GRID, overrides=["sweep.cold.conns=[0, 500]"])
+    assert sorted({p.columns["cold_conns"] for p in points(scenario)}) == [0, 500]
