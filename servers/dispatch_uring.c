@@ -14,6 +14,7 @@
 #define KIND_POLL 0ULL
 #define KIND_ACCEPT 1ULL
 #define KIND_REMOVE 2ULL
+#define KIND_LISTEN_POLL 3ULL /* out of fds: wait for a pending connection, then accept */
 #define GEN_MASK 0x3fffffffu /* 30 bits between the kind and the fd */
 
 struct uring_state {
@@ -22,7 +23,9 @@ struct uring_state {
     int *accepted;        /* ring buffer of fds accepted by the kernel */
     int acc_head, acc_count;
     int accept_error;     /* errno of a failed accept completion, reported once */
-    int accept_armed;
+    int accept_armed;     /* an accept or listener poll is in flight */
+    int out_of_fds;       /* accept failed with EMFILE: re-arming it at once would spin,
+                             as accept fails before looking for a pending connection */
 };
 
 static unsigned long long tag(unsigned long long kind, unsigned gen, int fd)
@@ -59,8 +62,14 @@ static int arm_accept(struct dispatch *d)
     struct io_uring_sqe *sqe = next_sqe(d);
     if (!sqe)
         return errno = EBUSY, -1;
-    io_uring_prep_multishot_accept(sqe, d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, tag(KIND_ACCEPT, 0, d->listen_fd));
+    if (s->out_of_fds) {
+        io_uring_prep_poll_add(sqe, d->listen_fd, POLLIN);
+        io_uring_sqe_set_data64(sqe, tag(KIND_LISTEN_POLL, 0, d->listen_fd));
+    } else {
+        io_uring_prep_multishot_accept(sqe, d->listen_fd, NULL, NULL,
+                                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+        io_uring_sqe_set_data64(sqe, tag(KIND_ACCEPT, 0, d->listen_fd));
+    }
     s->accept_armed = 1;
     return 0;
 }
@@ -117,11 +126,16 @@ static int completion(struct dispatch *d, struct io_uring_cqe *cqe, int *listene
     int fd = (int)(data & 0xffffffffu);
     int more = cqe->flags & IORING_CQE_F_MORE;
 
+    if (kind == KIND_LISTEN_POLL) {
+        s->accept_armed = s->out_of_fds = 0; /* a connection is pending: try accepting */
+        return 0;
+    }
     if (kind == KIND_ACCEPT) {
         if (cqe->res >= 0)
             s->accepted[(s->acc_head + s->acc_count++) % d->setsize] = cqe->res;
         else
             s->accept_error = -cqe->res;
+        s->out_of_fds = cqe->res == -EMFILE || cqe->res == -ENFILE;
         s->accept_armed = more;
         if (*listener_fired)
             return 0; /* one listener event per batch: the loop accepts from the queue */

@@ -262,8 +262,9 @@ static void drive(int fd)
 }
 
 /* Out of descriptors: free the reserved one, accept and close the oldest pending
- * connection, reserve again. Without this a level-triggered listener spins. */
-static void shed_one(void)
+ * connection, reserve again. Without this a level-triggered listener spins. Returns 0
+ * when nothing was pending (accept reports EMFILE before it looks at the queue). */
+static int shed_one(void)
 {
     srv.st->emfile_events++;
     close(srv.reserve_fd);
@@ -271,6 +272,7 @@ static void shed_one(void)
     if (fd >= 0)
         close(fd);
     srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0 || errno != EAGAIN;
 }
 
 static void accept_ready(void)
@@ -287,7 +289,10 @@ static void accept_ready(void)
             srv.st->accept_eagain++;
             return;
         } else if (errno == EMFILE || errno == ENFILE) {
-            shed_one();
+            if (!shed_one()) {
+                srv.st->accept_eagain++;
+                return;
+            }
         } else if (errno != EINTR && errno != ECONNABORTED) {
             perror("wb-server: accept");
             return;
