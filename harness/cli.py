@@ -6,39 +6,36 @@ import argparse
 import importlib
 import sys
 
-# Each module defines register(subparsers); its handler is stored as the `func` default and
-# returns the process exit code.
-COMMAND_MODULES = (
-    "harness.servers",
-    "harness.load",
-    "harness.topology.cli",
-    "harness.run_cmd",
-    "harness.doctor",
-    "harness.analysis.cli",
-    "harness.compare",
-    "harness.demo",
-)
+# command -> module defining register(subparsers); the handler is stored as the `func`
+# default and returns the exit code. Only the invoked command's module is imported, so a
+# command does not pay for the others' imports (pandas, matplotlib, scipy).
+COMMANDS = {
+    "server": "harness.servers",
+    "load": "harness.load",
+    "topo": "harness.topology.cli",
+    "run": "harness.run_cmd",
+    "doctor": "harness.doctor",
+    "plot": "harness.analysis.cli",
+    "compare": "harness.compare",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wanbench",
         description="Load generation and WAN emulation for event-driven servers.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue  # a stage not built yet in this checkout
-        module.register(sub)
+    for command, module in COMMANDS.items():
+        if only is None or command == only:
+            importlib.import_module(module).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
