@@ -18,6 +18,7 @@ PINGS, CONNECTS = 20, 5
 RTT_TOLERANCE_FRACTION, RTT_TOLERANCE_MS = 0.01, 0.2
 RATE_TOLERANCE_FRACTION = 0.05
 TCP_IP_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamps 12
+PROBE_PACKET_BYTES = 60  # a SYN with options, or a ping byte with its headers
 
 
 class CalibrationError(TopologyError):
@@ -81,7 +82,10 @@ def measure_link(plan: AddressPlan, link: LinkPlan, upload_s: float, download_s:
 
 def judge(name: str, spec: Link, backend: str, raw: dict) -> dict:
     """Compares an agent's measurements of link `name` with its configuration."""
-    configured = spec.rtt_ms()
+    # A rate limit also serialises the probe packets themselves, once each way.
+    configured = spec.rtt_ms() + sum(
+        PROBE_PACKET_BYTES * 8 / (spec.direction(d).rate_mbit * 1e3)
+        for d in ("a_to_b", "b_to_a") if spec.direction(d).rate_mbit)
     tolerance = rtt_tolerance_ms(configured, jitter_sigma_ms(spec), len(raw["ping_ms"]))
     result = {
         "configured_rtt_ms": configured,

@@ -126,7 +126,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_clean(args: argparse.Namespace) -> int:
     ledgers = Ledger.load_all()
     for prefix, removed in clean_dead_runs(ledgers).items():
-        print(f"{prefix}: removed {', '.join(removed) or 'nothing left'}")
+        for item in removed or ["nothing left"]:
+            print(f"{prefix}: removed {item}")
     live = [ledger.prefix for ledger in ledgers if ledger.owner_alive()]
     if live:
         print(f"left alone (owner alive): {', '.join(live)}")

@@ -49,28 +49,33 @@ def host_steps(plan: AddressPlan) -> list[Step]:
     return steps
 
 
+def num(x: float) -> str:
+    """A plain decimal (tc and the emulator both read it; no exponent, no trailing zeros)."""
+    return f"{x:.6f}".rstrip("0").rstrip(".")
+
+
 def netem_args(shaping: Shaping, limit: int) -> list[str]:
     args = ["limit", str(limit)]
     if shaping.delay_ms or shaping.jitter_ms:
-        args += ["delay", f"{shaping.delay_ms:g}ms"]
+        args += ["delay", f"{num(shaping.delay_ms)}ms"]
         if shaping.jitter_ms:
-            args.append(f"{shaping.jitter_ms:g}ms")
+            args.append(f"{num(shaping.jitter_ms)}ms")
             if shaping.jitter_distribution == "normal":
                 args += ["distribution", "normal"]
     if shaping.loss_pct:
-        args += ["loss", f"{shaping.loss_pct:g}%"]
+        args += ["loss", f"{num(shaping.loss_pct)}%"]
     if shaping.rate_mbit:
-        args += ["rate", f"{shaping.rate_mbit * 1000:g}kbit"]
+        args += ["rate", f"{num(shaping.rate_mbit * 1000)}kbit"]
     return args
 
 
 def linkem_spec(shaping: Shaping, limit: int) -> str:
     parts = {
-        "delay_us": f"{shaping.delay_ms * 1000:g}",
-        "jitter_us": f"{shaping.jitter_ms * 1000:g}",
+        "delay_us": num(shaping.delay_ms * 1000),
+        "jitter_us": num(shaping.jitter_ms * 1000),
         "dist": shaping.jitter_distribution,
-        "loss": f"{shaping.loss_pct / 100:g}",
-        "rate_bps": f"{(shaping.rate_mbit or 0) * 1e6:g}",
+        "loss": num(shaping.loss_pct / 100),
+        "rate_bps": num((shaping.rate_mbit or 0) * 1e6),
         "limit": str(limit),
     }
     return ",".join(f"{k}={v}" for k, v in parts.items())

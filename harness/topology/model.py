@@ -175,6 +175,21 @@ def apply_override(data: dict, key: str, value: str) -> None:
     node[parts[-1]] = yaml.safe_load(value) if value != "" else None
 
 
+def _fields_at(loc: tuple) -> list[str]:
+    """Field names allowed where an unknown key was found (for the error message)."""
+    model = {0: Topology, 2: Host if loc[:1] == ("hosts",) else Link, 3: ShapingOverride}.get(
+        len(loc) - 1, Topology)
+    return sorted(set(model.model_fields) - {"source_file"})
+
+
+def _describe_error(err: dict) -> str:
+    where = ".".join(str(p) for p in err["loc"]) or "topology"
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown field; allowed: {', '.join(_fields_at(err['loc']))}"
+    got = f" (got {err['input']!r})" if err["type"] != "missing" and err["loc"] else ""
+    return f"{where}: {err['msg']}{got}"
+
+
 def parse_override(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -199,9 +214,6 @@ def load_topology(path: str | Path, overrides: dict[str, str] | None = None) -> 
     try:
         return Topology.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'topology'}: {err['msg']}"
-            + (f" (got {err['input']!r})" if err["type"] != "missing" and err["loc"] else "")
-            for err in exc.errors())
+        problems = "; ".join(_describe_error(err) for err in exc.errors())
         given = f" with overrides {overrides}" if overrides else ""
         raise TopologyError(f"{path}{given}: {problems}") from None

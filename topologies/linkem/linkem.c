@@ -296,13 +296,14 @@ static void print_counters(FILE *f, const struct direction *d, const char *sep) 
     fprintf(f, "  \"%s\": {\"received\": %llu, \"forwarded\": %llu, \"forwarded_bytes\": %llu, "
             "\"dropped_loss\": %llu, \"dropped_queue\": %llu, \"dropped_oversize\": %llu, "
             "\"write_errors\": %llu, \"max_queue_depth\": %llu, \"wakeups\": %llu, "
-            "\"late_us_mean\": %.1f, \"late_us_max\": %.1f, \"queue_limit\": %zu, "
+            "\"held_at_exit\": %zu, \"late_us_mean\": %.1f, \"late_us_max\": %.1f, "
+            "\"queue_limit\": %zu, "
             "\"rt_priority\": %d}%s\n", d->name,
             (unsigned long long)d->c.received, (unsigned long long)d->c.forwarded,
             (unsigned long long)d->c.forwarded_bytes, (unsigned long long)d->c.dropped_loss,
             (unsigned long long)d->c.dropped_queue, (unsigned long long)d->c.dropped_oversize,
             (unsigned long long)d->c.write_errors, (unsigned long long)d->c.max_queue_depth,
-            (unsigned long long)d->c.wakeups,
+            (unsigned long long)d->c.wakeups, d->held,
             d->c.forwarded ? d->c.late_ns_sum / 1e3 / (double)d->c.forwarded : 0.0,
             d->c.late_ns_max / 1e3, d->shape.limit, d->rt_priority, sep);
 }
@@ -346,14 +347,15 @@ int main(int argc, char **argv) {
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
+    struct shaping ab_shape = parse_shaping(ab), ba_shape = parse_shaping(ba);
     int a_fd = open_tun_in(a_ns, a_dev), b_fd = open_tun_in(b_ns, b_dev);
     int stop_fd = eventfd(0, EFD_CLOEXEC);
     if (stop_fd < 0) die("eventfd");
     struct direction dirs[2] = {
         {.name = "a_to_b", .in_fd = a_fd, .out_fd = b_fd, .stop_fd = stop_fd,
-         .shape = parse_shaping(ab), .rng = seed * 2 + 1, .rt_priority = rt_priority},
+         .shape = ab_shape, .rng = seed * 2 + 1, .rt_priority = rt_priority},
         {.name = "b_to_a", .in_fd = b_fd, .out_fd = a_fd, .stop_fd = stop_fd,
-         .shape = parse_shaping(ba), .rng = seed * 2 + 2, .rt_priority = rt_priority},
+         .shape = ba_shape, .rng = seed * 2 + 2, .rt_priority = rt_priority},
     };
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)

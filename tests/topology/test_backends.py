@@ -1,0 +1,47 @@
+"""Backend choice: loopback runs without namespaces; netem runs live where the kernel has it."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.topology import TopologyError, bring_up, load_topology
+from harness.topology.backend_probe import choose_backend
+from harness.topology.ledger import Ledger
+from tests.conftest import REPO, needs_root
+
+
+def test_loopback_needs_no_namespaces():
+    with bring_up(load_topology(REPO / "topologies/loopback.yaml")) as handle:
+        assert handle.backend == "none"
+        assert handle.address("server") == "127.0.0.1"
+        cold = handle.role_hosts("cold")[0]
+        assert handle.addresses(cold)[0].startswith("127.0.")
+        assert len(handle.addresses(cold)) == 8
+        assert handle.exec_prefix(cold) == []
+        assert handle.manifest()["backend"] == "none"
+
+
+def test_loopback_refuses_a_link_backend():
+    with pytest.raises(TopologyError, match="loopback topology has no links to emulate"):
+        bring_up(load_topology(REPO / "topologies/loopback.yaml"), "netem")
+
+
+def test_namespaces_refuse_backend_none():
+    with pytest.raises(TopologyError, match="backend none is only for loopback"):
+        bring_up(load_topology(REPO / "topologies/lan.yaml"), "none")
+
+
+@needs_root
+def test_netem_live_or_skipped_with_reason(no_leftovers, state_dir):
+    ledger = Ledger.create("wbprobe" + "0", None, "netem")
+    try:
+        try:
+            choose_backend("netem", False, ledger)
+        except TopologyError as exc:
+            pytest.skip(f"no live netem here: {exc}")
+    finally:
+        ledger.remove()
+    topology = load_topology(REPO / "topologies/lan.yaml", {"links.lan.delay_ms": "25"})
+    with bring_up(topology, "netem") as handle:
+        no_leftovers.append(handle.prefix)
+        assert handle.calibration["lan"]["ping_rtt_median_ms"] == pytest.approx(50, rel=0.01)

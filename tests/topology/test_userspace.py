@@ -1,0 +1,117 @@
+"""The userspace backend end to end: delay, loss, rate, jitter and queue limit as configured."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+
+import pytest
+
+from harness.topology import TopologyError, bring_up, load_topology
+from harness.topology.calibrate import calibrate_link
+from tests.conftest import REPO, needs_root
+
+pytestmark = [needs_root, pytest.mark.slow]
+LAN = REPO / "topologies/lan.yaml"
+
+
+def up(no_leftovers, overrides: dict[str, str], calibrate: bool = True):
+    handle = bring_up(load_topology(LAN, overrides), "userspace", calibrate=calibrate)
+    no_leftovers.append(handle.prefix)
+    return handle
+
+
+def ping(handle, *args: str) -> str:
+    argv = [*handle.exec_prefix("client"), "ping", "-n", "-q", *args,
+            handle.address("server")]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+
+
+def ping_rtts(handle, count: int, interval: str) -> list[float]:
+    argv = [*handle.exec_prefix("client"), "ping", "-n", "-c", str(count), "-i", interval,
+            handle.address("server")]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
+    with up(no_leftovers, {"links.lan.delay_ms": "25"}) as handle:
+        assert handle.backend == "userspace"
+        cal = handle.calibration["lan"]
+        assert cal["ping_rtt_median_ms"] == pytest.approx(50, rel=0.01)
+        assert cal["connect_rtt_median_ms"] == pytest.approx(50, rel=0.01)
+        # ICMP ping also counts the ping process's wake-ups, hence a little more room.
+        assert statistics.median(ping_rtts(handle, 20, "0.05")) == pytest.approx(50.3, abs=0.8)
+
+
+def test_one_percent_loss_over_20000_packets(no_leftovers):
+    with up(no_leftovers, {"links.lan.a_to_b.loss_pct": "1"}, calibrate=False) as handle:
+        out = ping(handle, "-f", "-c", "20000", "-W", "0.05")
+    loss = float(re.search(r"([\d.]+)% packet loss", out).group(1))
+    assert loss == pytest.approx(1.0, abs=0.5), out
+    counters = handle.emulator_counters["lan"]["a_to_b"]
+    assert counters["dropped_loss"] + counters["forwarded"] == counters["received"]
+    assert counters["dropped_loss"] / counters["received"] == pytest.approx(0.01, abs=0.005)
+
+
+def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
+    with up(no_leftovers, {"links.lan.rate_mbit": "10", "links.lan.delay_ms": "5"},
+            calibrate=False) as handle:
+        # The calibration's own measurement, judged here on rate alone.
+        rates = calibrate_link(handle.topology, handle.plan, handle.plan.links[0],
+                               "userspace")["rate"]
+    for direction in ("a_to_b", "b_to_a"):
+        assert abs(rates[direction]["error_pct"]) <= 5, rates
+        assert rates[direction]["measured_goodput_mbit"] == pytest.approx(9.65, rel=0.05)
+
+
+def test_normal_jitter_mean_and_spread_within_10_percent(no_leftovers):
+    overrides = {"links.lan.a_to_b.delay_ms": "20", "links.lan.a_to_b.jitter_ms": "4",
+                 "links.lan.a_to_b.jitter_distribution": "normal"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        rtts = ping_rtts(handle, 400, "0.005")
+    assert len(rtts) >= 390
+    assert statistics.mean(rtts) == pytest.approx(20, rel=0.10)
+    assert statistics.stdev(rtts) == pytest.approx(4, rel=0.10)
+
+
+def test_queue_overflow_drops_are_counted(no_leftovers):
+    overrides = {"links.lan.rate_mbit": "1", "links.lan.queue_limit": "20"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        # 300 datagrams of 1000 B at once into a 1 Mbit/s link holding 20 packets.
+        sender = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                  f"[s.sendto(b'x' * 1000, ('{handle.address('server')}', 9)) "
+                  "for _ in range(300)]")
+        subprocess.run([*handle.exec_prefix("client"), "python3", "-c", sender], check=True)
+    counters = handle.emulator_counters["lan"]["a_to_b"]
+    assert counters["dropped_queue"] > 0
+    assert counters["max_queue_depth"] == 20
+    assert (counters["forwarded"] + counters["dropped_queue"] + counters["held_at_exit"]
+            == counters["received"])
+
+
+def test_handle_reports_hosts_roles_and_manifest(no_leftovers):
+    handle = bring_up(load_topology(LAN), "auto", calibrate=False)
+    no_leftovers.append(handle.prefix)
+    with handle:
+        assert handle.role_hosts("server") == ["server"]
+        assert handle.role_hosts("hot") == ["client"]
+        assert handle.exec_prefix("server") == ["ip", "netns", "exec", f"{handle.prefix}-server"]
+        manifest = handle.manifest()
+        netem = manifest["probe"]["netem"]
+        assert manifest["probe"]["chosen"] == ("netem" if netem["ok"] else "userspace")
+        if not netem["ok"]:
+            assert netem["error"] in manifest["probe"]["reason"]
+        assert manifest["links"]["lan"]["a_to_b"]["queue_limit_packets"] == 1000
+        with pytest.raises(TopologyError, match="unknown host 'nope'"):
+            handle.address("nope")
+    handle.teardown()  # idempotent
+
+
+def test_same_prefix_twice_is_refused(no_leftovers):
+    with up(no_leftovers, {}, calibrate=False) as handle:
+        with pytest.raises(TopologyError, match=f"run prefix {handle.prefix} is in use"):
+            bring_up(load_topology(LAN), "userspace", run_prefix=handle.prefix, calibrate=False)
+        # The refused run must not have touched the live one.
+        assert ping(handle, "-c", "1", "-W", "1").count(" 0% packet loss") == 1
