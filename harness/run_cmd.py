@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         scenario, scenario_dir, run_dir = _load(args)
     except (ScenarioError, FileNotFoundError) as exc:
-        console.print(f"[red]wanbench run:[/red] {exc}", markup=True, highlight=False)
+        print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
         return EXIT_USAGE
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()

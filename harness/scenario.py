@@ -6,6 +6,7 @@ import copy
 import hashlib
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,17 @@ class Stream(Strict):
 class Cpus(Strict):
     server: int = Field(0, ge=0)
     generator: int = Field(1, ge=0)
+
+    @model_validator(mode="after")
+    def _distinct_and_present(self) -> Cpus:
+        count = os.cpu_count() or 1
+        for role, cpu in (("server", self.server), ("generator", self.generator)):
+            if cpu >= count:
+                raise ValueError(f"{role} CPU {cpu} does not exist here (CPUs 0-{count - 1})")
+        if self.server == self.generator:
+            raise ValueError("server and generator must be pinned to different CPUs: a "
+                             "generator sharing the server's CPU measures itself")
+        return self
 
 
 class Range(Strict):
