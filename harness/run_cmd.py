@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -133,6 +132,8 @@ def _label(point: Point) -> str:
 
 
 def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> None:
+    import pandas as pd  # only here: validation errors should come back fast
+
     path = run_dir.path / "points.parquet"
     if not path.is_file():
         return
