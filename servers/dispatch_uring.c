@@ -104,17 +104,22 @@ static int uring_add(struct dispatch *d, int fd, int mask)
     return fd == d->listen_fd ? arm_accept(d) : arm_poll(d, fd);
 }
 
+/* The poll holds a reference on the socket: cancel it or close() would not free it. */
+static void cancel_poll(struct dispatch *d, int fd, unsigned gen)
+{
+    struct io_uring_sqe *sqe = next_sqe(d);
+    if (sqe) {
+        io_uring_prep_poll_remove(sqe, tag(KIND_POLL, gen, fd));
+        io_uring_sqe_set_data64(sqe, tag(KIND_REMOVE, gen, fd));
+    }
+}
+
 static void uring_del(struct dispatch *d, int fd, int mask)
 {
     struct uring_state *s = d->state;
     if ((d->mask[fd] & ~mask) != DISPATCH_NONE)
         return;
-    /* The poll holds a reference on the socket: cancel it or close() would not free it. */
-    struct io_uring_sqe *sqe = next_sqe(d);
-    if (sqe) {
-        io_uring_prep_poll_remove(sqe, tag(KIND_POLL, s->gen[fd], fd));
-        io_uring_sqe_set_data64(sqe, tag(KIND_REMOVE, 0, fd));
-    }
+    cancel_poll(d, fd, s->gen[fd]);
     s->gen[fd]++;
 }
 
@@ -142,7 +147,10 @@ static int completion(struct dispatch *d, struct io_uring_cqe *cqe, int *listene
         *listener_fired = 1;
         return DISPATCH_READABLE;
     }
-    if (kind != KIND_POLL || (unsigned)(data >> 32 & GEN_MASK) != (s->gen[fd] & GEN_MASK))
+    unsigned gen = (unsigned)(data >> 32 & GEN_MASK);
+    if (kind == KIND_REMOVE && cqe->res == -EALREADY)
+        cancel_poll(d, fd, gen); /* the poll was busy with a wakeup: ask again */
+    if (kind != KIND_POLL || gen != (s->gen[fd] & GEN_MASK))
         return 0; /* removal results and completions for an fd since closed */
     if (!more && d->mask[fd] != DISPATCH_NONE)
         arm_poll(d, fd); /* the kernel ended the multishot (e.g. CQ overflow): re-arm */

@@ -1,0 +1,120 @@
+"""wb-server's command line, stats file, workers and sink mode; `wanbench server`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.servers import ServerConfig, read_stats, running, wait_ready
+
+from .http_client import Client, request
+
+STATS_KEYS = {
+    "schema", "backend", "accept", "reply_bytes", "pid", "workers", "uptime_s",
+    "connections_accepted", "connections_closed", "connections_current", "connections_max",
+    "requests", "replies", "bytes_in", "bytes_out", "dispatch_calls", "dispatch_events",
+    "ctl_calls", "signals_dequeued", "sigio_overflows", "fallback_rescans", "accept_calls",
+    "accept_eagain", "replies_400", "replies_431", "emfile_events",
+}
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--bogus"], "--bogus"),
+    (["--dispatch", "kqueue"], "kqueue"),
+    (["--accept", "0"], "--accept"),
+    (["--listen", "localhost:80"], "--listen"),
+    (["--listen", "127.0.0.1:70000"], "port"),
+    (["--reply-bytes", "-1"], "--reply-bytes"),
+    (["--workers"], "--workers"),
+])
+def test_bad_flags_exit_2_naming_the_problem(normal_binary: Path, args: list[str],
+                                             named: str) -> None:
+    out = subprocess.run([str(normal_binary), *args], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2
+    assert named in out.stderr and "usage:" in out.stderr
+
+
+def test_server_config_refuses_unknown_values() -> None:
+    with pytest.raises(ValueError, match="kqueue"):
+        ServerConfig(dispatch="kqueue")
+    with pytest.raises(ValueError, match="accept"):
+        ServerConfig(accept="some")
+
+
+def test_stats_snapshot_then_final_on_sigterm(normal_binary: Path, tmp_path: Path) -> None:
+    cfg = ServerConfig(dispatch="poll", accept="4", reply_bytes=1259,
+                       stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        with Client(server.host, server.port) as c:
+            c.get()
+            snap = server.snapshot()
+            assert set(snap) == STATS_KEYS
+            assert (snap["schema"], snap["backend"], snap["accept"]) == (1, "poll", "4")
+            assert snap["pid"] == server.proc.pid and snap["workers"] == 1
+            assert snap["requests"] == snap["replies"] == 1
+            assert snap["bytes_out"] > 1259 and snap["connections_current"] == 1
+            c.get()  # a snapshot leaves the server running
+        assert server.stop() == 0
+    final = read_stats(tmp_path / "s.json")
+    assert final["requests"] == 2 and final["connections_closed"] == 1
+    assert not list(tmp_path.glob("*.tmp.*"))  # written via a temporary file and rename
+
+
+def test_workers_share_the_port_and_merge_stats(normal_binary: Path, tmp_path: Path) -> None:
+    cfg = ServerConfig(dispatch="epoll", workers=2, stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        clients = [Client(server.host, server.port) for _ in range(40)]
+        for c in clients:
+            assert c.get().status == 200
+            c.close()
+        stats = server.snapshot()
+        assert stats["workers"] == 2 and len(stats["per_worker"]) == 2
+        per = stats["per_worker"]
+        assert len({w["pid"] for w in per} | {stats["pid"]}) == 3
+        for key in ("requests", "connections_accepted", "bytes_out"):
+            assert stats[key] == sum(w[key] for w in per)
+        assert stats["requests"] == 40
+        assert all(w["connections_accepted"] > 0 for w in per)  # SO_REUSEPORT spreads them
+        assert server.stop() == 0
+        assert server.proc.stdout is not None
+    assert read_stats(tmp_path / "s.json")["requests"] == 40
+
+
+def test_sink_reads_and_never_replies(normal_binary: Path, tmp_path: Path) -> None:
+    cfg = ServerConfig(dispatch="uring", sink=True, stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        with socket.create_connection((server.host, server.port), timeout=10) as s:
+            s.sendall(request() * 10 + b"x" * 1_000_000)
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(1) == b""  # closed after the data, nothing sent back
+        stats = server.snapshot()
+    assert stats["bytes_in"] == len(request()) * 10 + 1_000_000
+    assert stats["replies"] == stats["bytes_out"] == 0
+
+
+def test_wanbench_server_runs_in_the_foreground(normal_binary: Path, tmp_path: Path) -> None:
+    stats_path = tmp_path / "s.json"
+    env = {**os.environ, "WANBENCH_BIN": str(normal_binary.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "server", "--dispatch",
+                             "devpoll", "--stats", str(stats_path)],
+                            stdout=subprocess.PIPE, env=env)
+    try:
+        host, port = wait_ready(proc, 10)
+        with Client(host, port) as c:
+            assert c.get().status == 200
+        proc.send_signal(signal.SIGTERM)  # forwarded to wb-server, which writes its stats
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    stats = json.loads(stats_path.read_text())
+    assert stats["backend"] == "devpoll" and stats["requests"] == 1
