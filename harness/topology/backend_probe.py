@@ -7,9 +7,9 @@ import subprocess
 
 from harness.paths import MissingBinary, binary
 from harness.topology.ledger import Ledger
-from harness.topology.model import TopologyError
+from harness.topology.model import Topology, TopologyError
 
-BACKENDS = ("auto", "netem", "userspace", "none")
+BACKENDS = ("auto", "netem", "userspace", "veth", "none")
 
 
 def probe_netem(ledger: Ledger) -> dict:
@@ -41,11 +41,21 @@ def probe_userspace() -> dict:
     return {"ok": True, "binary": str(path)}
 
 
-def choose_backend(requested: str, loopback: bool, ledger: Ledger | None) -> tuple[str, dict]:
+def check_unshaped(topology: Topology) -> None:
+    """Plain veth (a fast baseline on any kernel) cannot delay, drop or rate-limit."""
+    shaped = [n for n, lk in topology.links.items()
+              if not (lk.direction("a_to_b").is_plain and lk.direction("b_to_a").is_plain)]
+    if shaped:
+        raise TopologyError(f"backend veth cannot shape; links {', '.join(shaped)} have "
+                            "delay, jitter, loss, rate or a queue limit: use netem or userspace")
+
+
+def choose_backend(requested: str, topology: Topology,
+                   ledger: Ledger | None) -> tuple[str, dict]:
     """Returns (backend, probe record); TopologyError with the reasons when none fits."""
     if requested not in BACKENDS:
         raise TopologyError(f"backend {requested!r}: choose one of {', '.join(BACKENDS)}")
-    if loopback:
+    if topology.loopback:
         if requested not in ("auto", "none"):
             raise TopologyError(f"backend {requested!r}: a loopback topology has no links to "
                                 "emulate; use --backend none (or auto)")
@@ -53,9 +63,13 @@ def choose_backend(requested: str, loopback: bool, ledger: Ledger | None) -> tup
     if requested == "none":
         raise TopologyError("backend none is only for loopback topologies; use auto, netem "
                             "or userspace")
+    if requested == "veth":
+        check_unshaped(topology)
     if os.geteuid() != 0:
         raise TopologyError("namespace topologies need root (ip netns, tc, /dev/net/tun); "
                             "run as root or use topologies/loopback.yaml")
+    if requested == "veth":
+        return "veth", {"chosen": "veth", "reason": "requested: plain veth, no shaping"}
     assert ledger is not None
     probe: dict = {}
     if requested in ("auto", "netem"):

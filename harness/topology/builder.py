@@ -184,7 +184,7 @@ def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]
     plan = plan_for(topology, prefix)
     if plan is None:
         return []
-    linkem = Path("build/bin/wb-linkem") if backend == "netem" else binary("wb-linkem")
+    linkem = binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
     return [str(s) for s in build_steps(topology, plan, backend, linkem, state_dir())]
 
 
@@ -194,7 +194,7 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
     prefix = check_prefix(run_prefix) if run_prefix else new_prefix()
     plan = plan_for(topology, prefix)
     if plan is None:
-        chosen, probe = choose_backend(backend, True, None)
+        chosen, probe = choose_backend(backend, topology, None)
         return TopologyHandle(topology, chosen, probe, prefix, None, None)
     taken = [ns for ns in cleanup.netns_names() if ns.startswith(prefix + "-")]
     if taken:
@@ -204,7 +204,7 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
     handle = TopologyHandle(topology, backend, {}, prefix, plan, ledger)
     handle._install_signals()
     try:
-        handle.backend, handle.probe = choose_backend(backend, False, ledger)
+        handle.backend, handle.probe = choose_backend(backend, topology, ledger)
         ledger.set_info(backend=handle.backend, name=topology.name,
                         hosts={h: p.netns for h, p in plan.hosts.items()})
         linkem = binary("wb-linkem") if handle.backend == "userspace" else Path("wb-linkem")

@@ -54,6 +54,11 @@ class Shaping(_Strict):
             self.rate_mbit is None and self.queue_limit is None
         )
 
+    @property
+    def is_timed(self) -> bool:
+        """True when packets wait for a release time (delay, jitter or a rate limit)."""
+        return bool(self.delay_ms or self.jitter_ms or self.rate_mbit)
+
     def limit_packets(self, rtt_ms: float) -> int:
         """Queue limit: explicit, else bandwidth-delay product x1.5 in MTU-sized packets."""
         if self.queue_limit is not None:

@@ -36,7 +36,7 @@ def test_netem_live_or_skipped_with_reason(no_leftovers, state_dir):
     ledger = Ledger.create("wbprobe" + "0", None, "netem")
     try:
         try:
-            choose_backend("netem", False, ledger)
+            choose_backend("netem", load_topology(REPO / "topologies/lan.yaml"), ledger)
         except TopologyError as exc:
             pytest.skip(f"no live netem here: {exc}")
     finally:
@@ -45,3 +45,9 @@ def test_netem_live_or_skipped_with_reason(no_leftovers, state_dir):
     with bring_up(topology, "netem") as handle:
         no_leftovers.append(handle.prefix)
         assert handle.calibration["lan"]["ping_rtt_median_ms"] == pytest.approx(50, rel=0.01)
+
+
+def test_veth_backend_refuses_shaped_links():
+    topology = load_topology(REPO / "topologies/dumbbell-wan.yaml")
+    with pytest.raises(TopologyError, match="backend veth cannot shape; links cold have"):
+        choose_backend("veth", topology, None)

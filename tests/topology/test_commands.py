@@ -68,6 +68,8 @@ def test_userspace_commands_start_one_emulator_per_link(linkem):
     assert ("--ab delay_us=50000,jitter_us=0,dist=uniform,loss=0.01,rate_bps=0,limit=125000"
             in emulators[1])
     assert not any(ln.startswith("tc ") for ln in lines)
+    # Real-time forwarding only where packets wait for a release time.
+    assert "--rt-priority" not in emulators[0] and "--rt-priority 10" in emulators[1]
 
 
 def test_dry_run_prints_the_planned_commands():
