@@ -1,0 +1,1 @@
+"""Analysis of stored runs: load, derive, figure specs, plots, report (`wanbench plot`)."""

@@ -1,0 +1,158 @@
+"""Derived metrics: totals, CPU shares, cycles per packet with provenance, knees, regressions."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+# Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
+# profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
+# they drive (tcp_poll, sock_poll, __pollwait) and descriptor lookup, plus the server's own
+# dispatch loop (user-mode symbols naming select or poll).
+SELECT_SYMBOLS = re.compile(r"select|poll|^_*fdget|^ep_")
+KEEP_UP_FRACTION = 0.95  # a point "keeps up" when replies reach 95 % of the offered rate
+
+CYCLES_MEASURED = "measured"
+CYCLES_ESTIMATED = "estimated (CPU time x TSC)"
+CYCLES_UNAVAILABLE = "unavailable"
+
+
+def _column(points: pd.DataFrame, name: str) -> pd.Series:
+    if name in points.columns:
+        return pd.to_numeric(points[name], errors="coerce")
+    return pd.Series(np.nan, index=points.index, dtype=float)
+
+
+def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
+    return numerator / denominator.where(denominator > 0)
+
+
+def add_derived(points: pd.DataFrame) -> pd.DataFrame:
+    """Points plus derived columns; measured columns are kept, only their nulls are filled."""
+    out = points.copy()
+    out["total_conns"] = _column(out, "hot_conns") + _column(out, "cold_conns")
+    out["reply_ratio"] = _ratio(_column(out, "reply_rate_rps"), _column(out, "offered_rate_rps"))
+    out["cpu_busy_pct"] = 100.0 - _column(out, "cpu_idle_pct")
+    # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
+    out["cpu_kernel_pct"] = _column(out, "cpu_system_pct") + _column(out, "cpu_softirq_pct").fillna(
+        0.0
+    )
+    out["events_per_dispatch"] = _column(out, "events_per_dispatch").fillna(
+        _ratio(_column(out, "dispatch_events"), _column(out, "dispatch_calls"))
+    )
+    # One request per connection (ufalloc runs): server CPU time per reply = per connection.
+    cpu_s_per_s = _column(out, "cpu_server_pct") / 100
+    out["cpu_us_per_conn"] = _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps"))
+    packets = _column(out, "packets_in") + _column(out, "packets_out")
+    out["cycles_per_packet"] = _column(out, "cycles_per_packet").fillna(
+        _ratio(_column(out, "cycles"), packets)
+    )
+    out["instructions_per_packet"] = _column(out, "instructions_per_packet").fillna(
+        _ratio(_column(out, "instructions"), packets)
+    )
+    out["cycles_source"] = cycles_source(out)
+    return out
+
+
+def cycles_source(points: pd.DataFrame) -> pd.Series:
+    """Per row: whether cycles were counted by hardware, estimated, or are unavailable."""
+    estimated = points.get("cycles_estimated", pd.Series(False, index=points.index))
+    estimated = estimated.astype("boolean").fillna(False).astype(bool)
+    has_cycles = _column(points, "cycles_per_packet").notna()
+    source = np.where(estimated, CYCLES_ESTIMATED, CYCLES_MEASURED)
+    return pd.Series(np.where(has_cycles, source, CYCLES_UNAVAILABLE), index=points.index)
+
+
+def valid_points(points: pd.DataFrame) -> pd.DataFrame:
+    """Rows the runner marked valid (a generator that fell behind does not measure the server)."""
+    return points[points["valid"].astype("boolean").fillna(False).astype(bool)]
+
+
+def summarize(points: pd.DataFrame, by: list[str], metric: str) -> pd.DataFrame:
+    """Median and min/max of `metric` over repetitions for each combination of `by`."""
+    values = points[[*by, metric]].dropna(subset=[metric])
+    grouped = values.groupby(by, dropna=False)[metric]
+    return grouped.agg(median="median", low="min", high="max", n="count").reset_index()
+
+
+def saturation(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Saturation throughput per group: the knee of reply rate against offered rate.
+
+    `saturation_rps` is the highest median reply rate of any offered rate; `knee_offered_rps`
+    the highest offered rate the server still kept up with; `saturated` says whether any
+    offered rate was beyond the knee (if not, saturation_rps is only a lower bound).
+    """
+    per_rate = summarize(points, [*by, "offered_rate_rps"], "reply_rate_rps")
+    rows = []
+    for key, group in per_rate.groupby(by, dropna=False) if by else [((), per_rate)]:
+        group = group.sort_values("offered_rate_rps")
+        keeps_up = group["median"] >= KEEP_UP_FRACTION * group["offered_rate_rps"]
+        knee = group.loc[keeps_up, "offered_rate_rps"]
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                "saturation_rps": group["median"].max(),
+                "knee_offered_rps": knee.max() if not knee.empty else np.nan,
+                "saturated": bool((~keeps_up).any()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def regressions(
+    points: pd.DataFrame, x: str, ys: list[str], by: list[str], min_x: float = 0.0
+) -> pd.DataFrame:
+    """Least-squares lines of each y against x per group (Banga & Mogul Tables 4, 5, 9, 15).
+
+    Only points that kept up with the offered rate are used: past saturation, the request
+    rate no longer drives CPU time. The x-intercept (where y reaches 0) is the capacity
+    estimate for idle time; for busy metrics it is reported as null.
+    """
+    below_knee = points[_column(points, "reply_ratio") >= KEEP_UP_FRACTION]
+    below_knee = below_knee[_column(below_knee, x) >= min_x]
+    rows = []
+    groups = below_knee.groupby(by, dropna=False) if by else [((), below_knee)]
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        for y in ys:
+            data = group[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+            if len(data) < 3 or data[x].nunique() < 2:
+                continue
+            fit = stats.linregress(data[x], data[y])
+            is_idle = "idle" in y
+            rows.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    "metric": y,
+                    "slope": fit.slope,
+                    "intercept": fit.intercept,
+                    "r": fit.rvalue,
+                    "x_intercept": -fit.intercept / fit.slope if is_idle and fit.slope else np.nan,
+                    "n": len(data),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def profile_share(profiles: pd.DataFrame, pattern: re.Pattern[str]) -> pd.DataFrame:
+    """Per run, point and repetition: summed profile % of the symbols matching `pattern`."""
+    matched = profiles[profiles["symbol"].astype(str).str.contains(pattern)]
+    keys = ["run_id", "point_id", "repetition"]
+    share = matched.groupby(keys)["pct"].sum()
+    # Points with a profile but no matching symbol spent 0 % there (measured, not missing).
+    all_keys = profiles[keys].drop_duplicates().set_index(keys).index
+    return share.reindex(all_keys, fill_value=0.0).rename("profile_pct").reset_index()
+
+
+def layer_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
+    """Cycles per packet split over layers by each layer's share of profile samples."""
+    keys = ["run_id", "point_id", "repetition"]
+    layers = profiles.groupby([*keys, "layer"])["samples"].sum().reset_index()
+    layers["share"] = layers["samples"] / layers.groupby(keys)["samples"].transform("sum")
+    merged = layers.merge(points, on=keys, how="inner")
+    merged["layer_cycles_per_packet"] = merged["share"] * merged["cycles_per_packet"]
+    return merged

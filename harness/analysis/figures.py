@@ -1,0 +1,284 @@
+"""One declarative figure spec per reproduction target (../shared/REPRODUCTION.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Axis labels with units, by column name.
+LABELS = {
+    "cold_conns": "cold (idle) connections",
+    "hot_conns": "hot connections",
+    "total_conns": "concurrent connections (hot + cold)",
+    "offered_rate_rps": "offered request rate [req/s]",
+    "request_rate_rps": "request rate [req/s]",
+    "reply_rate_rps": "reply rate [replies/s]",
+    "saturation_rps": "saturation throughput [replies/s]",
+    "cpu_server_pct": "server CPU [% of one CPU]",
+    "cpu_idle_pct": "CPU idle [%]",
+    "cpu_kernel_pct": "CPU kernel mode (system + softirq) [%]",
+    "cpu_user_pct": "CPU user mode [%]",
+    "select_cpu_pct": "CPU in select functions [%]",
+    "cpu_us_per_conn": "server CPU per connection [µs]",
+    "resp_time_mean_ms": "mean response time [ms]",
+    "resp_time_p99_ms": "p99 response time [ms]",
+    "signals_dequeued": "signals dequeued (sigwaitinfo calls)",
+    "sigio_overflows": "SIGIO (signal queue overflows)",
+    "cycles_per_packet": "cycles per packet",
+    "instructions_per_packet": "instructions per packet",
+    "layer_cycles_per_packet": "cycles per packet",
+    "stream_throughput_mbps": "content throughput [Mbit/s]",
+    "stream_conns": "connections",
+    "stream_mbps": "bandwidth per connection [Mbit/s]",
+    "one_way_delay_ms": "one-way delay [ms]",
+    "pct": "share of profile samples [%]",
+}
+
+PAPERS = {
+    "bm98": "Banga & Mogul 1998, Scalable kernel performance for Internet servers",
+    "bmd99": "Banga, Mogul & Druschel 1999, A scalable and explicit event delivery mechanism",
+    "cm01": "Chandra & Mosberger 2001, Scalability of Linux event-dispatch mechanisms",
+    "cpp": "Network stack vs connections and latency (cycles per packet)",
+}
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """What to plot for one target; `source` names how rows are derived (see prepare.py).
+
+    kind: line (x vs median y over repetitions, min-max bars), profile (top functions),
+    regression (scatter + least-squares lines, with a table), layers (stacked per layer).
+    """
+
+    id: str
+    paper: str
+    target: str
+    scenario: str
+    title: str
+    x: str
+    y: tuple[str, ...]
+    series: tuple[str, ...] = ()
+    facets: tuple[str, ...] = ()
+    kind: str = "line"
+    source: str = "points"
+    only: tuple[tuple[str, tuple[object, ...]], ...] = ()  # keep rows whose column is in values
+    log_x: bool = False
+
+
+FIG3_6 = "bm98-fig3-6-naive-vs-realistic"
+CM01_RATE = "cm01-fig6-9-vs-rate"
+CPP_THROUGHPUT = "cpp-fig2-3-throughput"
+
+SPECS: tuple[FigureSpec, ...] = (
+    FigureSpec(
+        id="bm98-fig1",
+        paper="bm98",
+        target="Banga & Mogul 1998, Fig. 1",
+        scenario="bm98-fig1-select-cpu-vs-cold",
+        title="CPU in select vs cold connections",
+        x="cold_conns",
+        y=("select_cpu_pct",),
+        series=("hot_conns",),
+        source="select_share",
+    ),
+    FigureSpec(
+        id="bm98-table1-2",
+        paper="bm98",
+        target="Banga & Mogul 1998, Tables 1-2",
+        scenario="bm98-table1-profile",
+        title="CPU profile, 750 cold / 50 hot connections",
+        x="symbol",
+        y=("pct",),
+        series=("dispatch",),
+        kind="profile",
+        source="profile",
+    ),
+    FigureSpec(
+        id="bm98-fig3-5",
+        paper="bm98",
+        target="Banga & Mogul 1998, Fig. 3 and 5",
+        scenario=FIG3_6,
+        title="Response time vs request rate, naive (0 cold) vs realistic (750 cold)",
+        x="offered_rate_rps",
+        y=("resp_time_mean_ms",),
+        series=("cold_conns",),
+        facets=("reply_bytes",),
+    ),
+    FigureSpec(
+        id="bm98-fig4-6",
+        paper="bm98",
+        target="Banga & Mogul 1998, Fig. 4 and 6",
+        scenario=FIG3_6,
+        title="CPU idle vs request rate, naive (0 cold) vs realistic (750 cold)",
+        x="offered_rate_rps",
+        y=("cpu_idle_pct",),
+        series=("cold_conns",),
+        facets=("reply_bytes",),
+    ),
+    FigureSpec(
+        id="bm98-fig9",
+        paper="bm98",
+        target="Banga & Mogul 1998, Fig. 9",
+        scenario="bm98-fig9-saturation-vs-cold",
+        title="Saturation throughput vs cold connections",
+        x="cold_conns",
+        y=("saturation_rps",),
+        series=("dispatch", "hot_conns"),
+        facets=("reply_bytes",),
+        source="saturation",
+    ),
+    FigureSpec(
+        id="bm98-tables-4-5",
+        paper="bm98",
+        target="Banga & Mogul 1998, Tables 4, 5, 9, 15",
+        scenario=FIG3_6,
+        title="CPU vs request rate: linear regressions",
+        x="request_rate_rps",
+        y=("cpu_idle_pct", "cpu_kernel_pct", "cpu_user_pct"),
+        series=("cold_conns",),
+        facets=("reply_bytes",),
+        kind="regression",
+        source="regression",
+    ),
+    FigureSpec(
+        id="bm98-ufalloc",
+        paper="bm98",
+        target="Banga & Mogul 1998, Section 4.2 (ufalloc)",
+        scenario="bm98-ufalloc",
+        title="Accept cost vs open descriptors",
+        x="cold_conns",
+        y=("cpu_us_per_conn",),
+        series=("dispatch",),
+    ),
+    FigureSpec(
+        id="bmd99-fig8",
+        paper="bmd99",
+        target="Banga, Mogul & Druschel 1999, Fig. 8",
+        scenario="bmd99-fig8-reply-rate-vs-cold",
+        title="Reply rate vs cold connections, 32 hot, 1 KB",
+        x="cold_conns",
+        y=("reply_rate_rps",),
+        series=("dispatch",),
+    ),
+    FigureSpec(
+        id="bmd99-fig9",
+        paper="bmd99",
+        target="Banga, Mogul & Druschel 1999, Fig. 9",
+        scenario="bmd99-fig9-resp-time-vs-rate",
+        title="Response time vs request rate, 750 cold connections",
+        x="offered_rate_rps",
+        y=("resp_time_mean_ms",),
+        series=("dispatch",),
+    ),
+    FigureSpec(
+        id="bmd99-table2",
+        paper="bmd99",
+        target="Banga, Mogul & Druschel 1999, Table 2",
+        scenario="bmd99-table2-profile",
+        title="CPU profile, 750 cold / 50 hot, 400 req/s",
+        x="symbol",
+        y=("pct",),
+        series=("dispatch",),
+        kind="profile",
+        source="profile",
+    ),
+    FigureSpec(
+        id="cm01-fig3-5",
+        paper="cm01",
+        target="Chandra & Mosberger 2001, Fig. 3, 4, 5",
+        scenario="cm01-fig3-5-vs-connections",
+        title="Reply rate, CPU and response time vs concurrent connections",
+        x="total_conns",
+        y=("reply_rate_rps", "cpu_server_pct", "resp_time_mean_ms"),
+        series=("dispatch",),
+        facets=("offered_rate_rps",),
+    ),
+    FigureSpec(
+        id="cm01-fig6-9",
+        paper="cm01",
+        target="Chandra & Mosberger 2001, Fig. 6, 7, 8, 9",
+        scenario=CM01_RATE,
+        title="Reply rate, CPU and response time vs offered rate",
+        x="offered_rate_rps",
+        y=("reply_rate_rps", "cpu_server_pct", "resp_time_mean_ms"),
+        series=("dispatch", "accept"),
+        facets=("cold_conns", "reply_bytes"),
+    ),
+    FigureSpec(
+        id="cm01-table1",
+        paper="cm01",
+        target="Chandra & Mosberger 2001, Table 1",
+        scenario="cm01-table1-sigio",
+        title="RT signals: signals dequeued and SIGIO overflows vs offered rate",
+        x="offered_rate_rps",
+        y=("signals_dequeued", "sigio_overflows"),
+        series=("dispatch",),
+        only=(("dispatch", ("rtsig",)),),
+    ),
+    FigureSpec(
+        id="cpp-fig4",
+        paper="cpp",
+        target="Cycles per packet, Fig. 4",
+        scenario="cpp-fig4-cpp-vs-bandwidth",
+        title="Cycles and instructions per packet vs single-connection bandwidth",
+        x="stream_mbps",
+        y=("cycles_per_packet", "instructions_per_packet"),
+    ),
+    FigureSpec(
+        id="cpp-fig5",
+        paper="cpp",
+        target="Cycles per packet, Fig. 5",
+        scenario="cpp-fig5-cpp-vs-connections",
+        title="Cycles and instructions per packet vs connections, constant bandwidth",
+        x="stream_conns",
+        y=("cycles_per_packet", "instructions_per_packet"),
+        log_x=True,
+    ),
+    FigureSpec(
+        id="cpp-fig6",
+        paper="cpp",
+        target="Cycles per packet, Fig. 6",
+        scenario="cpp-fig6-cpp-vs-latency",
+        title="Cycles and instructions per packet vs one-way latency",
+        x="one_way_delay_ms",
+        y=("cycles_per_packet", "instructions_per_packet"),
+        series=("stream_conns",),
+    ),
+    FigureSpec(
+        id="cpp-fig2",
+        paper="cpp",
+        target="Cycles per packet, Fig. 2",
+        scenario=CPP_THROUGHPUT,
+        title="Content throughput vs connections",
+        x="stream_conns",
+        y=("stream_throughput_mbps",),
+        series=("one_way_delay_ms",),
+        log_x=True,
+    ),
+    FigureSpec(
+        id="cpp-fig3",
+        paper="cpp",
+        target="Cycles per packet, Fig. 3",
+        scenario=CPP_THROUGHPUT,
+        title="Content throughput vs one-way latency",
+        x="one_way_delay_ms",
+        y=("stream_throughput_mbps",),
+        series=("stream_conns",),
+    ),
+    FigureSpec(
+        id="cpp-table1",
+        paper="cpp",
+        target="Cycles per packet, Table 1",
+        scenario="cpp-table1-layers",
+        title="Cycles per packet by layer",
+        x="stream_conns",
+        y=("layer_cycles_per_packet",),
+        kind="layers",
+        source="layers",
+    ),
+)
+
+BY_ID = {spec.id: spec for spec in SPECS}
+
+
+def label(column: str) -> str:
+    return LABELS.get(column, column)

@@ -1,0 +1,59 @@
+"""index.html: every figure (or why it was skipped), its table, and a summary of the manifests."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.figures import PAPERS
+from harness.analysis.load import RunSet
+from harness.analysis.prepare import FigureData, Skipped
+
+MANIFEST_COLUMNS = [
+    "scenario_name", "run_id", "kernel_release", "created_at", "repetitions", "cpu_model",
+    "cpu_count", "topology_backend", "hardware_counters", "git_revision",
+]
+STYLE = """
+body { font-family: sans-serif; max-width: 1300px; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+img { max-width: 100%; }
+.skipped { color: #777; }
+.note { font-size: 0.85em; color: #555; }
+"""
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="—", border=0)
+
+
+def _figure_section(result: FigureData | Skipped, figure_dir: str) -> str:
+    spec = result.spec
+    head = (f"<h3 id='{spec.id}'>{html.escape(spec.target)}: {html.escape(spec.title)}</h3>"
+            f"<p class='note'>scenario <code>{spec.scenario}</code></p>")
+    if isinstance(result, Skipped):
+        return head + f"<p class='skipped'>skipped: {html.escape(result.reason)}</p>"
+    parts = [head, f"<a href='{figure_dir}/{spec.id}.svg'>"
+                   f"<img src='{figure_dir}/{spec.id}.png' alt='{spec.id}'></a>"]
+    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
+    if result.table is not None:
+        parts.append(table_html(result.table))
+    return "\n".join(parts)
+
+
+def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Path,
+                 figure_dir: str = "figures") -> Path:
+    """Write out_dir/index.html referring to figures under out_dir/figure_dir."""
+    sections = ["<!doctype html><meta charset='utf-8'><title>wanbench report</title>",
+                f"<style>{STYLE}</style><h1>wanbench report</h1>",
+                "<h2>Runs</h2>", table_html(runs.manifests[MANIFEST_COLUMNS])]
+    for paper, name in PAPERS.items():
+        mine = [r for r in results if r.spec.paper == paper]
+        if mine:
+            sections.append(f"<h2>{html.escape(name)}</h2>")
+            sections += [_figure_section(r, figure_dir) for r in mine]
+    path = out_dir / "index.html"
+    path.write_text("\n".join(sections))
+    return path
