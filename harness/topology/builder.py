@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import signal
 import subprocess
@@ -99,6 +100,7 @@ class TopologyHandle:
     def detach(self) -> None:
         """Leaves the topology up after this process exits (`wanbench topo up`)."""
         self._restore_signals()
+        atexit.unregister(self.teardown)
         if self.ledger:
             self.ledger.detach()
         self._torn_down = True
@@ -109,6 +111,7 @@ class TopologyHandle:
             return
         self._torn_down = True
         self._restore_signals()
+        atexit.unregister(self.teardown)
         if self.ledger is None:
             return
         cleanup.stop_emulators(self.ledger)
@@ -203,6 +206,7 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
     ledger = Ledger.create(prefix, topology.source_file, backend)
     handle = TopologyHandle(topology, backend, {}, prefix, plan, ledger)
     handle._install_signals()
+    atexit.register(handle.teardown)  # a caller that forgets `with` still cleans up on exit
     try:
         handle.backend, handle.probe = choose_backend(backend, topology, ledger)
         ledger.set_info(backend=handle.backend, name=topology.name,

@@ -39,7 +39,12 @@ def start_holder(no_leftovers) -> tuple[subprocess.Popen, str]:
 
 
 def run_objects(prefix: str) -> tuple[list[str], list[int]]:
-    return [n for n in netns_names() if n.startswith(prefix + "-")], emulator_pids(prefix)
+    """The run's namespaces (and any link of it left in this namespace) and emulators."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = [n for n in netns_names() if n.startswith(prefix + "-")]
+    names += [f"link {ln.split(':')[1].strip()}" for ln in links.splitlines()
+              if ln.split(":")[1].strip().startswith(prefix + "-")]
+    return names, emulator_pids(prefix)
 
 
 @pytest.fixture
