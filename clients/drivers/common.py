@@ -1,0 +1,58 @@
+"""Shared by the external-tool drivers: argv prefix, unsupported options, unit parsing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from clients.spec import LoadSpec
+
+_TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
+
+
+class Unsupported(ValueError):
+    """The tool cannot do what the spec asks; the message names an alternative."""
+
+
+def tool_path(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise FileNotFoundError(f"{name} is not on PATH; fix: install it (scripts/setup-system.sh) "
+                                f"or choose --generator sclient")
+    return path
+
+
+def prefix(spec: LoadSpec) -> list[str]:
+    """Pin the tool with taskset when the spec names a CPU (it has no option of its own)."""
+    return ["taskset", "-c", str(spec.cpu)] if spec.cpu is not None else []
+
+
+def refuse(spec: LoadSpec, tool: str, *, cold: bool = True, stream: bool = True) -> None:
+    if cold and spec.cold_conns:
+        raise Unsupported(f"{tool} cannot hold idle (cold) connections; use sclient or asyncio")
+    if stream and spec.stream_conns:
+        raise Unsupported(f"{tool} has no stream mode; use sclient")
+    if len(spec.targets) > 1:
+        raise Unsupported(f"{tool} takes one target; use sclient for several")
+    if not spec.hot_conns:
+        raise Unsupported(f"{tool} needs hot connections (hot_conns > 0)")
+
+
+def to_us(value: str, unit: str) -> float:
+    """'1.37', 'ms' -> 1370.0 microseconds."""
+    return float(value) * _TIME_UNITS[unit]
+
+
+def duration_us(text: str) -> float:
+    """wrk's '2.10s', '1.00m', '850.00ms' -> microseconds."""
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if not m:
+        raise ValueError(f"unrecognised duration {text!r}")
+    return to_us(m.group(1), m.group(2))
+
+
+def search(pattern: str, text: str, tool: str) -> re.Match[str]:
+    m = re.search(pattern, text, re.MULTILINE)
+    if not m:
+        raise ValueError(f"{tool} output has no line matching {pattern!r}; was the run cut short?")
+    return m

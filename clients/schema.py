@@ -1,0 +1,152 @@
+"""The generator result document (clients/SCHEMA.md): histograms, skeleton, validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("schema.json")
+
+# The same log-linear bucket layout as clients/sclient/hist.c (HdrHistogram-style):
+# 64 ns wide buckets up to 16.4 us, then 128 sub-buckets per power of two.
+UNIT_SHIFT = 6
+SUB_BITS = 7
+SUB = 1 << SUB_BITS
+QUANTILES = (("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99), ("p999_us", 0.999))
+ERROR_KINDS = ("connect_timeout", "refused", "reset", "response_timeout", "other")
+
+
+def bucket_of(ns: int) -> int:
+    m = ns >> UNIT_SHIFT
+    if m < 2 * SUB:
+        return m
+    e = m.bit_length() - 1 - SUB_BITS
+    return 2 * SUB + (e - 1) * SUB + ((m >> e) - SUB)
+
+
+def bucket_bounds_ns(index: int) -> tuple[int, int]:
+    if index < 2 * SUB:
+        return index << UNIT_SHIFT, (index + 1) << UNIT_SHIFT
+    e, sub = (index - 2 * SUB) // SUB + 1, (index - 2 * SUB) % SUB + SUB
+    return (sub << e) << UNIT_SHIFT, ((sub + 1) << e) << UNIT_SHIFT
+
+
+@dataclass
+class Histogram:
+    """Latency histogram in nanoseconds, written as the schema's H object (microseconds)."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    count: int = 0
+    total_ns: int = 0
+    min_ns: int | None = None
+    max_ns: int | None = None
+
+    def record(self, ns: int) -> None:
+        ns = max(0, int(ns))
+        i = bucket_of(ns)
+        self.counts[i] = self.counts.get(i, 0) + 1
+        self.count += 1
+        self.total_ns += ns
+        self.min_ns = ns if self.min_ns is None else min(self.min_ns, ns)
+        self.max_ns = ns if self.max_ns is None else max(self.max_ns, ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        buckets = []
+        for i in sorted(self.counts):
+            lo, hi = bucket_bounds_ns(i)
+            buckets.append([round(lo / 1e3, 3), round(hi / 1e3, 3), self.counts[i]])
+        doc = summarize_buckets(buckets)
+        if self.count:
+            doc.update(min_us=self.min_ns / 1e3, max_us=self.max_ns / 1e3,
+                       mean_us=self.total_ns / self.count / 1e3)
+            for name, _ in QUANTILES:
+                doc[name] = min(max(doc[name], doc["min_us"]), doc["max_us"])
+        return doc
+
+
+def summarize_buckets(buckets: list[list[float]]) -> dict[str, Any]:
+    """An H object from [lo_us, hi_us, count] rows; statistics from bucket midpoints."""
+    count = sum(int(b[2]) for b in buckets)
+    doc: dict[str, Any] = {"unit": "us", "buckets": buckets, "count": count}
+    if not count:
+        return doc | dict.fromkeys(("min_us", "max_us", "mean_us", *dict(QUANTILES)))
+    mids = [((lo + hi) / 2, int(n)) for lo, hi, n in buckets]
+    doc["min_us"] = min(b[0] for b in buckets if b[2])
+    doc["max_us"] = max(b[1] for b in buckets if b[2])
+    doc["mean_us"] = sum(m * n for m, n in mids) / count
+    for name, q in QUANTILES:
+        rank, seen = max(1, round(q * count)), 0
+        for mid, n in mids:
+            seen += n
+            if seen >= rank:
+                doc[name] = mid
+                break
+    return doc
+
+
+def null_histogram(**known: float | None) -> dict[str, Any]:
+    """An H object for a tool that reports only some statistics (no buckets)."""
+    doc: dict[str, Any] = {"unit": "us", "buckets": None, "count": None}
+    doc |= dict.fromkeys(("min_us", "max_us", "mean_us", *dict(QUANTILES)))
+    doc.update({k: v for k, v in known.items() if k in doc})
+    return doc
+
+
+def merge_histograms(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Merge two H objects with buckets (same layout from every generator)."""
+    rows: dict[tuple[float, float], int] = {}
+    for lo, hi, n in (a.get("buckets") or []) + (b.get("buckets") or []):
+        rows[(lo, hi)] = rows.get((lo, hi), 0) + int(n)
+    merged = summarize_buckets([[lo, hi, n] for (lo, hi), n in sorted(rows.items())])
+    mins = [h["min_us"] for h in (a, b) if h.get("min_us") is not None]
+    maxs = [h["max_us"] for h in (a, b) if h.get("max_us") is not None]
+    if mins:
+        merged["min_us"], merged["max_us"] = min(mins), max(maxs)
+    return merged
+
+
+def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A result document with every key present and nothing measured (null)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generator": generator,
+        "generator_version": None,
+        "valid": True,
+        "invalid_reasons": [],
+        "config": config,
+        "duration_s": None,
+        "warmup_s": config.get("warmup_s"),
+        "offered_rate_rps": config.get("rate_rps"),
+        "request_rate_rps": None,
+        "reply_rate_rps": None,
+        "requests": {"scheduled": None, "sent": None, "queued": None, "dropped": None},
+        "replies": {"total": None, "by_status": {}},
+        "errors": dict.fromkeys((*ERROR_KINDS, "total")),
+        "late_sends": None,
+        "late_threshold_us": None,
+        "max_schedule_slip_us": None,
+        "latency": {"corrected": null_histogram(), "uncorrected": null_histogram()},
+        "timeline": None,
+        "cold": {k: None for k in ("requested", "established", "held", "reconnected", "failed",
+                                   "requests", "replies", "established_s")},
+        "stream": None,
+        "generator_cpu": {k: None for k in ("user_s", "sys_s", "pct", "run_delay_s")},
+        "generator_memory": {"rss_kb": None, "bytes_per_cold_conn": None},
+        "shards": 1,
+    }
+
+
+@cache
+def json_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def validate(doc: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when doc does not follow clients/schema.json."""
+    import jsonschema  # deferred: only validation needs it
+
+    jsonschema.validate(doc, json_schema())
