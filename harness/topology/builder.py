@@ -116,9 +116,11 @@ class TopologyHandle:
             return
         cleanup.stop_emulators(self.ledger)
         for link, (proc, stats) in self._emulators.items():
-            proc.wait()
-            if stats.exists():
-                self.emulator_counters[link] = json.loads(stats.read_text())
+            log = stats.with_suffix(".log")
+            self.emulator_counters[link] = {
+                **(json.loads(stats.read_text()) if stats.exists() else {}),
+                "exit_status": proc.wait(),
+                "stderr": log.read_text() if log.exists() else ""}
         cleanup.remove_run(self.ledger)
 
     def _install_signals(self) -> None:

@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
+import harness.paths
 from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.calibrate import calibrate_link
-from tests.conftest import REPO, needs_root
+from tests.conftest import REPO, build, needs_root
 
 pytestmark = [needs_root, pytest.mark.slow]
 LAN = REPO / "topologies/lan.yaml"
@@ -115,3 +116,16 @@ def test_same_prefix_twice_is_refused(no_leftovers):
             bring_up(load_topology(LAN), "userspace", run_prefix=handle.prefix, calibrate=False)
         # The refused run must not have touched the live one.
         assert ping(handle, "-c", "1", "-W", "1").count(" 0% packet loss") == 1
+
+
+def test_sanitizer_build_forwards_and_exits_clean(no_leftovers, monkeypatch):
+    asan_dir = build("build/asan/bin/wb-linkem").parent
+    monkeypatch.setattr(harness.paths, "BIN_DIR", asan_dir)
+    overrides = {"links.lan.delay_ms": "2", "links.lan.jitter_ms": "1",
+                 "links.lan.loss_pct": "5", "links.lan.rate_mbit": "50"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        out = ping(handle, "-c", "200", "-i", "0.002", "-s", "1200")
+    assert "packets transmitted" in out
+    counters = handle.emulator_counters["lan"]
+    assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
+    assert counters["a_to_b"]["dropped_loss"] > 0

@@ -292,6 +292,13 @@ static struct shaping parse_shaping(const char *spec) {
     return s;
 }
 
+static void direction_free(struct direction *d) {
+    for (size_t i = 0; i < d->held; i++) free(d->heap[i].data);
+    for (size_t i = 0; i < d->free_count; i++) free(d->free_slots[i]);
+    free(d->heap);
+    free(d->free_slots);
+}
+
 static void print_counters(FILE *f, const struct direction *d, const char *sep) {
     fprintf(f, "  \"%s\": {\"received\": %llu, \"forwarded\": %llu, \"forwarded_bytes\": %llu, "
             "\"dropped_loss\": %llu, \"dropped_queue\": %llu, \"dropped_oversize\": %llu, "
@@ -382,5 +389,7 @@ int main(int argc, char **argv) {
     print_counters(f, &dirs[1], "");
     fprintf(f, "}\n");
     if (f != stdout) fclose(f);
+    direction_free(&dirs[0]);
+    direction_free(&dirs[1]);
     return 0;
 }
