@@ -13,6 +13,7 @@
 #define DISPATCH_NONE 0
 #define DISPATCH_READABLE 1
 #define DISPATCH_WRITABLE 2
+#define DISPATCH_HUP 4 /* fired only: the peer closed or the socket failed */
 
 /* Backend properties the loop must honour. */
 #define DISPATCH_EDGE 1          /* reports changes, not states: the loop remembers fds it

@@ -83,6 +83,8 @@ static int rtsig_wait(struct dispatch *d, int timeout_ms)
             mask |= DISPATCH_READABLE;
         if (si.si_band & (POLLOUT | POLLERR | POLLHUP))
             mask |= DISPATCH_WRITABLE;
+        if (si.si_band & (POLLRDHUP | POLLERR | POLLHUP))
+            mask |= DISPATCH_HUP;
         d->fired[0] = (struct fired){si.si_fd, mask ? mask : DISPATCH_READABLE};
         n = si.si_fd >= 0 && si.si_fd < d->setsize ? 1 : 0;
     }

@@ -159,6 +159,8 @@ static int completion(struct dispatch *d, struct io_uring_cqe *cqe, int *listene
         mask |= DISPATCH_READABLE;
     if (cqe->res < 0 || (cqe->res & (POLLOUT | POLLERR | POLLHUP)))
         mask |= DISPATCH_WRITABLE;
+    if (cqe->res < 0 || (cqe->res & (POLLRDHUP | POLLERR | POLLHUP)))
+        mask |= DISPATCH_HUP;
     return mask;
 }
 

@@ -40,6 +40,8 @@ int epollset_wait(struct dispatch *d, int timeout_ms)
             mask |= DISPATCH_READABLE;
         if (re & (EPOLLOUT | EPOLLERR | EPOLLHUP))
             mask |= DISPATCH_WRITABLE;
+        if (re & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+            mask |= DISPATCH_HUP;
         d->fired[i] = (struct fired){e->events[i].data.fd, mask};
     }
     if (n > 0)

@@ -5,7 +5,7 @@
 
 static short poll_events(int mask)
 {
-    return (short)(((mask & DISPATCH_READABLE) ? POLLIN : 0) |
+    return (short)(((mask & DISPATCH_READABLE) ? POLLIN | POLLRDHUP : 0) |
                    ((mask & DISPATCH_WRITABLE) ? POLLOUT : 0));
 }
 
@@ -63,10 +63,12 @@ int pollset_scan(struct pollset *p, struct dispatch *d, int timeout_ms)
         if (!re)
             continue;
         int mask = 0;
-        if (re & (POLLIN | POLLERR | POLLHUP))
+        if (re & (POLLIN | POLLRDHUP | POLLERR | POLLHUP))
             mask |= DISPATCH_READABLE;
         if (re & (POLLOUT | POLLERR | POLLHUP))
             mask |= DISPATCH_WRITABLE;
+        if (re & (POLLRDHUP | POLLERR | POLLHUP))
+            mask |= DISPATCH_HUP;
         d->fired[fired++] = (struct fired){p->fds[i].fd, mask};
     }
     return fired;

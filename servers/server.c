@@ -207,13 +207,16 @@ static void drain(int fd)
     }
 }
 
-/* Services one connection until it would block: flush, parse stashed input, read. */
-static void drive(int fd)
+/* Services one connection until it would block: flush, parse stashed input, read.
+ * A short read emptied the socket, so unless the peer also closed (fired says so) the
+ * read that would only return EAGAIN is skipped: new data brings a new event in every
+ * backend, edge-triggered ones included. */
+static void drive(int fd, int fired)
 {
     struct conn *c = &srv.conns[fd];
     if (c->draining)
         return drain(fd);
-    for (int reads = 0;;) {
+    for (int reads = 0, drained = 0;;) {
         if (c->run_count) {
             int r = flush(fd, c);
             if (r < 0)
@@ -237,6 +240,8 @@ static void drive(int fd)
         }
         if (c->peer_eof)
             return conn_close(fd);
+        if (drained)
+            return want(fd, DISPATCH_READABLE);
         if (reads++ == READS_PER_TURN) {
             want(fd, DISPATCH_READABLE);
             if (srv.cfg->ops->flags & DISPATCH_EDGE)
@@ -246,6 +251,7 @@ static void drive(int fd)
         ssize_t n = read(fd, srv.rbuf, sizeof srv.rbuf);
         if (n > 0) {
             srv.st->bytes_in += (uint64_t)n;
+            drained = (size_t)n < sizeof srv.rbuf && !(fired & DISPATCH_HUP);
             if (srv.cfg->sink)
                 continue;
             size_t used = consume(c, srv.rbuf, (size_t)n);
@@ -302,12 +308,12 @@ static void accept_ready(void)
         queue_again(srv.listen_fd); /* stopped before EAGAIN: no new edge will come */
 }
 
-static void handle(int fd)
+static void handle(int fd, int fired)
 {
     if (fd == srv.listen_fd)
         accept_ready();
     else if (srv.conns[fd].open)
-        drive(fd);
+        drive(fd, fired);
 }
 
 static int setup(const struct server_config *cfg, int listen_fd, struct stats *stats)
@@ -356,13 +362,13 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
             return -1;
         }
         for (int i = 0; i < n; i++)
-            handle(srv.d.fired[i].fd);
+            handle(srv.d.fired[i].fd, srv.d.fired[i].mask);
         int turns = srv.again_count;
         memcpy(srv.turn, srv.again, (size_t)turns * sizeof *srv.turn);
         srv.again_count = 0;
         for (int i = 0; i < turns; i++) {
             srv.conns[srv.turn[i]].queued = 0;
-            handle(srv.turn[i]);
+            handle(srv.turn[i], DISPATCH_HUP); /* no event to go by: read to EAGAIN */
         }
     }
     srv.d.ops->destroy(&srv.d);
