@@ -221,7 +221,7 @@ class Generator:
                 self.c.cold_failed += 1
             else:
                 self.count_error(kind)
-            await asyncio.sleep(0.001)  # S-Client: a failed connect is retried after a pause
+            await asyncio.sleep(0.01)  # S-Client: a failed connect is retried after a pause
             if not self.stop.is_set():
                 self.spawn(self.connect(conn_index, cold, reopen))
             return

@@ -21,6 +21,9 @@ def command(spec: LoadSpec) -> list[str]:
                           f"connections need sclient")
     if spec.rate_rps is None:
         raise Unsupported("httperf has no time-bounded closed loop; give a rate or use wrk")
+    if spec.arrivals == "poisson" and spec.requests_per_conn is None:
+        raise Unsupported("httperf sessions pace requests by a fixed think time; Poisson "
+                          "arrivals need requests_per_conn (or sclient)")
     host, port = spec.resolved_targets()[0]
     # httperf has no warm-up either: everything from the first connection is measured
     seconds = spec.warmup_s + spec.duration_s
@@ -38,9 +41,6 @@ def command(spec: LoadSpec) -> list[str]:
                  f"--rate={spec.rate_rps / spec.requests_per_conn:g}"]
         if spec.arrivals == "poisson":
             argv[-1] = f"--period=e{spec.requests_per_conn / spec.rate_rps:.6f}"
-    if spec.arrivals == "poisson" and spec.requests_per_conn is None:
-        raise Unsupported("httperf sessions pace requests by a fixed think time; Poisson "
-                          "arrivals need requests_per_conn (or sclient)")
     return argv + (["--hog"] if spec.hog else [])
 
 

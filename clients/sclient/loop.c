@@ -21,8 +21,9 @@
 #define STREAM_CHUNK 1460
 #define TICK_BATCH 256          /* scheduled sends handled per loop turn, so I/O is not starved */
 #define BACKLOG_MAX 65536       /* intended sends waiting for a free connection */
-#define RETRY_NS 1000000LL      /* pause before reconnecting after a failed connect */
+#define RETRY_NS 10000000LL     /* pause before reconnecting after a failed connect */
 #define STREAM_TICK_NS 200000LL
+#define STREAM_BURST_NS 50000000LL
 
 enum kind { HOT, COLD, STREAM };
 enum state { CLOSED, CONNECTING, OPEN };
@@ -232,7 +233,7 @@ static void conn_fail(struct loop *L, struct conn *c, enum err e) {
     free(c->partial);
     c->partial = NULL;
     c->blocked = 0;
-    if (c->kind == COLD) {
+    if (c->kind == COLD && was != CONNECTING) {
         conn_deadline(L, c, 0);
         cold_enqueue(L, c);
     } else {
@@ -247,6 +248,7 @@ static void conn_connect(struct loop *L, struct conn *c) {
     int one = 1;
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     c->state = CONNECTING;
+    c->sent_on_conn = c->pend_head = 0;
     if (c->kind == COLD) L->cold_connecting++;
     if (c->fd < 0) {
         conn_fail(L, c, E_OTHER);
@@ -455,7 +457,8 @@ static void on_deadline(struct loop *L, struct conn *c) {
     switch (c->state) {
     case CLOSED:
         conn_deadline(L, c, 0);
-        conn_connect(L, c);
+        if (c->kind == COLD) cold_enqueue(L, c); /* back in line behind the ramp */
+        else conn_connect(L, c);
         break;
     case CONNECTING:
         conn_fail(L, c, E_CONNECT_TIMEOUT);
@@ -546,7 +549,8 @@ static void run_streams(struct loop *L) {
     double mbps = L->o->stream_mbps / L->s->count;
     L->stream_budget += mbps * 1e6 / 8 * (double)(L->now - L->stream_last) / 1e9;
     L->stream_last = L->now;
-    double cap = (double)STREAM_CHUNK * 4 * L->nstreams;
+    /* bucket depth: a stall of up to STREAM_BURST_NS is made up for afterwards */
+    double cap = (double)STREAM_CHUNK * 4 * L->nstreams + mbps * 1e6 / 8 * STREAM_BURST_NS / 1e9;
     if (mbps <= 0 || L->stream_budget > cap) L->stream_budget = mbps <= 0 ? 1e18 : cap;
     /* one chunk per connection per round, so the bandwidth is shared evenly */
     for (int progress = 1, rounds = 0; progress && rounds < 64 && L->stream_budget >= STREAM_CHUNK;

@@ -1,0 +1,177 @@
+"""wb-sclient against wb-server: rates, arrivals, timeouts, cold connections, stream, shards."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from clients import LoadSpec, command, parse_result, run, validate
+from tests.clients.conftest import GENERATOR_CPU, Server, start_server, stop_generator, wait_line
+from tests.conftest import free_port
+
+
+def spec(server: Server, tmp_path: Path, **kw) -> LoadSpec:
+    kw.setdefault("warmup_s", 0.5)
+    kw.setdefault("cpu", GENERATOR_CPU)
+    return LoadSpec(generator="sclient", targets=[server.addr],
+                    json_path=str(tmp_path / "result.json"), **kw)
+
+
+def test_fixed_rate_is_achieved_within_2_percent(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=50, rate_rps=2000, duration_s=3))
+    validate(doc)
+    assert doc["offered_rate_rps"] == 2000
+    assert doc["request_rate_rps"] == pytest.approx(2000, rel=0.02)
+    assert doc["reply_rate_rps"] == pytest.approx(2000, rel=0.02)
+    assert doc["replies"]["by_status"] == {"200": doc["replies"]["total"]}
+    assert doc["errors"]["total"] == 0
+    h = doc["latency"]["corrected"]
+    assert h["count"] == sum(b[2] for b in h["buckets"]) > 5000
+    # corrected latency is measured from the intended send time, so never below uncorrected
+    assert h["p50_us"] >= doc["latency"]["uncorrected"]["p50_us"]
+    assert sum(s["sent"] for s in doc["timeline"]) >= doc["requests"]["sent"]
+
+
+def test_poisson_mean_rate_within_3_percent(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=50, rate_rps=5000, arrivals="poisson",
+                   duration_s=3, seed=7))
+    validate(doc)
+    assert doc["request_rate_rps"] == pytest.approx(5000, rel=0.03)
+    per_second = [s["sent"] for s in doc["timeline"][1:3]]
+    # Poisson counts vary from second to second; a fixed schedule would give exactly 5000
+    assert len(set(per_second)) > 1
+
+
+def test_stopped_server_timeouts_are_counted_and_the_run_ends_on_time(server, sclient,
+                                                                      tmp_path):
+    s = spec(server, tmp_path, hot_conns=20, rate_rps=500, duration_s=3,
+             response_timeout_s=0.3, connect_timeout_s=0.3)
+    started = time.monotonic()
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(1.5)
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        out, err = proc.communicate(timeout=15)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    elapsed = time.monotonic() - started
+    doc = parse_result(s, out, err)
+    validate(doc)
+    assert elapsed < 3.5 + 1.5, "the generator must stop at its deadline, server or not"
+    assert doc["errors"]["response_timeout"] > 0
+    # S-Client: the offered rate does not depend on the server
+    assert doc["requests"]["scheduled"] == pytest.approx(1500, abs=2)
+
+
+def test_5000_cold_connections_held_and_confirmed_by_server_stats(server, sclient, tmp_path):
+    s = spec(server, tmp_path, cold_conns=5000, duration_s=0, warmup_s=0)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        event = wait_line(proc, timeout=60)
+        assert event == {"event": "cold_ready", "established": 5000}
+        assert server.stats()["connections_current"] == 5000
+    finally:
+        stop_generator(proc)
+    doc = parse_result(s, "", "")
+    validate(doc)
+    assert doc["cold"]["established"] == doc["cold"]["held"] == 5000
+    assert doc["cold"]["failed"] == doc["cold"]["reconnected"] == 0
+    assert 0 < doc["generator_memory"]["bytes_per_cold_conn"] < 4096
+
+
+def test_cold_connections_reconnect_when_the_server_closes_them(sclient, tmp_path):
+    listen = f"127.0.0.1:{free_port()}"
+    srv = start_server(tmp_path, listen)
+    s = spec(srv, tmp_path, cold_conns=300, duration_s=0, warmup_s=0)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert wait_line(proc, timeout=30)["established"] == 300
+        srv.stop()  # closes every connection; the generator reconnects into refusals
+        time.sleep(0.3)
+        srv = start_server(tmp_path, listen)
+        deadline = time.monotonic() + 15
+        while srv.stats()["connections_current"] < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert srv.stats()["connections_current"] == 300
+    finally:
+        stop_generator(proc)
+        srv.stop()
+    doc = parse_result(s, "", "")
+    # at least one reconnect each (some land on the old listener as it closes: more)
+    assert doc["cold"]["reconnected"] >= 300
+    assert doc["cold"]["held"] == 300
+    assert doc["cold"]["failed"] > 0  # refused while the server was down
+
+
+def test_impossible_rate_is_reported_not_valid(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=50, rate_rps=10_000_000, duration_s=1,
+                   warmup_s=0))
+    validate(doc)
+    assert doc["valid"] is False
+    assert any("late sends" in r for r in doc["invalid_reasons"])
+    assert doc["late_sends"] > 0.01 * doc["requests"]["scheduled"]
+    assert doc["max_schedule_slip_us"] > 1000
+
+
+def test_shards_merge_their_results(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=10, rate_rps=1000, duration_s=2, cold_conns=600,
+                   workers=3))
+    validate(doc)
+    assert doc["shards"] == 3
+    assert doc["request_rate_rps"] == pytest.approx(1000, rel=0.02)
+    assert doc["cold"]["held"] == 600
+    assert server.stats()["connections_current"] == 0  # all closed once the generator exited
+
+
+def test_closed_loop_and_one_request_per_connection(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=4, rate_rps=400, requests_per_conn=1,
+                   duration_s=1))
+    assert doc["reply_rate_rps"] == pytest.approx(400, rel=0.02)
+    assert server.stats()["connections_accepted"] >= 400  # a new connection per request
+    closed = run(spec(server, tmp_path, hot_conns=4, duration_s=1))
+    validate(closed)
+    assert closed["offered_rate_rps"] is None and closed["reply_rate_rps"] > 1000
+
+
+def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
+    sink = start_server(tmp_path, "127.0.0.1:0", "--sink")
+    try:
+        doc = run(spec(sink, tmp_path, stream_conns=4, stream_mbps=200, duration_s=2))
+        validate(doc)
+        assert doc["stream"]["achieved_mbps"] == pytest.approx(200, rel=0.05)
+        assert sink.stats()["bytes_in"] >= doc["stream"]["bytes"]
+    finally:
+        sink.stop()
+
+
+def test_source_addresses_from_a_cidr(server, sclient, tmp_path):
+    s = spec(server, tmp_path, cold_conns=40, duration_s=0, warmup_s=0,
+             source_addrs="127.77.0.0/29")
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_line(proc, timeout=30)
+        peers = subprocess.run(["ss", "-Htn", "state", "established", "dst", server.addr],
+                               capture_output=True, text=True, check=True).stdout
+    finally:
+        stop_generator(proc)
+    sources = {line.split()[2].rsplit(":", 1)[0] for line in peers.splitlines()}
+    assert sources == {f"127.77.0.{i}" for i in range(1, 7)}
+    assert json.loads(Path(s.json_path).read_text())["config"]["source_addr_count"] == 6
+
+
+def test_bad_options_name_the_problem(sclient):
+    r = subprocess.run([str(sclient), "--target", "127.0.0.1", "--hot-conns", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "expected ADDR:PORT" in r.stderr
+    r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--hot-conns", "1",
+                        "--arrivals", "bursty"], capture_output=True, text=True)
+    assert r.returncode == 2 and "fixed or poisson" in r.stderr
