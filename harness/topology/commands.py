@@ -119,6 +119,10 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
             steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))
         if backend == "netem":
             for ns, dev, direction in ((ns_a, link.a_dev, "a_to_b"), (ns_b, link.b_dev, "b_to_a")):
+                # One MSS per packet, as on the wire: netem would drop and rate-limit whole
+                # 64 KB GSO bursts otherwise (the emulator's TUN gets them segmented).
+                steps.append(Step(["ip", "-n", ns, "link", "set", "dev", dev,
+                                   "gso_max_segs", "1"]))
                 shaping = spec.direction(direction)
                 if not shaping.is_plain:
                     steps.append(Step(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root",

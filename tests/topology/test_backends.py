@@ -51,3 +51,12 @@ def test_veth_backend_refuses_shaped_links():
     topology = load_topology(REPO / "topologies/dumbbell-wan.yaml")
     with pytest.raises(TopologyError, match="backend veth cannot shape; links cold have"):
         choose_backend("veth", topology, None)
+
+
+@needs_root
+def test_veth_backend_live_runs_the_netem_link_commands(no_leftovers):
+    """The veth pairs, addresses and routes of the netem plan, live (all but tc here)."""
+    with bring_up(load_topology(REPO / "topologies/lan.yaml"), "veth") as handle:
+        no_leftovers.append(handle.prefix)
+        assert handle.backend == "veth"
+        assert handle.calibration["lan"]["connect_rtt_median_ms"] < 0.2

@@ -57,6 +57,7 @@ def test_dumbbell_netem_lines_exactly():
     assert "ip -n wbt1-cold route add 198.19.1.0/24 via 198.18.2.2 src 198.19.3.1" in lines
     assert "ip -n wbt1-server route add 198.19.3.0/24 via 198.18.2.1 src 198.19.1.1" in lines
     assert not any(ln.startswith("tc ") and "wbt1-1" in ln for ln in lines)  # hot: unshaped
+    assert "ip -n wbt1-server link set dev wbt1-2b gso_max_segs 1" in lines
 
 
 def test_userspace_commands_start_one_emulator_per_link(linkem):
