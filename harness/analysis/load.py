@@ -92,33 +92,41 @@ def _require_columns(frame: pd.DataFrame, columns: tuple[str, ...], where: Path)
         raise ResultsFormatError(f"{where}: missing column(s) {', '.join(missing)}")
 
 
-def _read_points(run_dir: Path, manifest: dict) -> pd.DataFrame:
-    parquet = run_dir / "points.parquet"
-    if parquet.is_file():
-        points, where = pd.read_parquet(parquet), parquet
+def _read_records(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """Tables rebuilt from points/*.json, for a run interrupted before its Parquet rebuild.
+
+    A record is {"point": row, "timeseries": [...], "histograms": [...], "profiles": [...]}.
+    """
+    paths = sorted((run_dir / "points").glob("*.json"))
+    if not paths:
+        raise ResultsFormatError(
+            f"{run_dir / 'points.parquet'}: missing, and no records in {run_dir / 'points'}; "
+            "the run has no finished points"
+        )
+    records = [json.loads(p.read_text()) for p in paths]
+    tables = {"points.parquet": pd.DataFrame([r["point"] for r in records])}
+    for name in TABLE_COLUMNS:
+        rows = [row for r in records for row in r.get(name.removesuffix(".parquet")) or []]
+        tables[name] = pd.DataFrame(rows, columns=None if rows else list(TABLE_COLUMNS[name]))
+    return tables
+
+
+def _read_tables(run_dir: Path, manifest: dict) -> dict[str, pd.DataFrame]:
+    """points.parquet and the long tables; absent long tables are empty (nothing sampled)."""
+    if (run_dir / "points.parquet").is_file():
+        tables = {"points.parquet": pd.read_parquet(run_dir / "points.parquet")}
+        for name in TABLE_COLUMNS:
+            path = run_dir / name
+            tables[name] = (pd.read_parquet(path) if path.is_file()
+                            else pd.DataFrame(columns=list(TABLE_COLUMNS[name])))
     else:
-        # points.parquet is rebuilt from points/ after every point; an interrupted run may
-        # only have the per-point records.
-        records = sorted((run_dir / "points").glob("*.json"))
-        if not records:
-            raise ResultsFormatError(
-                f"{parquet}: missing, and no records in {run_dir / 'points'}; the run has no "
-                "finished points"
-            )
-        points = pd.DataFrame([json.loads(p.read_text()) for p in records])
-        where = run_dir / "points"
+        tables = _read_records(run_dir)
     extra = tuple(manifest.get("parameters") or ())
-    _require_columns(points, tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *extra))), where)
-    return points
-
-
-def _read_table(run_dir: Path, name: str) -> pd.DataFrame:
-    path = run_dir / name
-    if not path.is_file():
-        return pd.DataFrame(columns=list(TABLE_COLUMNS[name]))
-    frame = pd.read_parquet(path)
-    _require_columns(frame, TABLE_COLUMNS[name], path)
-    return frame
+    required = {"points.parquet": tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *extra))),
+                **TABLE_COLUMNS}
+    for name, frame in tables.items():
+        _require_columns(frame, required[name], run_dir / name)
+    return tables
 
 
 def _manifest_row(manifest: dict, run_dir: Path) -> dict:
@@ -162,9 +170,10 @@ def load_runs(run_dirs: list[str | Path]) -> RunSet:
             raise ResultsFormatError(f"{run_dir}: run {manifest['run_id']} given twice")
         raw[manifest["run_id"]] = manifest
         manifests.append(_manifest_row(manifest, run_dir))
-        points.append(_read_points(run_dir, manifest))
+        run_tables = _read_tables(run_dir, manifest)
+        points.append(run_tables["points.parquet"])
         for name in TABLE_COLUMNS:
-            tables[name].append(_read_table(run_dir, name))
+            tables[name].append(run_tables[name])
     if not manifests:
         raise ResultsFormatError("no run directories given")
 

@@ -311,17 +311,28 @@ def write_run(
     parameters = [*DEFAULTS, *(STREAM_DEFAULTS if is_stream(scenario) else {})]
     manifest = _manifest(points, scenario, parameters, schema_version)
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    for record in json.loads(points.to_json(orient="records")):
-        name = f"{record['point_id']}-r{record['repetition']}.json"
-        (run_dir / "points" / name).write_text(json.dumps(record))
-    if with_parquet:
-        points.to_parquet(run_dir / "points.parquet", index=False)
-    points.pipe(_timeseries).to_parquet(run_dir / "timeseries.parquet", index=False)
-    points.pipe(_histograms).to_parquet(run_dir / "histograms.parquet", index=False)
+    tables = {"points": points, "timeseries": _timeseries(points),
+               "histograms": _histograms(points)}
     if with_profiles:
-        rng = np.random.default_rng(seed)
-        _profiles(points, rng).to_parquet(run_dir / "profiles.parquet", index=False)
+        tables["profiles"] = _profiles(points, np.random.default_rng(seed))
+    _write_records(run_dir, tables)
+    if with_parquet:
+        for name, frame in tables.items():
+            frame.to_parquet(run_dir / f"{name}.parquet", index=False)
     return run_dir
+
+
+def _write_records(run_dir: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """points/<point_id>-r<rep>.json as the runner writes them: the row plus its table rows."""
+    keys = ["point_id", "repetition"]
+    grouped = {name: {k: json.loads(g.to_json(orient="records")) for k, g in frame.groupby(keys)}
+               for name, frame in tables.items() if name != "points"}
+    for row in json.loads(tables["points"].to_json(orient="records")):
+        key = (row["point_id"], row["repetition"])
+        record = {"point": row, "timeseries": [], "histograms": [], "profiles": []}
+        record.update({name: rows.get(key, []) for name, rows in grouped.items()})
+        name = f"{row['point_id']}-r{row['repetition']}.json"
+        (run_dir / "points" / name).write_text(json.dumps(record))
 
 
 def write_all_scenarios(root: Path, *, repetitions: int = 3, seed: int = 0,

@@ -1,0 +1,98 @@
+"""Derived metrics: knees, regressions, cycles provenance, profile shares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis import derive
+
+
+def _points(**columns: object) -> pd.DataFrame:
+    frame = pd.DataFrame(columns)
+    frame["valid"] = True
+    return frame
+
+
+def test_saturation_is_the_knee_of_reply_rate() -> None:
+    offered = [500.0, 1000.0, 1500.0, 2000.0] * 2
+    points = _points(offered_rate_rps=offered, cold_conns=[0] * 4 + [2000] * 4,
+                     reply_rate_rps=[500.0, 1000.0, 1100.0, 1050.0, 500.0, 620.0, 610.0, 600.0])
+    table = derive.saturation(points, ["cold_conns"]).set_index("cold_conns")
+    assert table.loc[0, "saturation_rps"] == 1100.0
+    assert table.loc[0, "knee_offered_rps"] == 1000.0
+    assert table.loc[2000, "saturation_rps"] == 620.0
+    assert table.loc[2000, "knee_offered_rps"] == 500.0
+    assert table["saturated"].all()
+
+
+def test_saturation_never_reached_is_flagged_as_lower_bound() -> None:
+    points = _points(offered_rate_rps=[100.0, 200.0], reply_rate_rps=[100.0, 199.0])
+    table = derive.saturation(points, [])
+    assert not table.loc[0, "saturated"]
+    assert table.loc[0, "saturation_rps"] == 199.0
+
+
+def test_regression_slope_correlation_and_capacity_estimate() -> None:
+    rates = np.arange(100.0, 1100.0, 100.0)
+    points = _points(request_rate_rps=rates, offered_rate_rps=rates, reply_rate_rps=rates,
+                     cpu_idle_pct=100 - 0.05 * rates, cpu_user_pct=0.01 * rates)
+    # A point past saturation (replies far below the offered rate) must not bend the line.
+    points.loc[len(points)] = {"request_rate_rps": 3000.0, "offered_rate_rps": 3000.0,
+                               "reply_rate_rps": 1000.0, "cpu_idle_pct": 0.0,
+                               "cpu_user_pct": 10.0, "valid": True}
+    derived = derive.add_derived(points)
+    table = derive.regressions(derived, "request_rate_rps", ["cpu_idle_pct", "cpu_user_pct"], [])
+    idle = table.set_index("metric").loc["cpu_idle_pct"]
+    assert idle["slope"] == pytest.approx(-0.05)
+    assert idle["r"] == pytest.approx(-1.0)
+    assert idle["x_intercept"] == pytest.approx(2000.0)
+    assert idle["n"] == 10
+    assert np.isnan(table.set_index("metric").loc["cpu_user_pct", "x_intercept"])
+
+
+def test_regression_min_x_drops_low_rates() -> None:
+    rates = np.arange(10.0, 110.0, 10.0)
+    points = derive.add_derived(_points(request_rate_rps=rates, offered_rate_rps=rates,
+                                        reply_rate_rps=rates, cpu_idle_pct=100 - rates / 2))
+    table = derive.regressions(points, "request_rate_rps", ["cpu_idle_pct"], [], min_x=20.0)
+    assert table.loc[0, "n"] == 9
+
+
+def test_cycles_provenance_is_never_lost() -> None:
+    points = _points(cycles=[1e6, 2e6, np.nan], packets_in=[50.0, 50.0, 50.0],
+                     packets_out=[50.0, 50.0, 50.0], cycles_estimated=[True, False, None],
+                     cycles_per_packet=[np.nan, np.nan, np.nan],
+                     instructions=[np.nan, 4e6, np.nan])
+    derived = derive.add_derived(points)
+    assert list(derived["cycles_per_packet"][:2]) == [1e4, 2e4]
+    assert list(derived["cycles_source"]) == [
+        derive.CYCLES_ESTIMATED, derive.CYCLES_MEASURED, derive.CYCLES_UNAVAILABLE,
+    ]
+    assert np.isnan(derived.loc[0, "instructions_per_packet"])  # unavailable, not zero
+    assert derived.loc[1, "instructions_per_packet"] == 4e4
+
+
+def test_events_per_dispatch_and_totals() -> None:
+    points = _points(dispatch_calls=[100.0, 100.0], dispatch_events=[250.0, 300.0],
+                     events_per_dispatch=[np.nan, 7.0], hot_conns=[50, 50],
+                     cold_conns=[200, 2950], cpu_server_pct=[50.0, 50.0],
+                     reply_rate_rps=[1000.0, 500.0])
+    derived = derive.add_derived(points)
+    assert list(derived["events_per_dispatch"]) == [2.5, 7.0]  # measured value kept
+    assert list(derived["total_conns"]) == [250, 3000]
+    assert list(derived["cpu_us_per_conn"]) == pytest.approx([500.0, 1000.0])
+
+
+def test_select_profile_share() -> None:
+    keys = {"run_id": "r", "repetition": 0}
+    profiles = pd.DataFrame([
+        {**keys, "point_id": "a", "symbol": "do_select", "layer": "syscall", "pct": 20.0},
+        {**keys, "point_id": "a", "symbol": "tcp_poll", "layer": "tcp", "pct": 5.0},
+        {**keys, "point_id": "a", "symbol": "tcp_sendmsg", "layer": "tcp", "pct": 75.0},
+        {**keys, "point_id": "b", "symbol": "tcp_sendmsg", "layer": "tcp", "pct": 100.0},
+    ])
+    share = derive.profile_share(profiles, derive.SELECT_SYMBOLS).set_index("point_id")
+    assert share.loc["a", "profile_pct"] == 25.0
+    assert share.loc["b", "profile_pct"] == 0.0

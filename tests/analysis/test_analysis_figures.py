@@ -1,0 +1,126 @@
+"""Every figure spec renders from synthetic runs (and from results/reference/ when present)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.cli import plot_all
+from harness.analysis.figures import BY_ID, SPECS
+from harness.analysis.load import load_runs
+from harness.analysis.prepare import FigureData, Skipped, prepare
+
+from .conftest import run_command
+from .synthetic import SCENARIO_GRIDS, make_points, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "results" / "reference"
+
+
+def _assert_rendered(out: Path, spec_id: str) -> None:
+    for suffix in ("png", "svg"):
+        path = out / "figures" / f"{spec_id}.{suffix}"
+        assert path.is_file() and path.stat().st_size > 0, path
+
+
+def test_specs_name_known_scenarios() -> None:
+    assert {spec.scenario for spec in SPECS} == set(SCENARIO_GRIDS)
+    assert len(BY_ID) == len(SPECS)
+
+
+def test_every_spec_renders_from_synthetic_runs(
+    synthetic_results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_command("harness.analysis.cli", ["plot", str(synthetic_results),
+                                                "--out", str(tmp_path)]) == 0
+    assert "skipped" not in capsys.readouterr().out
+    report = (tmp_path / "index.html").read_text()
+    for spec in SPECS:
+        _assert_rendered(tmp_path, spec.id)
+        assert f"figures/{spec.id}.png" in report
+    assert "6.18.0-synthetic" in report  # manifest summary
+    assert "x_intercept" in report  # regression table
+
+
+def test_reference_results_render(tmp_path: Path) -> None:
+    if not REFERENCE.is_dir() or not any(REFERENCE.rglob("manifest.json")):
+        pytest.skip(f"no reference results under {REFERENCE} yet")
+    runs = load_runs([REFERENCE])
+    results = plot_all(runs, tmp_path)
+    present = set(runs.manifests["scenario_name"])
+    for result in results:
+        if result.spec.scenario in present:
+            assert isinstance(result, FigureData), f"{result.spec.id}: {result.reason}"
+            _assert_rendered(tmp_path, result.spec.id)
+
+
+def test_absent_scenarios_are_skipped_with_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, make_points("bm98-ufalloc", repetitions=2))
+    assert run_command("harness.analysis.cli", ["plot", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote bm98-ufalloc" in out
+    assert "skipped bmd99-fig8: no run of scenario bmd99-fig8-reply-rate-vs-cold" in out
+    _assert_rendered(run, "bm98-ufalloc")
+    assert not (run / "figures" / "bmd99-fig8.png").exists()
+
+
+def test_estimated_cycles_are_labelled_and_instructions_unavailable(tmp_path: Path) -> None:
+    run = write_run(tmp_path, make_points("cpp-fig5-cpp-vs-connections", repetitions=2))
+    result = prepare(BY_ID["cpp-fig5"], load_runs([run]))
+    assert isinstance(result, FigureData)
+    assert any("estimated" in note and "not measured" in note for note in result.notes)
+    assert result.ylabel_suffix["cycles_per_packet"] == " (estimated)"
+    assert "no hardware counters" in result.unavailable["instructions_per_packet"]
+
+
+def test_measured_counters_are_not_called_estimated(tmp_path: Path) -> None:
+    points = make_points("cpp-fig5-cpp-vs-connections", repetitions=2)
+    points["cycles_estimated"] = False
+    points["instructions_per_packet"] = points["cycles_per_packet"] * 0.6
+    result = prepare(BY_ID["cpp-fig5"], load_runs([write_run(tmp_path, points)]))
+    assert isinstance(result, FigureData)
+    assert not result.ylabel_suffix and not result.unavailable
+    assert set(result.frame["metric"]) == {"cycles_per_packet", "instructions_per_packet"}
+
+
+def test_invalid_points_are_not_plotted(tmp_path: Path) -> None:
+    points = make_points("bm98-ufalloc", repetitions=2)
+    points["valid"] = False
+    result = prepare(BY_ID["bm98-ufalloc"], load_runs([write_run(tmp_path, points)]))
+    assert isinstance(result, Skipped)
+    assert "no valid points" in result.reason and "6 invalid" in result.reason
+
+
+def test_two_kernels_become_two_series(tmp_path: Path) -> None:
+    for seed, release in enumerate(("6.1.0", "6.18.0")):
+        write_run(tmp_path, make_points("bmd99-fig8-reply-rate-vs-cold", repetitions=2,
+                                        seed=seed, kernel_release=release))
+    result = prepare(BY_ID["bmd99-fig8"], load_runs([tmp_path]))
+    assert isinstance(result, FigureData)
+    assert "dispatch=epoll, kernel_release=6.1.0" in set(result.frame["series"])
+    assert result.frame["series"].nunique() == 4
+
+
+def test_select_share_falls_back_to_server_cpu_without_profiles(tmp_path: Path) -> None:
+    points = make_points("bm98-fig1-select-cpu-vs-cold", repetitions=2)
+    run = write_run(tmp_path, points, with_profiles=False)
+    result = prepare(BY_ID["bm98-fig1"], load_runs([run]))
+    assert isinstance(result, FigureData)
+    assert any("no profiles.parquet" in note for note in result.notes)
+    assert result.frame["median"].max() == pytest.approx(
+        points.groupby("point_id")["cpu_server_pct"].median().max())
+
+
+def test_profile_table_needs_profiles(tmp_path: Path) -> None:
+    run = write_run(tmp_path, make_points("bm98-table1-profile", repetitions=2),
+                    with_profiles=False)
+    result = prepare(BY_ID["bm98-table1-2"], load_runs([run]))
+    assert isinstance(result, Skipped) and "no profiles.parquet" in result.reason
+
+
+def test_plot_of_several_runs_needs_out(synthetic_results: Path) -> None:
+    runs = [str(p) for p in sorted(synthetic_results.glob("*/*"))[:2]]
+    assert run_command("harness.analysis.cli", ["plot", *runs]) == 2
