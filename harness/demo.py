@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
-import shutil
 import socket
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import clients
 from harness.metrics.cpu import TreeCpu
 from harness.servers import DISPATCHES, RunningServer, ServerConfig, running
 
@@ -65,20 +63,11 @@ def hold_idle(server: RunningServer, socks: list[socket.socket]) -> dict[str, An
                        f"expected {len(socks)} idle ones")
 
 
-WRK_RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.M)
-
-
 def run_wrk(address: str, seconds: int, conns: int, cpu: int | None) -> float:
-    wrk = shutil.which("wrk")
-    if wrk is None:
-        raise RuntimeError("wrk is not installed; fix: run `make system-deps`")
-    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    argv = [*pin, wrk, "-t1", f"-c{conns}", f"-d{seconds}s", f"http://{address}/"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
-    match = WRK_RATE.search(out.stdout)
-    if out.returncode != 0 or match is None:
-        raise RuntimeError(f"wrk failed ({out.returncode}): {out.stderr.strip() or out.stdout}")
-    return float(match.group(1))
+    """wrk (closed loop, one thread) through the clients' driver; its reply rate."""
+    spec = clients.LoadSpec(generator="wrk", targets=[address], hot_conns=conns,
+                            duration_s=seconds, warmup_s=0, cpu=cpu, threads=1)
+    return float(clients.run(spec)["reply_rate_rps"])
 
 
 @dataclass
