@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build, free_port
+from tests.conftest import build
 
 SERVER_CPU, GENERATOR_CPU = 0, 1 % os.cpu_count()
 

@@ -1,0 +1,117 @@
+"""httperf, wrk and wrk2 drivers: argv built from a LoadSpec, parsers on captured outputs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clients import LoadSpec, command, parse_result, run, validate
+from clients.drivers.common import Unsupported
+from tests.clients.conftest import GENERATOR_CPU
+
+FIXTURES = Path(__file__).resolve().parents[2] / "clients" / "fixtures"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def spec(generator: str, **kw) -> LoadSpec:
+    kw.setdefault("targets", ["127.0.0.1:8080"])
+    kw.setdefault("hot_conns", 50)
+    return LoadSpec(generator=generator, duration_s=2, warmup_s=1, **kw)
+
+
+def test_wrk_parser_on_captured_closed_loop_run():
+    doc = parse_result(spec("wrk"), fixture("wrk_closed_loop.txt"), "")
+    validate(doc)
+    text = fixture("wrk_closed_loop.txt")
+    total = int(text.split(" requests in ")[0].split()[-1])
+    assert doc["replies"]["total"] == total
+    assert doc["replies"]["by_status"] == {"2xx": total}
+    assert doc["reply_rate_rps"] == float(text.split("Requests/sec:")[1].split()[0])
+    unc = doc["latency"]["uncorrected"]
+    assert unc["p50_us"] <= unc["p90_us"] <= unc["p99_us"] <= unc["max_us"]
+    assert doc["latency"]["corrected"]["p50_us"] is None  # wrk cannot correct: closed loop
+    assert doc["late_sends"] is None and doc["generator_cpu"]["pct"] is None
+
+
+def test_wrk_parser_counts_non_2xx_replies():
+    doc = parse_result(spec("wrk"), fixture("wrk_non2xx.txt"), "")
+    validate(doc)
+    assert doc["replies"]["by_status"]["non_2xx_3xx"] == doc["replies"]["total"] > 0
+    assert doc["replies"]["by_status"]["2xx"] == 0
+
+
+def test_wrk_parser_refuses_a_run_without_summary():
+    with pytest.raises(ValueError, match="requests in"):
+        parse_result(spec("wrk"), fixture("wrk_refused.txt"), "")
+
+
+def test_wrk2_parser_reads_both_spectra_into_buckets():
+    doc = parse_result(spec("wrk2", rate_rps=2000), fixture("wrk2_constructed.txt"), "")
+    validate(doc)
+    cor, unc = doc["latency"]["corrected"], doc["latency"]["uncorrected"]
+    assert cor["count"] == unc["count"] == sum(b[2] for b in cor["buckets"]) == 8000
+    assert cor["p50_us"] == 1020.0 and unc["p50_us"] == 980.0
+    assert cor["max_us"] == 4100.0 and cor["mean_us"] == 1050.0
+    assert doc["errors"] == {"connect_timeout": 0, "refused": 0, "reset": 2,
+                             "response_timeout": 3, "other": 0, "total": 5}
+    assert doc["replies"]["by_status"] == {"2xx": 7995, "non_2xx_3xx": 5}
+
+
+def test_httperf_parser_on_sessions_conns_and_refusals():
+    sessions = parse_result(spec("httperf", rate_rps=2000), fixture("httperf_sessions.txt"), "")
+    validate(sessions)
+    assert sessions["replies"] == {"total": 4000, "by_status": {"2xx": 4000}}
+    assert sessions["duration_s"] == 2.106
+    assert sessions["reply_rate_rps"] == pytest.approx(4000 / 2.106)
+    assert sessions["generator_cpu"]["user_s"] > 0 and sessions["valid"]
+    refused = parse_result(spec("httperf", rate_rps=200), fixture("httperf_refused.txt"), "")
+    validate(refused)
+    assert refused["errors"]["refused"] == refused["errors"]["total"] == 100
+    conns = parse_result(spec("httperf", rate_rps=1000, requests_per_conn=1),
+                         fixture("httperf_conns.txt"), "")
+    assert conns["config"]["connections_opened"] == conns["replies"]["total"] == 2000
+
+
+def test_argv_mapping():
+    argv = command(spec("httperf", rate_rps=2000, cpu=1))
+    assert argv[:3] == ["taskset", "-c", "1"]
+    assert "--wsess=50,120,0.025000" in argv and "--hog" not in argv
+    assert "--hog" in command(spec("httperf", rate_rps=2000, hog=True))
+    poisson = command(spec("httperf", rate_rps=1000, requests_per_conn=1, arrivals="poisson"))
+    assert "--period=e0.001000" in poisson
+    wrk = command(spec("wrk", threads=1))
+    assert wrk[-1] == "http://127.0.0.1:8080/" and "-c50" in wrk and "-d3s" in wrk
+
+
+@pytest.mark.parametrize(("generator", "kw", "message"), [
+    ("wrk", {"rate_rps": 1000}, "no constant-rate mode"),
+    ("httperf", {"rate_rps": 100, "cold_conns": 10}, "cannot hold idle"),
+    ("httperf", {"rate_rps": 100, "hot_conns": 5000}, "1024 descriptors"),
+    ("httperf", {}, "closed loop"),
+    ("wrk2", {}, "needs a rate"),
+])
+def test_unsupported_options_name_an_alternative(generator, kw, message):
+    with pytest.raises(Unsupported, match=message):
+        command(spec(generator, **kw))
+
+
+def test_targets_outside_the_policy_are_refused():
+    with pytest.raises(ValueError, match="--allow-any-target"):
+        command(spec("wrk", targets=["192.0.2.1:80"]))
+
+
+@pytest.mark.parametrize("generator", ["wrk", "httperf", "wrk2"])
+def test_live_run_validates(generator, server):
+    if shutil.which(generator) is None:
+        pytest.skip(f"{generator} is not on PATH; its parser is tested on a fixture above")
+    rate = None if generator == "wrk" else 1000
+    doc = run(LoadSpec(generator=generator, targets=[server.addr], hot_conns=10, rate_rps=rate,
+                       duration_s=1, warmup_s=0, cpu=GENERATOR_CPU))
+    validate(doc)
+    assert doc["replies"]["total"] > 0 and doc["errors"]["total"] == 0
+    assert server.stats()["replies"] >= doc["replies"]["total"]
