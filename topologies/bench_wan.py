@@ -90,7 +90,7 @@ def table(runs: list[dict], load_before: str, load_after: str, seconds: int) -> 
                  f"{r['cpu_us_per_packet']:.1f}" if r["backend"] == "userspace"
                  else "- | - | - | -")
         lines.append(f"| {i} | {r['backend']} | {r['rps']:.0f} | {extra} | {r['errors']} |")
-    pairs = [100 * u["rps"] / v["rps"] for v, u in zip(runs[::2], runs[1::2])]
+    pairs = [100 * u["rps"] / v["rps"] for v, u in zip(runs[::2], runs[1::2], strict=True)]
     lines += ["", f"Median req/s: veth {veth:.0f}, userspace "
                   f"{statistics.median(r['rps'] for r in user):.0f}: "
                   f"**userspace / veth = {100 * ratio:.1f} %** (goal ≥ 90 %). "
