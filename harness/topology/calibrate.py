@@ -48,6 +48,12 @@ def expected_goodput_bps(rate_mbit: float, backend: str) -> float:
     return rate_mbit * 1e6 * (MTU_BYTES - TCP_IP_HEADER_BYTES) / per_packet
 
 
+def rate_measurable(spec: Link, direction: str) -> bool:
+    """Bulk TCP shows the rate only without random loss or reordering jitter on its path."""
+    shaping = spec.direction(direction)
+    return bool(shaping.rate_mbit) and not (shaping.loss_pct or shaping.jitter_ms)
+
+
 def bulk_seconds(rtt_ms: float) -> float:
     return max(1.5, 30 * rtt_ms / 1000)
 
@@ -107,10 +113,14 @@ def judge(name: str, spec: Link, backend: str, raw: dict) -> dict:
         rate = spec.direction(direction).rate_mbit
         if not rate:
             continue
+        if not rate_measurable(spec, direction):
+            result["rate"][direction] = {"configured_mbit": rate, "judged": False,
+                                         "why": "loss or jitter: TCP goodput is not the rate"}
+            continue
         expected = expected_goodput_bps(rate, backend)
         measured = raw.get(key) or 0.0
         error = measured / expected - 1
-        result["rate"][direction] = {"configured_mbit": rate,
+        result["rate"][direction] = {"configured_mbit": rate, "judged": True,
                                      "expected_goodput_mbit": expected / 1e6,
                                      "measured_goodput_mbit": measured / 1e6,
                                      "error_pct": 100 * error}
@@ -125,8 +135,8 @@ def judge(name: str, spec: Link, backend: str, raw: dict) -> dict:
 def calibrate_link(topology: Topology, plan: AddressPlan, link: LinkPlan, backend: str) -> dict:
     spec = topology.links[link.name]
     seconds = bulk_seconds(spec.max_rtt_ms())
-    raw = measure_link(plan, link, seconds if spec.direction("a_to_b").rate_mbit else 0.0,
-                       seconds if spec.direction("b_to_a").rate_mbit else 0.0)
+    raw = measure_link(plan, link, seconds if rate_measurable(spec, "a_to_b") else 0.0,
+                       seconds if rate_measurable(spec, "b_to_a") else 0.0)
     return judge(link.name, spec, backend, raw)
 
 

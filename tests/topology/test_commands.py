@@ -113,3 +113,13 @@ def test_rtt_tolerance_is_one_percent_or_a_fifth_of_a_millisecond():
     assert rtt_tolerance_ms(100, 0, 20) == pytest.approx(1.0)
     assert rtt_tolerance_ms(5, 0, 20) == pytest.approx(0.2)
     assert rtt_tolerance_ms(100, 4, 20) > 1.0  # jitter widens it by the median's error
+
+
+def test_judge_leaves_rate_unjudged_under_loss():
+    topology = load_topology(REPO / "topologies/dumbbell-wan.yaml",
+                             {"links.cold.rate_mbit": "10", "links.cold.a_to_b.loss_pct": "1"})
+    raw = {"ping_ms": [100.1] * 20, "connect_ms": [100.1] * 5, "download_bps": 9.6e6}
+    result = judge("cold", topology.links["cold"], "userspace", raw)
+    assert result["problems"] == []
+    assert result["rate"]["a_to_b"]["judged"] is False
+    assert result["rate"]["b_to_a"]["judged"] is True
