@@ -13,7 +13,7 @@ from tests.clients.conftest import GENERATOR_CPU, stop_generator, wait_line
 
 
 def test_fixed_rate_within_2_percent_and_valid_schema(server, tmp_path):
-    doc = run(LoadSpec(generator="asyncio", targets=[server.addr], hot_conns=50, rate_rps=2000,
+    doc = run(LoadSpec(generator="asyncio", targets=[server.address], hot_conns=50, rate_rps=2000,
                        duration_s=3, warmup_s=0.5, cpu=GENERATOR_CPU,
                        json_path=str(tmp_path / "r.json")))
     validate(doc)
@@ -24,16 +24,16 @@ def test_fixed_rate_within_2_percent_and_valid_schema(server, tmp_path):
 
 
 def test_cold_connections_held_and_confirmed_by_server(server, tmp_path):
-    spec = LoadSpec(generator="asyncio", targets=[server.addr], cold_conns=1000,
+    spec = LoadSpec(generator="asyncio", targets=[server.address], cold_conns=1000,
                     cold_interval_s=0.5, duration_s=0, warmup_s=0, cpu=GENERATOR_CPU,
                     json_path=str(tmp_path / "r.json"))
     proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         assert wait_line(proc, timeout=30) == {"event": "cold_ready", "established": 1000}
-        assert server.stats()["connections_current"] == 1000
+        assert server.snapshot()["connections_current"] == 1000
         time.sleep(1.2)
-        served = server.stats()["requests"]
+        served = server.snapshot()["requests"]
     finally:
         stop_generator(proc)
     doc = parse_result(spec, "", "")

@@ -110,8 +110,8 @@ def test_live_run_validates(generator, server):
     if shutil.which(generator) is None:
         pytest.skip(f"{generator} is not on PATH; its parser is tested on a fixture above")
     rate = None if generator == "wrk" else 1000
-    doc = run(LoadSpec(generator=generator, targets=[server.addr], hot_conns=10, rate_rps=rate,
+    doc = run(LoadSpec(generator=generator, targets=[server.address], hot_conns=10, rate_rps=rate,
                        duration_s=1, warmup_s=0, cpu=GENERATOR_CPU))
     validate(doc)
     assert doc["replies"]["total"] > 0 and doc["errors"]["total"] == 0
-    assert server.stats()["replies"] >= doc["replies"]["total"]
+    assert server.snapshot()["replies"] >= doc["replies"]["total"]

@@ -22,7 +22,7 @@ def test_bucket_layout_resolves_1us_at_the_low_end_and_1_percent_above():
 
 
 def test_sclient_buckets_use_the_python_layout(server, sclient, tmp_path):
-    doc = run(LoadSpec(generator="sclient", targets=[server.addr], hot_conns=5, rate_rps=500,
+    doc = run(LoadSpec(generator="sclient", targets=[server.address], hot_conns=5, rate_rps=500,
                        duration_s=1, warmup_s=0, cpu=GENERATOR_CPU,
                        json_path=str(tmp_path / "r.json")))
     buckets = doc["latency"]["uncorrected"]["buckets"]
@@ -71,7 +71,7 @@ def test_cli_refuses_outside_targets_naming_the_flag():
 
 def test_cli_runs_and_writes_the_document(server, sclient, tmp_path):
     out = tmp_path / "load.json"
-    r = wanbench("--generator", "sclient", "--target", server.addr, "--hot-conns", "10",
+    r = wanbench("--generator", "sclient", "--target", server.address, "--hot-conns", "10",
                  "--rate", "500", "--duration", "1", "--warmup", "0.2", "--cpu",
                  str(GENERATOR_CPU), "--json", str(out))
     doc = json.loads(out.read_text())

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 from clients import LoadSpec, command, parse_result, run, validate
-from tests.clients.conftest import GENERATOR_CPU, Server, start_server, stop_generator, wait_line
+from harness.servers import RunningServer, running
+from tests.clients.conftest import GENERATOR_CPU, server_config, stop_generator, wait_line
 from tests.conftest import free_port
 
 
-def spec(server: Server, tmp_path: Path, **kw) -> LoadSpec:
+def spec(server: RunningServer, tmp_path: Path, **kw) -> LoadSpec:
     kw.setdefault("warmup_s", 0.5)
     kw.setdefault("cpu", GENERATOR_CPU)
-    return LoadSpec(generator="sclient", targets=[server.addr],
+    return LoadSpec(generator="sclient", targets=[server.address],
                     json_path=str(tmp_path / "result.json"), **kw)
 
 
@@ -76,7 +77,7 @@ def test_5000_cold_connections_held_and_confirmed_by_server_stats(server, sclien
     try:
         event = wait_line(proc, timeout=60)
         assert event == {"event": "cold_ready", "established": 5000}
-        assert server.stats()["connections_current"] == 5000
+        assert server.snapshot()["connections_current"] == 5000
     finally:
         stop_generator(proc)
     doc = parse_result(s, "", "")
@@ -87,23 +88,26 @@ def test_5000_cold_connections_held_and_confirmed_by_server_stats(server, sclien
 
 
 def test_cold_connections_reconnect_when_the_server_closes_them(sclient, tmp_path):
-    listen = f"127.0.0.1:{free_port()}"
-    srv = start_server(tmp_path, listen)
-    s = spec(srv, tmp_path, cold_conns=300, duration_s=0, warmup_s=0)
-    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    cfg = server_config(tmp_path, listen=f"127.0.0.1:{free_port()}")
+    proc = None
     try:
-        assert wait_line(proc, timeout=30)["established"] == 300
-        srv.stop()  # closes every connection; the generator reconnects into refusals
+        with running(cfg) as srv:
+            s = spec(srv, tmp_path, cold_conns=300, duration_s=0, warmup_s=0)
+            proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+            assert wait_line(proc, timeout=30)["established"] == 300
+        # the server is gone with every connection; the generator reconnects into refusals
         time.sleep(0.3)
-        srv = start_server(tmp_path, listen)
-        deadline = time.monotonic() + 15
-        while srv.stats()["connections_current"] < 300 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert srv.stats()["connections_current"] == 300
+        with running(cfg) as srv:
+            deadline = time.monotonic() + 15
+            while srv.snapshot()["connections_current"] < 300 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert srv.snapshot()["connections_current"] == 300
+            stop_generator(proc)
     finally:
-        stop_generator(proc)
-        srv.stop()
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
     doc = parse_result(s, "", "")
     # at least one reconnect each (some land on the old listener as it closes: more)
     assert doc["cold"]["reconnected"] >= 300
@@ -128,28 +132,25 @@ def test_shards_merge_their_results(server, sclient, tmp_path):
     assert doc["shards"] == 3
     assert doc["request_rate_rps"] == pytest.approx(1000, rel=0.02)
     assert doc["cold"]["held"] == 600
-    assert server.stats()["connections_current"] == 0  # all closed once the generator exited
+    assert server.snapshot()["connections_current"] == 0  # all closed once the generator exited
 
 
 def test_closed_loop_and_one_request_per_connection(server, sclient, tmp_path):
     doc = run(spec(server, tmp_path, hot_conns=4, rate_rps=400, requests_per_conn=1,
                    duration_s=1))
     assert doc["reply_rate_rps"] == pytest.approx(400, rel=0.02)
-    assert server.stats()["connections_accepted"] >= 400  # a new connection per request
+    assert server.snapshot()["connections_accepted"] >= 400  # a new connection per request
     closed = run(spec(server, tmp_path, hot_conns=4, duration_s=1))
     validate(closed)
     assert closed["offered_rate_rps"] is None and closed["reply_rate_rps"] > 1000
 
 
 def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
-    sink = start_server(tmp_path, "127.0.0.1:0", "--sink")
-    try:
+    with running(server_config(tmp_path, sink=True)) as sink:
         doc = run(spec(sink, tmp_path, stream_conns=4, stream_mbps=200, duration_s=2))
         validate(doc)
         assert doc["stream"]["achieved_mbps"] == pytest.approx(200, rel=0.05)
-        assert sink.stats()["bytes_in"] >= doc["stream"]["bytes"]
-    finally:
-        sink.stop()
+        assert sink.snapshot()["bytes_in"] >= doc["stream"]["bytes"]
 
 
 def test_source_addresses_from_a_cidr(server, sclient, tmp_path):
@@ -159,7 +160,7 @@ def test_source_addresses_from_a_cidr(server, sclient, tmp_path):
                             text=True)
     try:
         wait_line(proc, timeout=30)
-        peers = subprocess.run(["ss", "-Htn", "state", "established", "dst", server.addr],
+        peers = subprocess.run(["ss", "-Htn", "state", "established", "dst", server.address],
                                capture_output=True, text=True, check=True).stdout
     finally:
         stop_generator(proc)
