@@ -34,6 +34,11 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     """Points plus derived columns; measured columns are kept, only their nulls are filled."""
     out = points.copy()
     out["total_conns"] = _column(out, "hot_conns") + _column(out, "cold_conns")
+    # Stream scenarios count stream connections, web ones hot (requesting) connections.
+    out["client_conns"] = _column(out, "stream_conns").fillna(_column(out, "hot_conns"))
+    out["content_throughput_mbps"] = _column(out, "stream_throughput_mbps").fillna(
+        _column(out, "reply_rate_rps") * _column(out, "reply_bytes") * 8e-6
+    )
     out["reply_ratio"] = _ratio(_column(out, "reply_rate_rps"), _column(out, "offered_rate_rps"))
     out["cpu_busy_pct"] = 100.0 - _column(out, "cpu_idle_pct")
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.

@@ -29,7 +29,10 @@ DEFAULTS = {
     "generator": "wb-client",
     "workers": 1,
 }
-STREAM_DEFAULTS = {"stream_conns": 4, "stream_mbps": 25.0}
+# As the runner fills them: a web point has no stream columns, a stream point no hot load.
+WEB_DEFAULTS = {"stream_conns": None, "stream_mbps": None}
+STREAM_DEFAULTS = {"hot_conns": None, "offered_rate_rps": None, "stream_conns": 4,
+                   "stream_mbps": 25.0}
 SCAN_COST = {"select": 1 / 2500, "poll": 1 / 2800, "devpoll": 1 / 20000}  # per cold conn
 TSC_HZ = 2.5e9
 DURATION_S = 10.0
@@ -101,13 +104,21 @@ SCENARIO_GRIDS: dict[str, dict[str, list]] = {
     "cpp-fig4-cpp-vs-bandwidth": {"stream_conns": [1], "stream_mbps": [10.0, 50.0, 100.0]},
     "cpp-fig5-cpp-vs-connections": {"stream_conns": [4, 64, 256, 2048]},
     "cpp-fig6-cpp-vs-latency": {"stream_conns": [2048], "one_way_delay_ms": [0.0, 10.0, 40.0]},
-    "cpp-fig2-3-throughput": {"stream_conns": [4, 256, 2048], "one_way_delay_ms": [0.0, 20.0]},
+    # A web workload (like the lead's scenario): hot connections fetching 8 KB replies.
+    "cpp-fig2-3-throughput": {
+        "hot_conns": [4, 64, 1024], "one_way_delay_ms": [0.0, 40.0], "dispatch": ["epoll"],
+        "reply_bytes": [8192], "offered_rate_rps": [2000.0],
+    },
     "cpp-table1-layers": {"stream_conns": [4, 2048]},
 }
 
 
+STREAM_SCENARIOS = {"cpp-fig4-cpp-vs-bandwidth", "cpp-fig5-cpp-vs-connections",
+                    "cpp-fig6-cpp-vs-latency", "cpp-table1-layers"}
+
+
 def is_stream(scenario: str) -> bool:
-    return scenario.startswith("cpp-")
+    return scenario in STREAM_SCENARIOS
 
 
 def point_id(params: dict) -> str:
@@ -123,7 +134,7 @@ def default_run_id(scenario: str, kernel_release: str) -> str:
 
 
 def _grid(scenario: str, grid: dict[str, list]) -> pd.DataFrame:
-    defaults = {**DEFAULTS, **(STREAM_DEFAULTS if is_stream(scenario) else {})}
+    defaults = {**DEFAULTS, **(STREAM_DEFAULTS if is_stream(scenario) else WEB_DEFAULTS)}
     axes = {**{k: [v] for k, v in defaults.items()}, **grid}
     rows = [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
     frame = pd.DataFrame(rows)
@@ -135,7 +146,9 @@ def _web_metrics(p: pd.DataFrame, noise: np.ndarray, throughput: float, latency:
     base = np.where(p["reply_bytes"] > 4096, 2400.0, 3000.0)
     scan = p["dispatch"].map(SCAN_COST).fillna(1 / 60000).to_numpy()
     capacity = base / (1 + scan * p["cold_conns"]) * np.where(p["accept"] == "multi", 1.1, 1.0)
-    offered = p["offered_rate_rps"].to_numpy()
+    # Closed-loop limit: each hot connection waits one round trip per request.
+    rtt_s = (2 * p["one_way_delay_ms"].to_numpy(dtype=float) + 0.3) / 1000
+    offered = np.minimum(p["offered_rate_rps"].to_numpy(dtype=float), p["hot_conns"] / rtt_s)
     rho = np.minimum(offered / capacity, 1.0)
     reply = np.minimum(offered, capacity) * throughput * (1 + noise[0])
     busy = np.clip(100 * rho * (1 + noise[1]), 0, 100)
@@ -308,7 +321,7 @@ def write_run(
     scenario = points["scenario"].iloc[0]
     run_dir = Path(root) / scenario / points["run_id"].iloc[0]
     (run_dir / "points").mkdir(parents=True)
-    parameters = [*DEFAULTS, *(STREAM_DEFAULTS if is_stream(scenario) else {})]
+    parameters = [*DEFAULTS, *WEB_DEFAULTS]
     manifest = _manifest(points, scenario, parameters, schema_version)
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     tables = {"points": points, "timeseries": _timeseries(points),

@@ -124,3 +124,14 @@ def test_profile_table_needs_profiles(tmp_path: Path) -> None:
 def test_plot_of_several_runs_needs_out(synthetic_results: Path) -> None:
     runs = [str(p) for p in sorted(synthetic_results.glob("*/*"))[:2]]
     assert run_command("harness.analysis.cli", ["plot", *runs]) == 2
+
+
+def test_docs_list_every_spec_with_its_scenario() -> None:
+    rows = {line.split("|")[1].strip(" `"): line
+            for line in (REPO / "docs" / "figures.md").read_text().splitlines()
+            if line.startswith("| `")}
+    for spec in SPECS:
+        row = rows.get(spec.id)
+        assert row is not None, f"docs/figures.md lacks {spec.id}"
+        assert f"`{spec.scenario}`" in row and f"`{spec.x}`" in row
+        assert all(f"`{y}`" in row for y in spec.y), spec.id

@@ -50,19 +50,12 @@ def test_missing_manifest_is_named(tmp_path: Path) -> None:
         load_runs([run])
 
 
-def test_missing_column_is_named_with_its_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("table", "column"), [("points", "cold_conns"), ("profiles", "layer")])
+def test_missing_column_is_named_with_its_file(tmp_path: Path, table: str, column: str) -> None:
     run = write_run(tmp_path, make_points(SCENARIO, repetitions=1))
-    points = pd.read_parquet(run / "points.parquet").drop(columns=["cold_conns"])
-    points.to_parquet(run / "points.parquet", index=False)
-    with pytest.raises(ResultsFormatError, match=r"points.parquet: missing column\(s\) cold_conns"):
-        load_runs([run])
-
-
-def test_missing_profile_column_is_named(tmp_path: Path) -> None:
-    run = write_run(tmp_path, make_points(SCENARIO, repetitions=1))
-    profiles = pd.read_parquet(run / "profiles.parquet").drop(columns=["layer"])
-    profiles.to_parquet(run / "profiles.parquet", index=False)
-    with pytest.raises(ResultsFormatError, match=r"profiles.parquet: missing column\(s\) layer"):
+    path = run / f"{table}.parquet"
+    pd.read_parquet(path).drop(columns=[column]).to_parquet(path, index=False)
+    with pytest.raises(ResultsFormatError, match=rf"{table}.parquet: missing column\(s\) {column}"):
         load_runs([run])
 
 

@@ -1,0 +1,81 @@
+"""Benchmark: regenerate every figure from synthetic runs, the largest a 1,000-point run.
+
+Writes runs in the documented results format into a temporary directory, then times
+`plot_all` (load + derive + render PNG/SVG + index.html) per case, side by side in one
+process. Goal: all figures of a 1,000-point run in <= 10 s. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.analysis.cli import plot_all  # noqa: E402
+from harness.analysis.load import load_runs  # noqa: E402
+from harness.analysis.prepare import FigureData  # noqa: E402
+from tests.analysis.synthetic import (  # noqa: E402
+    make_points,
+    write_all_scenarios,
+    write_run,
+)
+
+GOAL_S = 10.0
+REPETITIONS = 3
+# 5 x 2 x 5 x 2 x 10 = 1,000 points, each a figure panel row/series/x value.
+GRID_1000 = {
+    "cold_conns": [252, 1000, 2000, 4000, 6000],
+    "reply_bytes": [1, 6144],
+    "dispatch": ["select", "poll", "devpoll", "epoll", "rtsig"],
+    "accept": ["single", "multi"],
+    "offered_rate_rps": [500.0 * i for i in range(1, 11)],
+}
+
+
+def _time_plot(run_dirs: list[Path], out: Path) -> tuple[float, float, int, int]:
+    start = time.perf_counter()
+    runs = load_runs(run_dirs)
+    loaded = time.perf_counter()
+    results = plot_all(runs, out)
+    done = time.perf_counter()
+    rendered = sum(isinstance(r, FigureData) for r in results)
+    return loaded - start, done - start, rendered, len(runs.points)
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="wanbench-bench-analysis-") as tmp:
+        root = Path(tmp)
+        big = write_run(root / "big", make_points("cm01-fig6-9-vs-rate", GRID_1000,
+                                                  repetitions=REPETITIONS,
+                                                  run_id="20261121T235959-6.18.0-synthetic"))
+        every = write_all_scenarios(root / "every", repetitions=REPETITIONS)
+        cases = [
+            ("1,000-point run (cm01-fig6-9-vs-rate, 30 panels)", [big], 1000),
+            ("one small run per scenario (16 runs)", every, None),
+            ("both together", [big, *every], None),
+        ]
+        rows = []
+        for name, dirs, points in cases:
+            load_s, total_s, rendered, records = _time_plot(dirs, root / "out" / str(len(rows)))
+            rows.append((name, points or records // REPETITIONS, records, rendered, load_s,
+                         total_s))
+    load = os.getloadavg()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (during the run)\n")
+    print("| case | points | records (x3 reps) | figures | load s | total s | goal |")
+    print("|---|---|---|---|---|---|---|")
+    for name, points, records, rendered, load_s, total_s in rows:
+        verdict = "ok" if total_s <= GOAL_S else "OVER"
+        print(f"| {name} | {points} | {records} | {rendered} | {load_s:.2f} | {total_s:.2f} "
+              f"| <= {GOAL_S:.0f} s {verdict} |")
+    return 0 if rows[0][5] <= GOAL_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
