@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -277,6 +278,7 @@ int main(int argc, char **argv)
             return 1;
         }
         if (pids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* no worker outlives a killed parent */
             for (int k = 0; k < opt.workers; k++)
                 if (k != i)
                     close(listeners[k]);

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,29 @@ def test_wanbench_server_runs_in_the_foreground(normal_binary: Path, tmp_path: P
         proc.stdout.close()
     stats = json.loads(stats_path.read_text())
     assert stats["backend"] == "devpoll" and stats["requests"] == 1
+
+
+def test_cpu_pinning_and_a_busy_port(normal_binary: Path, tmp_path: Path) -> None:
+    with running(ServerConfig(cpu=0), normal_binary) as server:
+        status = Path(f"/proc/{server.proc.pid}/status").read_text()
+        assert "Cpus_allowed_list:\t0\n" in status
+        taken = ServerConfig(listen=server.address).argv(normal_binary)
+        out = subprocess.run(taken, capture_output=True, text=True, timeout=10)
+        assert out.returncode == 1 and f"cannot listen on {server.address}" in out.stderr
+
+
+def test_workers_die_with_a_killed_parent(normal_binary: Path, tmp_path: Path) -> None:
+    cfg = ServerConfig(workers=3, stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        workers = [w["pid"] for w in server.snapshot()["per_worker"]]
+        server.proc.kill()
+        server.proc.wait()
+        for pid in workers:
+            for _ in range(1000):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.005)
+            else:
+                raise AssertionError(f"worker {pid} outlived its parent")
