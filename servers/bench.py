@@ -29,13 +29,14 @@ STABLE_BACKENDS = ("devpoll", "epoll", "rtsig", "uring")  # the papers: flat wit
 
 
 def sweep(reps: int, seconds: int, conns: int, tmp: Path) -> list[dict]:
+    """Repetitions outermost, so that drifting background load spreads over all backends."""
     server_cpu, wrk_cpu = cpus()
     rows = []
-    for backend in DISPATCHES:
-        cfg = ServerConfig(dispatch=backend, cpu=server_cpu, backlog=16384,
-                           reply_bytes=REPLY_BYTES, stats_path=tmp / f"{backend}.json")
-        with running(cfg) as server:
-            for rep in range(reps):
+    for rep in range(reps):
+        for backend in DISPATCHES:
+            cfg = ServerConfig(dispatch=backend, cpu=server_cpu, backlog=16384,
+                               reply_bytes=REPLY_BYTES, stats_path=tmp / f"{backend}.json")
+            with running(cfg) as server:
                 for idle in IDLE_LEVELS:
                     point = measure(server, backend, idle, seconds, conns, wrk_cpu)
                     print(f"{backend:<8} idle={idle:<6} rep={rep} "
