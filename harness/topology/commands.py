@@ -12,11 +12,11 @@ from harness.topology.model import Shaping, Topology
 NETNS_DIR = Path("/run/netns")
 # Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
 LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "userspace": 0, "none": 0}
-# SCHED_FIFO priority of the emulator's threads on links that hold packets for a release
-# time: ahead of servers and clients, as netem's softirq is, so releases are not late on a
-# busy machine. Unshaped links stay time-shared: preempting the server on every packet
-# costs them about 40 % of wrk's req/s here (see docs/bench-wan.md).
-LINKEM_RT_PRIORITY = 10
+# Scheduling of the emulator's threads. Links that hold packets for a release time run
+# SCHED_FIFO, ahead of servers and clients as netem's softirq is, so releases are on time
+# on a busy machine. Unshaped links run SCHED_BATCH: no preemption of the server on every
+# packet, so one wake-up forwards tens of packets (docs/bench-wan.md).
+TIMED_SCHED, UNTIMED_SCHED = "fifo:10", "batch"
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                     "--ab", linkem_spec(spec.direction("a_to_b"), limits["a_to_b"]),
                     "--ba", linkem_spec(spec.direction("b_to_a"), limits["b_to_a"]),
                     "--seed", str(topology.seed + link.index), "--stats", str(stats)]
-            if spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed:
-                argv += ["--rt-priority", str(LINKEM_RT_PRIORITY)]
+            timed = spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed
+            argv += ["--sched", TIMED_SCHED if timed else UNTIMED_SCHED]
             steps.append(Step(argv, spawn=True, link=link.name, notes={"stats": str(stats)},
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))

@@ -70,7 +70,7 @@ def test_userspace_commands_start_one_emulator_per_link(linkem):
             in emulators[1])
     assert not any(ln.startswith("tc ") for ln in lines)
     # Real-time forwarding only where packets wait for a release time.
-    assert "--rt-priority" not in emulators[0] and "--rt-priority 10" in emulators[1]
+    assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
 
 
 def test_dry_run_prints_the_planned_commands():

@@ -44,6 +44,8 @@ def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
         assert cal["connect_rtt_median_ms"] == pytest.approx(50, rel=0.01)
         # ICMP ping also counts the ping process's wake-ups, hence a little more room.
         assert statistics.median(ping_rtts(handle, 20, "0.05")) == pytest.approx(50.3, abs=0.8)
+    forward = handle.emulator_counters["lan"]["a_to_b"]
+    assert (forward["sched"], forward["sched_applied"]) == ("fifo:10", True)
 
 
 def test_one_percent_loss_over_20000_packets(no_leftovers):

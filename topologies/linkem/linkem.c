@@ -54,7 +54,8 @@ struct counters {
 struct direction {
     const char *name;
     int in_fd, out_fd, stop_fd;
-    int rt_priority;    /* SCHED_FIFO priority asked for (0 = none); set to 0 when refused */
+    const char *sched;  /* --sched as given: fifo:N, batch or other */
+    int sched_applied;
     struct shaping shape;
     uint64_t rng;
     int64_t link_free_ns; /* when the rate limiter finishes serialising the last packet */
@@ -212,15 +213,24 @@ static int read_batch(struct direction *d) {
     return 0;
 }
 
+/* fifo:N forwards ahead of ordinary tasks, as netem's softirq does, so timed releases are
+ * not late on a busy machine; batch never preempts the server on a packet's arrival, so
+ * packets gather and one wake-up forwards many. Returns 1 when the kernel agreed. */
+static int apply_sched(const char *sched) {
+    struct sched_param sp = {0};
+    if (!strncmp(sched, "fifo:", 5)) {
+        sp.sched_priority = atoi(sched + 5);
+        return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    }
+    if (!strcmp(sched, "batch")) return pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp) == 0;
+    return 1;
+}
+
 static void *run_direction(void *arg) {
     struct direction *d = arg;
     struct pollfd fds[2] = {{d->in_fd, POLLIN, 0}, {d->stop_fd, POLLIN, 0}};
     prctl(PR_SET_TIMERSLACK, 1UL); /* default 50 us slack would skew short delays */
-    /* Like netem in softirq, forward ahead of ordinary tasks: on a busy machine a waiting
-     * time-shared thread releases packets milliseconds late. */
-    struct sched_param sp = {.sched_priority = d->rt_priority};
-    if (d->rt_priority && pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
-        d->rt_priority = 0;
+    d->sched_applied = apply_sched(d->sched);
     for (;;) {
         struct timespec ts, *timeout = NULL;
         if (d->held) {
@@ -305,21 +315,22 @@ static void print_counters(FILE *f, const struct direction *d, const char *sep) 
             "\"write_errors\": %llu, \"max_queue_depth\": %llu, \"wakeups\": %llu, "
             "\"held_at_exit\": %zu, \"late_us_mean\": %.1f, \"late_us_max\": %.1f, "
             "\"queue_limit\": %zu, "
-            "\"rt_priority\": %d}%s\n", d->name,
+            "\"sched\": \"%s\", \"sched_applied\": %s}%s\n", d->name,
             (unsigned long long)d->c.received, (unsigned long long)d->c.forwarded,
             (unsigned long long)d->c.forwarded_bytes, (unsigned long long)d->c.dropped_loss,
             (unsigned long long)d->c.dropped_queue, (unsigned long long)d->c.dropped_oversize,
             (unsigned long long)d->c.write_errors, (unsigned long long)d->c.max_queue_depth,
             (unsigned long long)d->c.wakeups, d->held,
             d->c.forwarded ? d->c.late_ns_sum / 1e3 / (double)d->c.forwarded : 0.0,
-            d->c.late_ns_max / 1e3, d->shape.limit, d->rt_priority, sep);
+            d->c.late_ns_max / 1e3, d->shape.limit, d->sched,
+            d->sched_applied ? "true" : "false", sep);
 }
 
 static void usage(void) {
     fprintf(stderr,
             "usage: wb-linkem --a-netns PATH --a-dev NAME --b-netns PATH --b-dev NAME\n"
             "                 [--ab SHAPING] [--ba SHAPING] [--seed N] [--stats PATH]\n"
-            "                 [--rt-priority N]  (SCHED_FIFO for the forwarding threads)\n"
+            "                 [--sched fifo:N|batch|other]  (forwarding threads' policy)\n"
             "SHAPING: delay_us=N,jitter_us=N,dist=uniform|normal,loss=P,rate_bps=N,"
             "limit=N\nPrints 'ready' on stdout once both TUNs exist; SIGTERM/SIGINT stop it.\n");
     exit(2);
@@ -329,7 +340,7 @@ int main(int argc, char **argv) {
     const char *a_ns = NULL, *a_dev = NULL, *b_ns = NULL, *b_dev = NULL, *stats = NULL;
     const char *ab = "", *ba = "";
     uint64_t seed = 1;
-    int rt_priority = 0;
+    const char *sched = "other";
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!val) usage();
@@ -341,11 +352,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(arg, "--ba")) ba = val;
         else if (!strcmp(arg, "--seed")) seed = strtoull(val, NULL, 10);
         else if (!strcmp(arg, "--stats")) stats = val;
-        else if (!strcmp(arg, "--rt-priority")) rt_priority = atoi(val);
+        else if (!strcmp(arg, "--sched")) sched = val;
         else usage();
         i++;
     }
     if (!a_ns || !a_dev || !b_ns || !b_dev) usage();
+    if (strncmp(sched, "fifo:", 5) && strcmp(sched, "batch") && strcmp(sched, "other")) usage();
 
     /* Block the stop signals in every thread; main waits for them with sigwait. */
     sigset_t stop;
@@ -360,9 +372,9 @@ int main(int argc, char **argv) {
     if (stop_fd < 0) die("eventfd");
     struct direction dirs[2] = {
         {.name = "a_to_b", .in_fd = a_fd, .out_fd = b_fd, .stop_fd = stop_fd,
-         .shape = ab_shape, .rng = seed * 2 + 1, .rt_priority = rt_priority},
+         .shape = ab_shape, .rng = seed * 2 + 1, .sched = sched},
         {.name = "b_to_a", .in_fd = b_fd, .out_fd = a_fd, .stop_fd = stop_fd,
-         .shape = ba_shape, .rng = seed * 2 + 2, .rt_priority = rt_priority},
+         .shape = ba_shape, .rng = seed * 2 + 2, .sched = sched},
     };
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
