@@ -151,6 +151,11 @@ def _measured(points: pd.DataFrame, metric: str) -> bool:
     return metric in points.columns and points[metric].notna().any()
 
 
+def _estimated(points: pd.DataFrame) -> bool:
+    flags = points.get("cycles_estimated", pd.Series(dtype="boolean"))
+    return bool(flags.astype("boolean").fillna(False).any())
+
+
 def compare_points(
     base: pd.DataFrame,
     cand: pd.DataFrame,
@@ -179,6 +184,10 @@ def compare_points(
         for name, frame in (("base", base), ("candidate", cand)):
             if metric not in frame.columns:
                 raise IncomparableRuns(f"metric {metric}: no such column in the {name} run")
+    for name, frame in (("base", base), ("candidate", cand)):
+        if "cycles_per_packet" in metrics and _estimated(frame):
+            warnings.append(f"{name}: cycles_per_packet is estimated (CPU time x TSC frequency, "
+                            "no hardware counters), not measured")
     only = set(base["point_id"]) ^ set(cand["point_id"])
     if only:
         warnings.append(f"{len(only)} point(s) present in only one run are not compared")

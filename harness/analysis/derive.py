@@ -154,8 +154,12 @@ def profile_share(profiles: pd.DataFrame, pattern: re.Pattern[str]) -> pd.DataFr
 
 
 def layer_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
-    """Cycles per packet split over layers by each layer's share of profile samples."""
+    """Cycles per packet split over layers by each layer's share of busy profile samples.
+
+    Cycles count busy time only, so samples of the idle loop (layer "idle") are left out.
+    """
     keys = ["run_id", "point_id", "repetition"]
+    profiles = profiles[profiles["layer"] != "idle"]
     layers = profiles.groupby([*keys, "layer"])["samples"].sum().reset_index()
     layers["share"] = layers["samples"] / layers.groupby(keys)["samples"].transform("sum")
     merged = layers.merge(points, on=keys, how="inner")

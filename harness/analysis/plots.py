@@ -121,9 +121,7 @@ def draw(data: FigureData) -> Figure:
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
     notes = "\n".join(data.notes)
-    legend = spec.kind != "regression" and (
-        len(colors) > 1 or spec.kind == "layers"
-    )
+    legend = spec.kind != "regression" and list(colors) != ["all"]
     with matplotlib.rc_context(STYLE):
         figure, axes = _layout(len(facets), len(metrics), 2 + len(data.notes), legend,
                                wide_labels=spec.kind == "profile")

@@ -245,14 +245,16 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     if mine.manifests.empty:
         return Skipped(spec, f"no run of scenario {spec.scenario} among the given runs")
     points = derive.valid_points(mine.points)
+    invalid = len(mine.points) - len(points)
     for column, values in spec.only:
         if column in points.columns:
             points = points[points[column].isin(values)]
     if points.empty:
-        invalid = len(mine.points) - len(derive.valid_points(mine.points))
         return Skipped(spec, f"no valid points to plot ({invalid} invalid) in {spec.scenario}")
     points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
+    if invalid:
+        data.notes.append(f"{invalid} invalid point record(s) left out (see invalid_reason)")
     series = _label_cycles(data, points, _series_columns(spec, mine))
     try:
         SOURCES[spec.source](data, mine, points, series)

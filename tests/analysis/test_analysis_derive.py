@@ -96,3 +96,17 @@ def test_select_profile_share() -> None:
     share = derive.profile_share(profiles, derive.SELECT_SYMBOLS).set_index("point_id")
     assert share.loc["a", "profile_pct"] == 25.0
     assert share.loc["b", "profile_pct"] == 0.0
+
+
+def test_layer_cycles_leave_out_the_idle_loop() -> None:
+    keys = {"run_id": "r", "point_id": "a", "repetition": 0}
+    profiles = pd.DataFrame([
+        {**keys, "symbol": "pv_native_safe_halt", "layer": "idle", "samples": 500, "pct": 50.0},
+        {**keys, "symbol": "tcp_v4_rcv", "layer": "tcp", "samples": 300, "pct": 30.0},
+        {**keys, "symbol": "tcp_sendmsg", "layer": "syscall", "samples": 200, "pct": 20.0},
+    ])
+    points = pd.DataFrame([{**keys, "cycles_per_packet": 10_000.0}])
+    layers = derive.layer_cycles_per_packet(points, profiles).set_index("layer")
+    assert set(layers.index) == {"tcp", "syscall"}
+    assert layers.loc["tcp", "layer_cycles_per_packet"] == pytest.approx(6000.0)
+    assert layers.loc["syscall", "layer_cycles_per_packet"] == pytest.approx(4000.0)
