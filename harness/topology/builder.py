@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -182,6 +183,21 @@ def state_dir_of(ledger: Ledger) -> Path:
 
 def plan_for(topology: Topology, prefix: str) -> AddressPlan | None:
     return None if topology.loopback else plan_addresses(topology, prefix)
+
+
+def probe_only(topology: Topology, requested: str) -> tuple[str, dict]:
+    """The backend bring_up would choose, probing with a throwaway ledger (for --dry-run)."""
+    if topology.loopback:
+        return choose_backend(requested, topology, None)
+    if requested != "auto":
+        return requested, {"reason": "requested"}
+    if os.geteuid() != 0:
+        return "netem", {"reason": "not root, not probed: netem assumed"}
+    ledger = Ledger.create(new_prefix(), topology.source_file, "probe")
+    try:
+        return choose_backend(requested, topology, ledger)
+    finally:
+        cleanup.remove_run(ledger)
 
 
 def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]:

@@ -8,7 +8,7 @@ import os
 import sys
 
 from harness.topology.backend_probe import BACKENDS
-from harness.topology.builder import bring_up, planned_commands
+from harness.topology.builder import bring_up, planned_commands, probe_only
 from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run
 from harness.topology.ledger import Ledger
 from harness.topology.model import TopologyError, load_topology, parse_override
@@ -54,8 +54,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         overrides = dict(parse_override(text) for text in args.overrides)
         topology = load_topology(args.file, overrides)
         if args.dry_run:
-            backend = "netem" if args.backend == "auto" else args.backend
-            print(f"# backend {backend}; run prefix {args.prefix or 'wbdryrun'}")
+            backend, probe = probe_only(topology, args.backend)
+            print(f"# backend {backend} ({probe['reason']}); run prefix "
+                  f"{args.prefix or 'wbdryrun'}")
             for line in planned_commands(topology, backend, args.prefix or "wbdryrun"):
                 print(line)
             return 0
