@@ -10,7 +10,8 @@ from harness.analysis import derive
 from harness.analysis.figures import FigureSpec
 from harness.analysis.load import RunSet
 
-PROFILE_TOP_SYMBOLS = 15
+PROFILE_TOP_SYMBOLS = 15  # bars in the figure
+PROFILE_TABLE_ROWS = 40  # rows in the report's table
 CYCLE_METRICS = ("cycles_per_packet", "layer_cycles_per_packet")
 COUNTER_METRICS = ("instructions_per_packet",)
 FRAME_COLUMNS = ["facet", "series", "metric", "x", "median", "low", "high"]
@@ -202,11 +203,9 @@ def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[
     data.frame = rows.assign(facet="all", metric="pct", low=float("nan"), high=float("nan"))[
         FRAME_COLUMNS
     ]
-    data.table = (
-        table.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
-        .sort_values(by=list(table["series"].unique()), ascending=False)
-        .reset_index()
-    )
+    pivot = table.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
+    top_rows = pivot.max(axis=1).nlargest(PROFILE_TABLE_ROWS).index
+    data.table = pivot.loc[top_rows].reset_index()
     data.notes.append("median % of profile samples over repetitions")
 
 
