@@ -17,6 +17,7 @@ LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "userspace": 0, "none": 0}
 # on a busy machine. Unshaped links run SCHED_BATCH: no preemption of the server on every
 # packet, so one wake-up forwards tens of packets (docs/bench-wan.md).
 TIMED_SCHED, UNTIMED_SCHED = "fifo:10", "batch"
+TUN_TXQUEUE_PACKETS = 10000
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,11 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))
         for ns, dev, addr in ((ns_a, link.a_dev, link.a_addr), (ns_b, link.b_dev, link.b_addr)):
+            if backend == "userspace":
+                # The kernel's ring in front of the emulator: a burst (thousands of cold
+                # clients' SYNs) must wait for the emulator there, not be dropped unseen.
+                steps.append(Step(["ip", "-n", ns, "link", "set", "dev", dev,
+                                   "txqueuelen", str(TUN_TXQUEUE_PACKETS)]))
             steps.append(Step(["ip", "-n", ns, "addr", "add",
                                f"{addr}/{link.subnet.prefixlen}", "dev", dev]))
             steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))

@@ -71,6 +71,7 @@ def test_userspace_commands_start_one_emulator_per_link(linkem):
     assert not any(ln.startswith("tc ") for ln in lines)
     # Real-time forwarding only where packets wait for a release time.
     assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
+    assert "ip -n wbt1-server link set dev wbt1-2b txqueuelen 10000" in lines
 
 
 def test_dry_run_prints_the_planned_commands():
