@@ -10,7 +10,7 @@ import sys
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
 from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run
-from harness.topology.ledger import Ledger
+from harness.topology.ledger import Ledger, is_alive
 from harness.topology.model import TopologyError, load_topology, parse_override
 
 
@@ -77,7 +77,10 @@ def _describe(ledger: Ledger, present: set[str]) -> dict:
             "backend": ledger.data["info"].get("backend", ledger.data["backend"]),
             "owner": ("detached" if owner is None else
                       f"pid {owner['pid']} ({'alive' if ledger.owner_alive() else 'dead'})"),
-            "hosts": {h: ns if ns in present else f"{ns} (missing)" for h, ns in hosts.items()}}
+            "hosts": {h: ns if ns in present else f"{ns} (missing)" for h, ns in hosts.items()},
+            "emulators": {e["link"]: f"pid {e.get('pid')} "
+                                     f"({'running' if is_alive(e) else 'gone'})"
+                          for e in ledger.data["objects"] if e["kind"] == "process"}}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

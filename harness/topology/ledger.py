@@ -33,7 +33,8 @@ def process_identity(pid: int) -> dict:
 
 
 def is_alive(identity: dict | None) -> bool:
-    if not identity:
+    """True when the process with this pid and start time still runs."""
+    if not identity or "pid" not in identity:
         return False
     return process_start_time(identity["pid"]) == identity["start_time"]
 

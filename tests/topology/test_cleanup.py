@@ -103,6 +103,8 @@ def test_cli_up_status_exec_down(no_leftovers):
     assert summary["hosts"]["server"]["addresses"] == ["198.19.1.1"]
     status = json.loads(topo("status").stdout)
     assert [s["prefix"] for s in status] == [prefix] and status[0]["owner"] == "detached"
+    assert set(status[0]["emulators"]) == {"hot", "cold"}
+    assert all(v.endswith("(running)") for v in status[0]["emulators"].values())
     inside = topo("exec", "cold", "--", "ping", "-c", "1", "-n", "198.19.1.1")
     assert inside.returncode == 0 and " 0% packet loss" in inside.stdout
     bad = topo("exec", "nosuch", "--", "true")
