@@ -181,6 +181,11 @@ def state_dir_of(ledger: Ledger) -> Path:
     return ledger.path.parent
 
 
+def linkem_path(backend: str) -> Path:
+    """The emulator binary (a clear error when unbuilt); unused by other backends."""
+    return binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
+
+
 def plan_for(topology: Topology, prefix: str) -> AddressPlan | None:
     return None if topology.loopback else plan_addresses(topology, prefix)
 
@@ -205,8 +210,8 @@ def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]
     plan = plan_for(topology, prefix)
     if plan is None:
         return []
-    linkem = binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
-    return [str(s) for s in build_steps(topology, plan, backend, linkem, state_dir())]
+    return [str(s) for s in build_steps(topology, plan, backend, linkem_path(backend),
+                                        state_dir())]
 
 
 def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None = None,
@@ -229,9 +234,8 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
         handle.backend, handle.probe = choose_backend(backend, topology, ledger)
         ledger.set_info(backend=handle.backend, name=topology.name,
                         hosts={h: p.netns for h, p in plan.hosts.items()})
-        linkem = binary("wb-linkem") if handle.backend == "userspace" else Path("wb-linkem")
-        handle._run_steps(build_steps(topology, plan, handle.backend, linkem,
-                                      state_dir_of(ledger)))
+        handle._run_steps(build_steps(topology, plan, handle.backend,
+                                      linkem_path(handle.backend), state_dir_of(ledger)))
         if calibrate:
             handle.calibration = calibrate_links(topology, plan, handle.backend)
     except BaseException:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from harness.paths import MissingBinary
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
 from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run
@@ -61,7 +62,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 print(line)
             return 0
         handle = bring_up(topology, args.backend, args.prefix, calibrate=not args.no_calibrate)
-    except TopologyError as exc:
+    except (TopologyError, MissingBinary) as exc:
         return _fail(str(exc))
     handle.detach()
     summary = {k: handle.manifest()[k] for k in ("prefix", "backend", "hosts", "calibration")}
