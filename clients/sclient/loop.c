@@ -420,7 +420,7 @@ static int parse_input(struct loop *L, struct conn *c, const char *p, size_t n) 
     return 0;
 }
 
-static void conn_read(struct loop *L, struct conn *c) {
+static void conn_read(struct loop *L, struct conn *c, uint32_t events) {
     while (c->state == OPEN) {
         ssize_t n = read(c->fd, L->buf, sizeof L->buf);
         if (n > 0) {
@@ -428,6 +428,9 @@ static void conn_read(struct loop *L, struct conn *c) {
                 conn_fail(L, c, E_OTHER);
                 return;
             }
+            /* a short read drained the socket: the next data brings a new edge, so the
+             * EAGAIN read that would confirm it is skipped (unless the peer is closing) */
+            if ((size_t)n < sizeof L->buf && !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -450,7 +453,7 @@ static void on_event(struct loop *L, struct conn *c, uint32_t events) {
         conn_established(L, c);
     }
     if (c->state == OPEN && (events & EPOLLOUT)) c->blocked = 0;
-    if (c->state == OPEN && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) conn_read(L, c);
+    if (c->state == OPEN && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) conn_read(L, c, events);
 }
 
 static void on_deadline(struct loop *L, struct conn *c) {
