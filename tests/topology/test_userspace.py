@@ -131,3 +131,21 @@ def test_sanitizer_build_forwards_and_exits_clean(no_leftovers, monkeypatch):
     counters = handle.emulator_counters["lan"]
     assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
     assert counters["a_to_b"]["dropped_loss"] > 0
+
+
+def test_dumbbell_hot_and_cold_links_calibrate(no_leftovers):
+    topology = load_topology(REPO / "topologies/dumbbell-wan.yaml", {"links.cold.delay_ms": "10"})
+    handle = bring_up(topology, "userspace")
+    no_leftovers.append(handle.prefix)
+    with handle:
+        cal = handle.calibration
+        assert cal["cold"]["ping_rtt_median_ms"] == pytest.approx(20, abs=0.2)
+        assert cal["hot"]["ping_rtt_median_ms"] < 0.2
+        server = handle.address(handle.role_hosts("server")[0])
+        for role in ("hot", "cold"):
+            client = handle.role_hosts(role)[0]
+            # Every client reaches the server at its one address, from any of its own.
+            source = handle.addresses(client)[-1]
+            argv = [*handle.exec_prefix(client), "ping", "-c", "1", "-W", "1", "-I", source,
+                    server]
+            assert subprocess.run(argv, capture_output=True).returncode == 0, (role, source)

@@ -1,9 +1,10 @@
 /* wb-linkem: userspace link emulator between two TUN devices in two network namespaces.
  *
  * One thread per direction reads every packet its input TUN has ready (a batch per
- * wakeup), applies seeded loss, the queue limit and the token-bucket rate, and holds
- * the packet in a release heap until now >= arrival + serialisation + delay + jitter
- * (CLOCK_MONOTONIC). Counters go to --stats as JSON on exit (SIGINT/SIGTERM). */
+ * wakeup), applies seeded loss, the queue limit and the rate (a token bucket one packet
+ * deep: each packet is serialised after the previous one), and holds the packet in a
+ * release heap until now >= arrival + serialisation + delay + jitter (CLOCK_MONOTONIC).
+ * Counters go to --stats as JSON on exit (SIGINT/SIGTERM). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if.h>
@@ -13,7 +14,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLOT_BYTES 2048 /* one packet up to the TUN MTU (1500 unless --mtu says more) */
+#define SLOT_BYTES 2048 /* one packet at the TUN MTU of 1500; larger ones count as oversize */
 #define READ_BATCH 256  /* packets read per wakeup before releasing due ones */
 #define SPIN_NS 50000   /* wake this early and poll without sleeping: VM timer wakeups run late */
 
