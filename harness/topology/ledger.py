@@ -116,4 +116,5 @@ class Ledger:
         return is_alive(self.data.get("owner"))
 
     def remove(self) -> None:
+        self.path.with_suffix(".tmp").unlink(missing_ok=True)  # a save cut short by a crash
         self.path.unlink(missing_ok=True)
