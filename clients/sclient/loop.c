@@ -414,8 +414,10 @@ static int parse_input(struct loop *L, struct conn *c, const char *p, size_t n) 
     if (c->state != OPEN) return 0;
     size_t rest = n - off;
     if (rest > MAX_PARTIAL) return -1;
-    if (rest && !c->partial && !(c->partial = malloc(MAX_PARTIAL))) return -1;
-    memmove(c->partial, p + off, rest);
+    if (rest) {
+        if (!c->partial && !(c->partial = malloc(MAX_PARTIAL))) return -1;
+        memmove(c->partial, p + off, rest);
+    }
     c->partial_len = (uint16_t)rest;
     return 0;
 }

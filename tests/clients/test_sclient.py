@@ -13,7 +13,7 @@ import pytest
 from clients import LoadSpec, command, parse_result, run, validate
 from harness.servers import RunningServer, running
 from tests.clients.conftest import GENERATOR_CPU, server_config, stop_generator, wait_line
-from tests.conftest import free_port
+from tests.conftest import build, free_port
 
 
 def spec(server: RunningServer, tmp_path: Path, **kw) -> LoadSpec:
@@ -176,3 +176,17 @@ def test_bad_options_name_the_problem(sclient):
     r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--hot-conns", "1",
                         "--arrivals", "bursty"], capture_output=True, text=True)
     assert r.returncode == 2 and "fixed or poisson" in r.stderr
+
+
+def test_sanitizer_build_runs_every_mode_cleanly(server, tmp_path):
+    asan = build("build/asan/bin/wb-sclient")
+    for extra in (["--hot-conns", "10", "--max-outstanding", "4", "--requests-per-conn", "7"],
+                  ["--hot-conns", "8", "--rate", "2000", "--arrivals", "poisson", "--cold", "200",
+                   "--cold-interval", "0.2", "--workers", "2"]):
+        r = subprocess.run([str(asan), "--target", server.address, "--duration", "1", *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "runtime error" not in r.stderr, r.stderr
+        assert "ERROR: AddressSanitizer" not in r.stderr
+        doc = json.loads(r.stdout)
+        validate(doc)
+        assert doc["replies"]["total"] > 0 and doc["errors"]["total"] == 0
