@@ -69,14 +69,15 @@ def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
         assert rates[direction]["measured_goodput_mbit"] == pytest.approx(9.65, rel=0.05)
 
 
-def test_normal_jitter_mean_and_spread_within_10_percent(no_leftovers):
+@pytest.mark.parametrize("distribution,sigma", [("normal", 4.0), ("uniform", 4 / 3**0.5)])
+def test_jitter_mean_and_spread_within_10_percent(no_leftovers, distribution, sigma):
     overrides = {"links.lan.a_to_b.delay_ms": "20", "links.lan.a_to_b.jitter_ms": "4",
-                 "links.lan.a_to_b.jitter_distribution": "normal"}
+                 "links.lan.a_to_b.jitter_distribution": distribution}
     with up(no_leftovers, overrides, calibrate=False) as handle:
         rtts = ping_rtts(handle, 400, "0.005")
     assert len(rtts) >= 390
     assert statistics.mean(rtts) == pytest.approx(20, rel=0.10)
-    assert statistics.stdev(rtts) == pytest.approx(4, rel=0.10)
+    assert statistics.stdev(rtts) == pytest.approx(sigma, rel=0.10)
 
 
 def test_queue_overflow_drops_are_counted(no_leftovers):
