@@ -3,23 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from harness.analysis.figures import SPECS, FigureSpec
 from harness.analysis.load import ResultsFormatError, RunSet, load_runs
-from harness.analysis.plots import render
+from harness.analysis.plots import FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.analysis.report import write_report
 
 
-def plot_all(runs: RunSet, out_dir: Path,
-             specs: tuple[FigureSpec, ...] = SPECS) -> list[FigureData | Skipped]:
-    """Render every spec with data into out_dir/figures and write out_dir/index.html."""
+def _render(job: tuple[FigureData, Path, tuple[str, ...]]) -> list[Path]:
+    return render(*job)
+
+
+def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] = SPECS,
+             jobs: int = 1) -> list[FigureData | Skipped]:
+    """Render every spec with data into out_dir/figures and write out_dir/index.html.
+
+    Preparing is cheap; drawing is matplotlib-bound, so with jobs > 1 each figure's PNG and
+    SVG are drawn in separate processes (one large figure then also uses two CPUs).
+    """
     results = [prepare(spec, runs) for spec in specs]
-    for result in results:
-        if isinstance(result, FigureData):
-            render(result, out_dir / "figures")
+    figures = [r for r in results if isinstance(r, FigureData)]
+    if jobs > 1:
+        todo = [(r, out_dir / "figures", (fmt,)) for r in figures for fmt in FORMATS]
+    else:
+        todo = [(r, out_dir / "figures", FORMATS) for r in figures]
+    if jobs > 1 and len(todo) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
+            list(pool.map(_render, todo))
+    else:
+        for job in todo:
+            _render(job)
     write_report(runs, results, out_dir)
     return results
 
@@ -35,7 +55,7 @@ def _handle(args: argparse.Namespace) -> int:
         print("wanbench plot: several runs given: say where the report goes with --out DIR",
               file=sys.stderr)
         return 2
-    results = plot_all(runs, Path(out_dir))
+    results = plot_all(runs, Path(out_dir), jobs=args.jobs)
     for result in results:
         if isinstance(result, Skipped):
             print(f"skipped {result.spec.id}: {result.reason}")
@@ -54,4 +74,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directory")
     parser.add_argument("--out", type=Path, help="output directory (default: the single RUN)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes drawing figures (default: one per CPU)")
     parser.set_defaults(func=_handle)

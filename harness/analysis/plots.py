@@ -46,10 +46,10 @@ def _colors(series: list[str]) -> dict[str, str]:
 def _draw_line(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
     for name, line in rows.groupby("series", sort=False):
         line = line.sort_values("x")
-        errors = [line["median"] - line["low"], line["high"] - line["median"]]
-        has_errors = line["low"].notna().any()
-        ax.errorbar(line["x"], line["median"], yerr=errors if has_errors else None,
-                    marker="o", capsize=2, color=colors[name], label=name)
+        ax.plot(line["x"], line["median"], marker="o", color=colors[name], label=name)
+        # min-max over repetitions as plain vertical bars: a quarter of errorbar's artists
+        if line["low"].notna().any():
+            ax.vlines(line["x"], line["low"], line["high"], color=colors[name], linewidth=0.8)
 
 
 def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame,
@@ -168,11 +168,14 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         ax.set_ylim(bottom=0)
 
 
-def render(data: FigureData, out_dir: Path) -> list[Path]:
-    """Write <id>.png and <id>.svg into out_dir; return their paths."""
+FORMATS = ("png", "svg")
+
+
+def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write <id>.<format> into out_dir for each format; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figure = draw(data)
-    paths = [out_dir / f"{data.spec.id}.png", out_dir / f"{data.spec.id}.svg"]
+    paths = [out_dir / f"{data.spec.id}.{fmt}" for fmt in formats]
     for path in paths:
         figure.savefig(path)
     return paths
