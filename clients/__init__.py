@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -81,7 +82,7 @@ def run(spec: LoadSpec, timeout: float | None = None) -> dict[str, Any]:
         timeout = spec.warmup_s + spec.duration_s + 30
     with tempfile.TemporaryDirectory(prefix="wb-load-") as tmp:
         if spec.generator in ("sclient", "asyncio") and not spec.json_path:
-            spec = LoadSpec(**{**spec.__dict__, "json_path": os.path.join(tmp, "result.json")})
+            spec = dataclasses.replace(spec, json_path=os.path.join(tmp, "result.json"))
         proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
         try:

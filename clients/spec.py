@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from harness.targets import check_target, split_host_port
@@ -41,7 +41,6 @@ class LoadSpec:
     hog: bool = False  # httperf --hog: only when asked (it spins when ports run out)
     threads: int | None = None  # wrk/wrk2 threads; None: min(hot_conns, 2)
     allow_any_target: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.generator not in GENERATORS:
@@ -77,7 +76,7 @@ class LoadSpec:
 
     def config(self) -> dict[str, Any]:
         """The spec as the result document's `config` (JSON-safe)."""
-        return {k: v for k, v in asdict(self).items() if k != "extra"} | self.extra
+        return asdict(self)
 
 
 def native_argv(spec: LoadSpec) -> list[str]:
