@@ -69,14 +69,21 @@ def spec_from_args(args: argparse.Namespace, json_path: str | None) -> LoadSpec:
 def hold(spec: LoadSpec) -> dict[str, Any]:
     """Cold-only hold until Ctrl-C: relay the generator's events, stop it, read its result."""
     proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
+
+    def stop(signum: int, frame: object) -> None:
+        proc.send_signal(signal.SIGTERM)  # it writes its result and exits: stdout ends
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for line in proc.stdout or ():
             print(line.rstrip(), flush=True)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        proc.send_signal(signal.SIGTERM)
         proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     return parse_result(spec, "", "")
 
 

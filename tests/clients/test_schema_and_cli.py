@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from clients import LoadSpec, run, validate
 from clients.schema import Histogram, bucket_bounds_ns, bucket_of, merge_histograms, skeleton
-from tests.clients.conftest import GENERATOR_CPU
+from tests.clients.conftest import GENERATOR_CPU, wait_line
 
 
 def test_bucket_layout_resolves_1us_at_the_low_end_and_1_percent_above():
@@ -85,3 +86,21 @@ def test_cli_reports_unsupported_combinations():
     r = wanbench("--generator", "wrk", "--target", "127.0.0.1:9", "--hot-conns", "2",
                  "--rate", "100", "--duration", "1")
     assert r.returncode == 2 and "no constant-rate mode" in r.stderr
+
+
+def test_cli_holds_cold_connections_until_interrupted(server, sclient, tmp_path):
+    out = tmp_path / "hold.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "load", "--target", server.address, "--cold", "100",
+         "--duration", "0", "--warmup", "0", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_line(proc, timeout=30) == {"event": "cold_ready", "established": 100}
+        assert server.snapshot()["connections_current"] == 100
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert json.loads(out.read_text())["cold"]["held"] == 100
