@@ -190,3 +190,21 @@ def test_sanitizer_build_runs_every_mode_cleanly(server, tmp_path):
         doc = json.loads(r.stdout)
         validate(doc)
         assert doc["replies"]["total"] > 0 and doc["errors"]["total"] == 0
+
+
+def test_cold_connections_send_one_request_every_interval(server, sclient, tmp_path):
+    s = spec(server, tmp_path, cold_conns=200, cold_interval_s=0.5, duration_s=0, warmup_s=0)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_line(proc, timeout=30)
+        before = server.snapshot()["requests"]
+        time.sleep(1.0)
+        served = server.snapshot()["requests"] - before
+    finally:
+        stop_generator(proc)
+    doc = parse_result(s, "", "")
+    # 200 connections, one request each per 0.5 s: about 400 in the second (random phases)
+    assert 300 <= served <= 500
+    assert doc["cold"]["replies"] >= served and doc["cold"]["held"] == 200
+    assert doc["requests"]["sent"] == 0  # cold requests are not hot load
