@@ -63,6 +63,8 @@ def one_run(backend: str, seconds: int) -> dict:
         result["cpu_pct"] = 100 * used / os.sysconf("SC_CLK_TCK") / seconds
         forwarded = counters["a_to_b"]["forwarded"] + counters["b_to_a"]["forwarded"]
         result["cpu_us_per_packet"] = 1e6 * used / os.sysconf("SC_CLK_TCK") / forwarded
+        result["per_wakeup"] = forwarded / (counters["a_to_b"]["wakeups"]
+                                            + counters["b_to_a"]["wakeups"])
     return result
 
 
@@ -77,18 +79,19 @@ def table(runs: list[dict], load_before: str, load_after: str, seconds: int) -> 
         f"`wrk -t1 -c50 -d{seconds}s` in the client namespace, 0 ms delay; backends "
         "alternate run by run. Emulator packets/s are forwarded packets per direction "
         "(client to server = a_to_b); CPU is the emulator process (both threads) over the "
-        "wrk run, 100 % = one core.",
+        "wrk run, 100 % = one core. On this unshaped link the emulator's two threads run "
+        "SCHED_BATCH (topologies/README.md).",
         "",
         f"Machine load (`uptime`) before: {load_before}; after: {load_after}.",
         "",
         "| run | backend | req/s | emulator pkt/s a_to_b | emulator pkt/s b_to_a "
-        "| emulator CPU % | emulator CPU µs/packet | socket errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| emulator CPU % | emulator CPU µs/packet | packets per wake-up | socket errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, start=1):
         extra = (f"{r['pps_a_to_b']:.0f} | {r['pps_b_to_a']:.0f} | {r['cpu_pct']:.0f} | "
-                 f"{r['cpu_us_per_packet']:.1f}" if r["backend"] == "userspace"
-                 else "- | - | - | -")
+                 f"{r['cpu_us_per_packet']:.1f} | {r['per_wakeup']:.1f}"
+                 if r["backend"] == "userspace" else "- | - | - | - | -")
         lines.append(f"| {i} | {r['backend']} | {r['rps']:.0f} | {extra} | {r['errors']} |")
     pairs = [100 * u["rps"] / v["rps"] for v, u in zip(runs[::2], runs[1::2], strict=True)]
     lines += ["", f"Median req/s: veth {veth:.0f}, userspace "
