@@ -217,8 +217,7 @@ static int supervise(pid_t *pids)
     sigaddset(&block, SIGCHLD);
     sigprocmask(SIG_BLOCK, &block, &old);
     int alive = opt.workers, status = 0;
-    while (!server_stop && alive == opt.workers) {
-        sigsuspend(&old);
+    for (;;) { /* flags first: a signal may have come before the block */
         if (server_snapshot) {
             server_snapshot = 0;
             write_stats();
@@ -228,6 +227,9 @@ static int supervise(pid_t *pids)
             alive--;
         }
         child_exited = 0;
+        if (server_stop || alive < opt.workers)
+            break;
+        sigsuspend(&old);
     }
     for (int i = 0; i < opt.workers; i++)
         kill(pids[i], SIGTERM);
@@ -268,7 +270,7 @@ int main(int argc, char **argv)
         write_stats();
         return err ? 1 : 0;
     }
-    pid_t pids[MAX_WORKERS];
+    pid_t pids[MAX_WORKERS], parent = getpid();
     for (int i = 0; i < opt.workers; i++) {
         pids[i] = fork();
         if (pids[i] < 0) {
@@ -279,13 +281,15 @@ int main(int argc, char **argv)
         }
         if (pids[i] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGTERM); /* no worker outlives a killed parent */
+            if (getppid() != parent)
+                _exit(1); /* it died before the line above */
             for (int k = 0; k < opt.workers; k++)
                 if (k != i)
                     close(listeners[k]);
-            slots[i].pid = getpid();
             pin(i);
             _exit(server_run(&opt.server, listeners[i], &slots[i], no_snapshot) ? 1 : 0);
         }
+        slots[i].pid = pids[i]; /* known here before the worker runs: snapshots name it */
     }
     for (int i = 0; i < opt.workers; i++)
         close(listeners[i]);

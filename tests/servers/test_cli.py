@@ -62,6 +62,9 @@ def test_stats_snapshot_then_final_on_sigterm(normal_binary: Path, tmp_path: Pat
             assert snap["requests"] == snap["replies"] == 1
             assert snap["bytes_out"] > 1259 and snap["connections_current"] == 1
             c.get()  # a snapshot leaves the server running
+        for _ in range(500):
+            if server.snapshot()["connections_closed"] == 1:
+                break
         assert server.stop() == 0
     final = read_stats(tmp_path / "s.json")
     assert final["requests"] == 2 and final["connections_closed"] == 1
