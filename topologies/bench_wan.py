@@ -1,8 +1,9 @@
 """make bench-wan: wrk -c50 through the userspace link emulator vs plain veth, side by side.
 
-Each repetition brings up lan.yaml with one backend, serves a fixed reply from nginx in the
-server namespace and runs wrk in the client namespace; backends alternate so both see the
-same machine load. Writes a Markdown table (req/s, emulator packets/s per direction, CPU).
+Each run brings up lan.yaml with one arm (veth; the emulator with its shipped scheduling
+policy; the emulator time-shared), serves a fixed reply from nginx in the server namespace
+and runs wrk in the client namespace; arms alternate so all see the same machine load.
+Writes a Markdown table (req/s, emulator packets/s per direction, CPU, batching).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.topology import bring_up, load_topology
+from harness.topology import bring_up, commands, load_topology
 from harness.topology.cleanup import emulator_pids
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,10 +34,15 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def one_run(backend: str, seconds: int) -> dict:
+def one_run(backend: str, sched: str | None, seconds: int) -> dict:
     topology = load_topology(REPO / "topologies/lan.yaml")
-    with bring_up(topology, backend, calibrate=False) as handle, \
-            tempfile.TemporaryDirectory() as tmp:
+    shipped = commands.UNTIMED_SCHED
+    commands.UNTIMED_SCHED = sched or shipped  # the unshaped link's policy, for this run
+    try:
+        handle = bring_up(topology, backend, calibrate=False)
+    finally:
+        commands.UNTIMED_SCHED = shipped
+    with handle, tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=tmp, addr=handle.address("server")))
         nginx = subprocess.Popen([*handle.exec_prefix("server"), "nginx", "-c", str(conf)],
@@ -54,7 +60,8 @@ def one_run(backend: str, seconds: int) -> dict:
             nginx.terminate()
             nginx.wait()
     errors = re.search(r"Socket errors: (.*)", out)
-    result = {"backend": backend, "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
+    label = backend if sched is None else f"{backend}, {sched}"
+    result = {"backend": label, "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
               "errors": errors[1] if errors else "none"}
     if backend == "userspace":
         counters = handle.emulator_counters["lan"]
@@ -68,44 +75,46 @@ def one_run(backend: str, seconds: int) -> dict:
     return result
 
 
-def table(runs: list[dict], load_before: str, load_after: str, seconds: int) -> str:
-    veth = statistics.median(r["rps"] for r in runs if r["backend"] == "veth")
-    user = [r for r in runs if r["backend"] == "userspace"]
-    ratio = statistics.median(r["rps"] for r in user) / veth
+def table(runs: list[dict], arms: list[str], load_before: str, load_after: str,
+          seconds: int) -> str:
+    medians = {arm: statistics.median(r["rps"] for r in runs if r["backend"] == arm)
+               for arm in arms}
     lines = [
         "# bench-wan: userspace link emulator vs plain veth",
         "",
         f"`make bench-wan`: topologies/lan.yaml, nginx (1 worker) in the server namespace, "
-        f"`wrk -t1 -c50 -d{seconds}s` in the client namespace, 0 ms delay; backends "
+        f"`wrk -t1 -c50 -d{seconds}s` in the client namespace, 0 ms delay; the arms "
         "alternate run by run. Emulator packets/s are forwarded packets per direction "
         "(client to server = a_to_b); CPU is the emulator process (both threads) over the "
-        "wrk run, 100 % = one core. On this unshaped link the emulator's two threads run "
-        "SCHED_BATCH (topologies/README.md).",
+        "wrk run, 100 % = one core. `batch` and `other` are the scheduling policy of the "
+        "emulator's threads on this unshaped link (wanbench ships `batch`; "
+        "topologies/README.md).",
         "",
         f"Machine load (`uptime`) before: {load_before}; after: {load_after}.",
         "",
-        "| run | backend | req/s | emulator pkt/s a_to_b | emulator pkt/s b_to_a "
+        "| run | arm | req/s | emulator pkt/s a_to_b | emulator pkt/s b_to_a "
         "| emulator CPU % | emulator CPU µs/packet | packets per wake-up | socket errors |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs, start=1):
         extra = (f"{r['pps_a_to_b']:.0f} | {r['pps_b_to_a']:.0f} | {r['cpu_pct']:.0f} | "
                  f"{r['cpu_us_per_packet']:.1f} | {r['per_wakeup']:.1f}"
-                 if r["backend"] == "userspace" else "- | - | - | - | -")
+                 if "pps_a_to_b" in r else "- | - | - | - | -")
         lines.append(f"| {i} | {r['backend']} | {r['rps']:.0f} | {extra} | {r['errors']} |")
-    pairs = [100 * u["rps"] / v["rps"] for v, u in zip(runs[::2], runs[1::2], strict=True)]
-    lines += ["", f"Median req/s: veth {veth:.0f}, userspace "
-                  f"{statistics.median(r['rps'] for r in user):.0f}: "
-                  f"**userspace / veth = {100 * ratio:.1f} %** (goal ≥ 90 %). "
-                  f"Run by run (each userspace run over the veth run before it): "
-                  f"{', '.join(f'{p:.0f} %' for p in pairs)}; median of these "
+    lines += ["", "| arm | median req/s | over veth |", "|---|---|---|"]
+    lines += [f"| {arm} | {m:.0f} | {100 * m / medians['veth']:.1f} % |"
+              for arm, m in medians.items()]
+    shipped = arms[1]
+    rounds = [runs[i:i + len(arms)] for i in range(0, len(runs), len(arms))]
+    pairs = [100 * rnd[1]["rps"] / rnd[0]["rps"] for rnd in rounds]
+    lines += ["", f"Goal: {shipped} ≥ 90 % of veth. Round by round ({shipped} over the veth "
+                  f"run just before it): {', '.join(f'{p:.0f} %' for p in pairs)}; median "
                   f"{statistics.median(pairs):.0f} %.",
               "",
               "Reading: every packet costs the emulator a read and a write system call and "
-              "two copies, and wakes a thread; on this 2-core machine the emulator's CPU "
-              "comes out of what nginx and wrk would otherwise use, so req/s falls with it. "
-              "Other users' load varies run to run (see the load figures); the pairwise "
-              "ratios show how much.", ""]
+              "two copies; on this 2-core machine the emulator's CPU comes out of what nginx "
+              "and wrk would otherwise use. Other users' load varies run to run (see the "
+              "load figures); the round-by-round ratios show how much.", ""]
     return "\n".join(lines)
 
 
@@ -113,14 +122,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "docs/bench-wan.md")
     # Many short alternating pairs: other users' load on this machine moves by the second.
-    parser.add_argument("--reps", type=int, default=8)
+    parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--seconds", type=int, default=3)
     args = parser.parse_args()
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    runs = [one_run(backend, args.seconds)
-            for _ in range(args.reps) for backend in ("veth", "userspace")]
+    arms = [("veth", None), ("userspace", commands.UNTIMED_SCHED), ("userspace", "other")]
+    runs = [one_run(backend, sched, args.seconds)
+            for _ in range(args.reps) for backend, sched in arms]
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    text = table(runs, load_before, load_after, args.seconds)
+    labels = [backend if sched is None else f"{backend}, {sched}" for backend, sched in arms]
+    text = table(runs, labels, load_before, load_after, args.seconds)
     args.out.write_text(text)
     print(text)
 
