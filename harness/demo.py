@@ -53,14 +53,20 @@ def idle_connections(host: str, port: int, count: int) -> Iterator[list[socket.s
             s.close()
 
 
-def hold_idle(server: RunningServer, socks: list[socket.socket]) -> dict[str, Any]:
-    """Confirm from the server's own stats that it holds the idle connections."""
-    for _ in range(200):
+def wait_connections(server: RunningServer, count: int) -> dict[str, Any]:
+    """The server's stats once it holds exactly `count` connections (it may still be
+    accepting new ones or closing old ones)."""
+    for _ in range(500):
         stats = server.snapshot()
-        if stats["connections_current"] >= len(socks):
+        if stats["connections_current"] == count:
             return stats
     raise RuntimeError(f"server holds {stats['connections_current']} connections, "
-                       f"expected {len(socks)} idle ones")
+                       f"expected {count}")
+
+
+def hold_idle(server: RunningServer, socks: list[socket.socket]) -> dict[str, Any]:
+    """Confirm from the server's own stats that it holds the idle connections."""
+    return wait_connections(server, len(socks))
 
 
 def run_wrk(address: str, seconds: int, conns: int, cpu: int | None) -> float:
@@ -82,6 +88,7 @@ class Point:
 def measure(server: RunningServer, backend: str, idle: int, seconds: int, conns: int,
             wrk_cpu: int | None) -> Point:
     """wrk against a running server holding `idle` idle connections; CPU from /proc."""
+    wait_connections(server, 0)  # the previous point's connections are gone
     with idle_connections(server.host, server.port, idle) as socks:
         before = hold_idle(server, socks)
         server_cpu = TreeCpu([server.proc.pid])
