@@ -434,7 +434,7 @@ class Generator:
             requests={"scheduled": c.scheduled, "sent": c.sent, "queued": c.queued,
                       "dropped": c.dropped},
             replies={"total": c.replies, "by_status": dict(c.by_status)},
-            errors=errors | {"total": sum(errors.values())},
+            errors=errors,
             late_sends=c.late,
             late_threshold_us=self.late_ns / 1e3,
             max_schedule_slip_us=c.max_slip_ns / 1e3,

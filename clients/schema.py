@@ -125,7 +125,7 @@ def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
         "reply_rate_rps": None,
         "requests": {"scheduled": None, "sent": None, "queued": None, "dropped": None},
         "replies": {"total": None, "by_status": {}},
-        "errors": dict.fromkeys((*ERROR_KINDS, "total")),
+        "errors": dict.fromkeys(ERROR_KINDS),
         "late_sends": None,
         "late_threshold_us": None,
         "max_schedule_slip_us": None,

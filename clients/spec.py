@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -76,7 +77,7 @@ class LoadSpec:
 
     def config(self) -> dict[str, Any]:
         """The spec as the result document's `config` (JSON-safe)."""
-        return asdict(self)
+        return json.loads(json.dumps(asdict(self), default=str))  # paths become strings
 
 
 def native_argv(spec: LoadSpec) -> list[str]:

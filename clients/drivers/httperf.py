@@ -54,7 +54,7 @@ def parse(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
         r"^Total: connections (\d+) requests (\d+) replies (\d+)", stdout)
     window_s = float(search(r"test-duration ([\d.]+) s", stdout, TOOL).group(1))
     statuses = re.findall(r"(\dxx)=(\d+)", search(r"^Reply status: (.*)$", stdout, TOOL).group(1))
-    total, client_timo, socket_timo, refused, reset = _ints(
+    _total, client_timo, socket_timo, refused, reset = _ints(
         r"^Errors: total (\d+) client-timo (\d+) socket-timo (\d+) connrefused (\d+) "
         r"connreset (\d+)",
         stdout)
@@ -78,8 +78,7 @@ def parse(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
         requests={"scheduled": None, "sent": requests, "queued": None, "dropped": None},
         replies={"total": replies, "by_status": {k: int(v) for k, v in statuses if int(v)}},
         errors={"connect_timeout": socket_timo, "refused": refused, "reset": reset,
-                "response_timeout": client_timo, "other": other + out_of_resources,
-                "total": total},
+                "response_timeout": client_timo, "other": other + out_of_resources},
         generator_cpu={"user_s": float(cpu.group(1)), "sys_s": float(cpu.group(2)),
                        "pct": float(cpu.group(3)), "run_delay_s": None},
         latency={"corrected": null_histogram(),

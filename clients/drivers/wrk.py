@@ -61,7 +61,6 @@ def parse_common(spec: LoadSpec, stdout: str, tool: str) -> dict[str, Any]:
     if sock:
         connect, read, write, timeout = map(int, sock.groups())
         errors |= {"refused": connect, "reset": read, "other": write, "response_timeout": timeout}
-    errors["total"] = sum(errors.values())
     rate = float(search(r"^Requests/sec:\s+([\d.]+)", stdout, tool).group(1))
     doc.update(
         generator_version=None,

@@ -112,13 +112,11 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             fprintf(f, "%s\"%d\": %llu", first ? "" : ", ", i, (unsigned long long)r->by_status[i]);
             first = 0;
         }
-    uint64_t errors = r->err_connect_timeout + r->err_refused + r->err_reset +
-                      r->err_response_timeout + r->err_other;
     fprintf(f, "}}, \"errors\": {\"connect_timeout\": %llu, \"refused\": %llu, \"reset\": %llu, "
-               "\"response_timeout\": %llu, \"other\": %llu, \"total\": %llu}",
+               "\"response_timeout\": %llu, \"other\": %llu}",
             (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
             (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
-            (unsigned long long)r->err_other, (unsigned long long)errors);
+            (unsigned long long)r->err_other);
     fprintf(f, ", \"late_sends\": %llu, \"late_threshold_us\": %.6g, \"max_schedule_slip_us\": %.3f",
             (unsigned long long)r->late, o->late_us, r->max_slip_ns / 1e3);
     fprintf(f, ", \"latency\": {\"corrected\": ");

@@ -30,7 +30,7 @@ def test_fixed_rate_is_achieved_within_2_percent(server, sclient, tmp_path):
     assert doc["request_rate_rps"] == pytest.approx(2000, rel=0.02)
     assert doc["reply_rate_rps"] == pytest.approx(2000, rel=0.02)
     assert doc["replies"]["by_status"] == {"200": doc["replies"]["total"]}
-    assert doc["errors"]["total"] == 0
+    assert not any(doc["errors"].values())
     h = doc["latency"]["corrected"]
     assert h["count"] == sum(b[2] for b in h["buckets"]) > 5000
     # corrected latency is measured from the intended send time, so never below uncorrected
@@ -132,7 +132,10 @@ def test_shards_merge_their_results(server, sclient, tmp_path):
     assert doc["shards"] == 3
     assert doc["request_rate_rps"] == pytest.approx(1000, rel=0.02)
     assert doc["cold"]["held"] == 600
-    assert server.snapshot()["connections_current"] == 0  # all closed once the generator exited
+    deadline = time.monotonic() + 5  # the server sees the closes a moment after the exit
+    while server.snapshot()["connections_current"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.snapshot()["connections_current"] == 0
 
 
 def test_closed_loop_and_one_request_per_connection(server, sclient, tmp_path):
@@ -189,7 +192,7 @@ def test_sanitizer_build_runs_every_mode_cleanly(server, tmp_path):
         assert "ERROR: AddressSanitizer" not in r.stderr
         doc = json.loads(r.stdout)
         validate(doc)
-        assert doc["replies"]["total"] > 0 and doc["errors"]["total"] == 0
+        assert doc["replies"]["total"] > 0 and not any(doc["errors"].values())
 
 
 def test_cold_connections_send_one_request_every_interval(server, sclient, tmp_path):
