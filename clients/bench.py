@@ -108,6 +108,7 @@ def latency(server: RunningServer, tmp: str) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | --- | --- |"]
     setups: list[tuple[str, str, dict[str, Any]]] = [
         ("sclient", "default", {}), ("sclient", "--spin-us 200", {"spin_us": 200}),
+        ("sclient", "--spin-us 1000 (never sleeps)", {"spin_us": 1000}),
         ("asyncio", "uvloop", {})]
     if _on_path("wrk2"):
         setups.append(("wrk2", "default", {}))
