@@ -21,7 +21,8 @@ from scipy import stats
 from harness.analysis.derive import add_derived, valid_points
 from harness.analysis.load import PARAMETER_COLUMNS, ResultsFormatError, RunSet, load_runs
 
-HIGHER_BETTER = ("reply_rate_rps", "stream_throughput_mbps", "cpu_idle_pct")
+HIGHER_BETTER = ("reply_rate_rps", "stream_throughput_mbps", "content_throughput_mbps",
+                 "cpu_idle_pct")
 LOWER_BETTER = (
     "resp_time_mean_ms", "resp_time_p50_ms", "resp_time_p99_ms",
     "resp_time_uncorrected_mean_ms", "resp_time_uncorrected_p50_ms",

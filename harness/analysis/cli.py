@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -74,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directory")
     parser.add_argument("--out", type=Path, help="output directory (default: the single RUN)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="processes drawing figures (default: one per CPU)")
+    # Default 1: on a shared, busy machine two drawing processes measured slower
+    # (docs/bench-analysis.md); on an idle one --jobs 2 helps.
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes drawing figures (default 1)")
     parser.set_defaults(func=_handle)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -37,6 +38,7 @@ PALETTE = (
 )
 PANEL_SIZE = (4.2, 3.0)
 DPI = 110
+NOTE_WIDTH = 90  # characters per line of a figure's notes
 
 
 def _colors(series: list[str]) -> dict[str, str]:
@@ -120,10 +122,12 @@ def draw(data: FigureData) -> Figure:
     # Rows arrive sorted by the underlying values: keep that order (2048 after 256).
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
-    notes = "\n".join(data.notes)
+    # Wrapped to stay within the narrowest (one-panel) figure.
+    note_lines = [line for note in data.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
+    notes = "\n".join(note_lines)
     legend = spec.kind != "regression" and list(colors) != ["all"]
     with matplotlib.rc_context(STYLE):
-        figure, axes = _layout(len(facets), len(metrics), 2 + len(data.notes), legend,
+        figure, axes = _layout(len(facets), len(metrics), 2 + len(note_lines), legend,
                                wide_labels=spec.kind == "profile")
         for row, facet in enumerate(facets):
             for col, metric in enumerate(metrics):

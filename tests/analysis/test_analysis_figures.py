@@ -32,8 +32,8 @@ def test_specs_name_known_scenarios() -> None:
 def test_every_spec_renders_from_synthetic_runs(
     synthetic_results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_command("harness.analysis.cli", ["plot", str(synthetic_results),
-                                                "--out", str(tmp_path)]) == 0
+    argv = ["plot", str(synthetic_results), "--out", str(tmp_path), "--jobs", "2"]
+    assert run_command("harness.analysis.cli", argv) == 0
     assert "skipped" not in capsys.readouterr().out
     report = (tmp_path / "index.html").read_text()
     for spec in SPECS:

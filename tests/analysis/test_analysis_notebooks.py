@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from harness.analysis.figures import SPECS
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -48,3 +51,12 @@ def test_notebook_says_when_there_is_no_data(
     text = str(outputs)
     assert "No stored runs under" in text
     assert text.count("no data (no stored runs)") == 6  # one per cycles-per-packet target
+
+
+def test_each_notebook_shows_every_target_of_its_paper() -> None:
+    papers = {"banga-mogul-1998": "bm98", "banga-mogul-druschel-1999": "bmd99",
+              "chandra-mosberger-2001": "cm01", "cycles-per-packet": "cpp"}
+    for path in NOTEBOOKS:
+        sources = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+        shown = set(re.findall(r'nb\.show\(runs, "([^"]+)"\)', sources))
+        assert shown == {s.id for s in SPECS if s.paper == papers[path.stem]}, path.name
