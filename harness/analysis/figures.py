@@ -30,7 +30,7 @@ LABELS = {
     "content_throughput_mbps": "content throughput [Mbit/s]",
     "client_conns": "client connections",
     "stream_conns": "connections",
-    "stream_mbps": "bandwidth per connection [Mbit/s]",
+    "stream_mbps": "offered stream bandwidth, all connections [Mbit/s]",
     "one_way_delay_ms": "one-way delay [ms]",
     "pct": "share of profile samples [%]",
 }

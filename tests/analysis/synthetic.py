@@ -32,7 +32,7 @@ DEFAULTS = {
 # As the runner fills them: a web point has no stream columns, a stream point no hot load.
 WEB_DEFAULTS = {"stream_conns": None, "stream_mbps": None}
 STREAM_DEFAULTS = {"hot_conns": None, "offered_rate_rps": None, "stream_conns": 4,
-                   "stream_mbps": 25.0}
+                   "stream_mbps": 100.0}
 SCAN_COST = {"select": 1 / 2500, "poll": 1 / 2800, "devpoll": 1 / 20000}  # per cold conn
 TSC_HZ = 2.5e9
 DURATION_S = 10.0
@@ -193,7 +193,8 @@ def _web_metrics(p: pd.DataFrame, noise: np.ndarray, throughput: float, latency:
 def _stream_metrics(p: pd.DataFrame, noise: np.ndarray, throughput: float, latency: float) -> dict:
     conns = p["stream_conns"].to_numpy(dtype=float)
     delay = p["one_way_delay_ms"].to_numpy(dtype=float)
-    mbps = np.minimum(100.0, conns * p["stream_mbps"]) / (1 + delay / 400) * throughput
+    # stream_mbps is the total the connections share, as in the runner's scenarios.
+    mbps = p["stream_mbps"].to_numpy(dtype=float) / (1 + delay / 400) * throughput
     mbps = mbps * (1 + noise[0])
     packets = mbps * 1e6 / 8 / 1460 * DURATION_S * 1.5
     cpp = 8000 * (1 + 0.5 * np.maximum(0, np.log2(conns / 128))) * (1 + delay / 100)

@@ -60,3 +60,14 @@ def test_each_notebook_shows_every_target_of_its_paper() -> None:
         sources = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
         shown = set(re.findall(r'nb\.show\(runs, "([^"]+)"\)', sources))
         assert shown == {s.id for s in SPECS if s.paper == papers[path.stem]}, path.name
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_on_reference_results(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = REPO / "results" / "reference"
+    if not any(reference.rglob("manifest.json")):
+        pytest.skip(f"no reference results under {reference} yet")
+    outputs = _execute(path, reference, monkeypatch)
+    assert not [o for o in outputs if o.output_type == "error"]
