@@ -26,13 +26,14 @@ TURNAROUND = struct.Struct("d")
 
 
 def timestamped_recv(sock: socket.socket, size: int) -> tuple[bytes, float | None]:
-    """Reads up to size bytes and the kernel's receive time (CLOCK_REALTIME seconds)."""
+    """Reads up to size bytes and the kernel's receive time (CLOCK_REALTIME seconds); the
+    time now if the kernel gave none (the option is set before any data, so it should)."""
     data, ancdata, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(16))
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = struct.unpack("qq", payload[:16])
             return data, sec + nsec / 1e9
-    return data, None
+    return data, time.time()
 
 
 def goodput_bps(timeline: list[tuple[float, int]]) -> float | None:
@@ -77,7 +78,6 @@ def handle(conn: socket.socket) -> None:
         if not command:
             return  # a connect-time probe
         if command[0] == b"ECHO":
-            conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             while True:
                 data, arrived = timestamped_recv(conn, 1)
                 if not data:
@@ -91,6 +91,8 @@ def handle(conn: socket.socket) -> None:
 
 def serve(bind: str) -> None:
     listener = socket.create_server((bind, 0), backlog=64)
+    # Inherited by accepted sockets, so even a ping that comes with the command is stamped.
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     print(listener.getsockname()[1], flush=True)
     while True:
         conn, _ = listener.accept()
@@ -98,7 +100,9 @@ def serve(bind: str) -> None:
 
 
 def command_conn(host: str, port: int, line: bytes) -> socket.socket:
-    sock = socket.create_connection((host, port))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.connect((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(line)
     return sock
@@ -111,7 +115,6 @@ def measure(args: argparse.Namespace) -> dict:
             info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
             result["connect_ms"].append(struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000)
     with command_conn(args.host, args.port, b"ECHO\n") as sock:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         for _ in range(args.pings):
             sent = time.time()
             sock.sendall(b"p")
