@@ -20,6 +20,7 @@ from harness.topology.addressing import (
     plan_addresses,
 )
 from harness.topology.backend_probe import choose_backend
+from harness.topology.calibrate import CalibrationError
 from harness.topology.calibrate import calibrate as calibrate_links
 from harness.topology.commands import build_steps, queue_limits
 from harness.topology.ledger import Ledger, process_identity, state_dir
@@ -238,7 +239,18 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
                                       linkem_path(handle.backend), state_dir_of(ledger)))
         if calibrate:
             handle.calibration = calibrate_links(topology, plan, handle.backend)
+    except CalibrationError as exc:
+        handle.teardown()
+        raise CalibrationError(f"{exc}{lateness_note(handle.emulator_counters)}",
+                               exc.results) from None
     except BaseException:
         handle.teardown()
         raise
     return handle
+
+
+def lateness_note(counters: dict) -> str:
+    """How late the emulator released packets: tells its own delay from the machine's."""
+    parts = [f"{link} {d} mean {c[d]['late_us_mean']:.0f} us, max {c[d]['late_us_max']:.0f} us"
+             for link, c in counters.items() for d in ("a_to_b", "b_to_a") if d in c]
+    return f" [emulator release lateness: {'; '.join(parts)}]" if parts else ""
