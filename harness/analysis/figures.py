@@ -21,6 +21,7 @@ LABELS = {
     "cpu_us_per_conn": "server CPU per connection [µs]",
     "resp_time_mean_ms": "mean response time [ms]",
     "resp_time_p99_ms": "p99 response time [ms]",
+    "resp_time_uncorrected_p99_ms": "p99 response time, uncorrected [ms]",
     "signals_dequeued": "signals dequeued (sigwaitinfo calls)",
     "sigio_overflows": "SIGIO (signal queue overflows)",
     "cycles_per_packet": "cycles per packet",
@@ -168,7 +169,9 @@ SPECS: tuple[FigureSpec, ...] = (
         scenario="bmd99-fig9-resp-time-vs-rate",
         title="Response time vs request rate, 750 cold connections",
         x="offered_rate_rps",
-        y=("resp_time_mean_ms",),
+        # p99 from the intended send time and from the actual one: the gap is what
+        # coordinated omission would hide near saturation.
+        y=("resp_time_mean_ms", "resp_time_p99_ms", "resp_time_uncorrected_p99_ms"),
         series=("dispatch",),
     ),
     FigureSpec(
