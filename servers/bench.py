@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import clients
+from harness import paths
 from harness.demo import cpus, measure, raise_fd_limit
 from harness.metrics.cpu import TreeCpu
 from harness.servers import DISPATCHES, ServerConfig, running
@@ -109,9 +110,21 @@ def wait_listening(port: int, timeout: float = 10.0) -> None:
     raise RuntimeError(f"nginx did not listen on port {port} within {timeout} s")
 
 
+def rate_generator() -> str:
+    """A fixed offered rate needs wrk2 or wb-sclient; wrk's closed loop is the fallback."""
+    if shutil.which("wrk2"):
+        return "wrk2"
+    try:
+        paths.binary("wb-sclient")
+        return "sclient"
+    except paths.MissingBinary:
+        return "wrk"
+
+
 @dataclass
 class RatePoint:
     server: str
+    generator: str
     rep: int
     offered_rps: float
     reply_rate_rps: float
@@ -121,31 +134,35 @@ class RatePoint:
 
 
 def at_fixed_rate(name: str, pid: int, address: str, rate: float, seconds: int, conns: int,
-                  gen_cpu: int | None, rep: int) -> RatePoint:
-    spec = clients.LoadSpec(generator="sclient", targets=[address], hot_conns=conns,
-                            rate_rps=rate, duration_s=seconds, warmup_s=0, cpu=gen_cpu)
+                  gen_cpu: int | None, rep: int, generator: str = "sclient") -> RatePoint:
+    closed = generator == "wrk"
+    spec = clients.LoadSpec(generator=generator, targets=[address], hot_conns=conns,
+                            rate_rps=None if closed else rate, duration_s=seconds, warmup_s=0,
+                            cpu=gen_cpu, threads=1 if generator != "sclient" else None)
     server_cpu = TreeCpu([pid])
     before = sum(server_cpu.read())
     doc = clients.run(spec)
     used = sum(server_cpu.read()) - before
     replies = max(doc["replies"]["total"], 1)
-    return RatePoint(name, rep, rate, doc["reply_rate_rps"], used / replies * 1e6,
+    return RatePoint(name, generator, rep, 0 if closed else rate, doc["reply_rate_rps"],
+                     used / replies * 1e6,
                      bool(doc["valid"]), "; ".join(doc.get("invalid_reasons") or []))
 
 
 def versus_nginx(reps: int, seconds: int, conns: int, rate: float, tmp: Path) -> list[dict]:
     server_cpu, gen_cpu = cpus()
+    generator = rate_generator()
     rows = []
     cfg = ServerConfig(dispatch="epoll", cpu=server_cpu, reply_bytes=REPLY_BYTES)
     for rep in range(reps):  # alternate, so drifting background load hits both alike
         with running(cfg) as server:
             rows.append(at_fixed_rate("wb-server epoll", server.proc.pid, server.address, rate,
-                                      seconds, conns, gen_cpu, rep))
+                                      seconds, conns, gen_cpu, rep, generator))
         ngx_dir = tmp / f"nginx{rep}"
         ngx_dir.mkdir()
         with nginx(ngx_dir, server_cpu) as (proc, address):
             rows.append(at_fixed_rate("nginx", proc.pid, address, rate, seconds, conns,
-                                      gen_cpu, rep))
+                                      gen_cpu, rep, generator))
         for row in rows[-2:]:
             print(f"{row.server:<16} rep={rep} {row.reply_rate_rps:>9.0f} req/s "
                   f"{row.cpu_us_per_reply:6.2f} us/reply valid={row.generator_valid}",
@@ -209,7 +226,8 @@ def nginx_table(rows: list[dict]) -> list[str]:
     lines = ["| server | rep | offered req/s | replies/s | CPU µs/reply | generator valid |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        lines.append(f"| {r['server']} | {r['rep']} | {r['offered_rps']:.0f} | "
+        offered = f"{r['offered_rps']:.0f}" if r["offered_rps"] else "closed loop"
+        lines.append(f"| {r['server']} | {r['rep']} | {offered} | "
                      f"{r['reply_rate_rps']:.0f} | {r['cpu_us_per_reply']:.2f} | "
                      f"{'yes' if r['generator_valid'] else 'no'} |")
     ours = median([r["cpu_us_per_reply"] for r in rows if r["server"] != "nginx"])
@@ -239,6 +257,17 @@ def load() -> str:
     return ", ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def load_line(ngx: list[dict], args: argparse.Namespace) -> str:
+    generator = ngx[0].get("generator", "sclient")
+    if generator == "wrk":
+        return ("**No fixed-rate generator was available (neither wrk2 nor wb-sclient), so "
+                "this compares CPU per reply at wrk's closed-loop saturation instead:** wrk "
+                f"over {args.conns} persistent connections ")
+    name = "wb-sclient" if generator == "sclient" else generator
+    return (f"{name} at a fixed {args.rate:.0f} req/s over {args.conns} persistent "
+            "connections ")
+
+
 def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespace) -> str:
     return "\n".join([
         "# wb-server benchmark", "",
@@ -259,8 +288,7 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
         "of the two figures.", "",
         "## epoll backend vs nginx at one fixed offered rate", "",
-        f"wb-sclient at a fixed {args.rate:.0f} req/s over {args.conns} persistent connections "
-        f"for {args.seconds} s, the two servers alternating, each pinned to the same CPU; nginx "
+        load_line(ngx, args) + f"for {args.seconds} s, the two servers alternating, each pinned to the same CPU; nginx "
         f"1.22 with 1 worker, `return 200` of the same {REPLY_BYTES}-byte body, access log off. "
         "CPU per reply = server process tree CPU (nginx: master + worker) / replies counted "
         "by the generator.", "",

@@ -24,5 +24,5 @@ $(FUZZBIN)/fuzz-http: servers/fuzz/fuzz_http.c servers/http.c servers/http.h ser
 	  $(WARN) -Iservers -o $@ servers/fuzz/fuzz_http.c servers/http.c
 
 .PHONY: bench-servers
-bench-servers: python-deps $(BIN)/wb-server
+bench-servers: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
 	$(PY) servers/bench.py --out docs/bench-servers.md
