@@ -288,7 +288,8 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
         "of the two figures.", "",
         "## epoll backend vs nginx at one fixed offered rate", "",
-        load_line(ngx, args) + f"for {args.seconds} s, the two servers alternating, each pinned to the same CPU; nginx "
+        load_line(ngx, args) + f"for {args.seconds} s, the two servers alternating, each "
+        "pinned to the same CPU; nginx "
         f"1.22 with 1 worker, `return 200` of the same {REPLY_BYTES}-byte body, access log off. "
         "CPU per reply = server process tree CPU (nginx: master + worker) / replies counted "
         "by the generator.", "",
