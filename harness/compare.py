@@ -215,6 +215,10 @@ def compare_points(
             f"only {fewest} repetition(s) at some points: below {MIN_REPETITIONS}, "
             "Mann-Whitney U can rarely reach significance; rerun with more repetitions"
         )
+    coverage = _ci_ranks(fewest)[2]
+    if coverage < CI_LEVEL:
+        warnings.append(f"with {fewest} repetition(s) the median interval is the min-max range: "
+                        f"{coverage:.0%} coverage, not {CI_LEVEL:.0%}")
     return Comparison(rows, base_label, cand_label, scenario, min_effect, alpha, warnings)
 
 

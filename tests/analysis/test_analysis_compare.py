@@ -127,6 +127,7 @@ def test_warning_below_five_repetitions(
     run_command("harness.compare", ["compare", str(base), str(cand)])
     err = capsys.readouterr().err
     assert "only 3 repetition(s)" in err
+    assert "min-max range: 75% coverage" in err
     assert "cycles_per_packet is estimated" in err  # synthetic runs have no counters
 
 
