@@ -140,9 +140,20 @@ def calibrate_link(topology: Topology, plan: AddressPlan, link: LinkPlan, backen
     return judge(link.name, spec, backend, raw)
 
 
+def calibrate_link_twice(topology: Topology, plan: AddressPlan, link: LinkPlan,
+                         backend: str) -> dict:
+    """A link out of bounds is measured once more: other users' load comes in bursts here.
+    The second measurement is judged like the first, and the first is kept beside it."""
+    first = calibrate_link(topology, plan, link, backend)
+    if not first["problems"]:
+        return first
+    return {**calibrate_link(topology, plan, link, backend), "first_attempt": first}
+
+
 def calibrate(topology: Topology, plan: AddressPlan, backend: str) -> dict:
     """Per link results; CalibrationError listing measured vs configured when out of bounds."""
-    results = {link.name: calibrate_link(topology, plan, link, backend) for link in plan.links}
+    results = {link.name: calibrate_link_twice(topology, plan, link, backend)
+               for link in plan.links}
     problems = [p for r in results.values() for p in r["problems"]]
     if problems:
         raise CalibrationError("calibration refused the topology: " + "; ".join(problems),

@@ -10,7 +10,7 @@ import pytest
 
 import harness.paths
 from harness.topology import TopologyError, bring_up, load_topology
-from harness.topology.calibrate import calibrate_link
+from harness.topology.calibrate import CalibrationError, calibrate_link
 from tests.conftest import REPO, build, needs_root
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -150,3 +150,14 @@ def test_dumbbell_hot_and_cold_links_calibrate(no_leftovers):
             argv = [*handle.exec_prefix(client), "ping", "-c", "1", "-W", "1", "-I", source,
                     server]
             assert subprocess.run(argv, capture_output=True).returncode == 0, (role, source)
+
+
+def test_calibration_refuses_a_link_that_cannot_carry_its_rate(no_leftovers, state_dir):
+    # Two packets of queue at 1 Mbit/s: TCP loses in every burst and cannot fill the rate.
+    overrides = {"links.lan.a_to_b.rate_mbit": "1", "links.lan.a_to_b.queue_limit": "2"}
+    with pytest.raises(CalibrationError) as err:
+        bring_up(load_topology(LAN, overrides), "userspace")
+    assert "lan a_to_b: TCP goodput" in str(err.value) and "for 1 Mbit/s" in str(err.value)
+    assert "emulator release lateness" in str(err.value)
+    assert "first_attempt" in err.value.results["lan"]  # measured twice before refusing
+    no_leftovers.extend(p.stem for p in state_dir.glob("wb*.json"))
