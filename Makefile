@@ -47,7 +47,12 @@ bench: bench-servers bench-clients bench-wan bench-runner bench-analysis
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis bench-runner
+.PHONY: bench-analysis bench-runner reference
+# Small measured runs the notebooks and figure tests read (committed under results/reference).
+reference: deps all
+	bash scripts/reference.sh
+
+
 bench-analysis: python-deps
 	$(PY) scripts/bench_analysis.py
 

@@ -15,10 +15,11 @@ from rich.table import Table
 
 from harness import manifest
 from harness.metrics import perf
-from harness.paths import REPO_ROOT
+from harness.paths import REPO_ROOT, MissingBinary
 from harness.results import RunDir, new_run_id
-from harness.runner import RunContext, base_manifest, pending, run_points
+from harness.runner import MissingTool, RunContext, base_manifest, pending, preflight, run_points
 from harness.scenario import Point, Scenario, ScenarioError, load
+from harness.topology import TopologyError
 
 EXIT_USAGE = 2
 SUMMARY_METRICS = {
@@ -70,6 +71,11 @@ def main(args: argparse.Namespace) -> int:
     except (ScenarioError, FileNotFoundError) as exc:
         print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
         return EXIT_USAGE
+    try:
+        preflight(scenario)
+    except (MissingBinary, MissingTool) as exc:
+        print(f"wanbench run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()
     if run_dir is None:
@@ -87,20 +93,22 @@ def main(args: argparse.Namespace) -> int:
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
     run_dir.write_manifest(base_manifest(ctx, machine, reason))
-    interrupted = _run_with_progress(ctx, todo, console)
+    stopped = _run_with_progress(ctx, todo, console)
     run_dir.write_manifest(base_manifest(ctx, machine, reason))
     _print_summary(run_dir, scenario, console)
     done = len(run_dir.finished())
-    if interrupted:
-        console.print(f"[yellow]interrupted[/yellow]: {done} of {total} finished points kept in "
-                      f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}")
-        return 130
+    if stopped is not None:
+        console.print(f"[yellow]{stopped}[/yellow]: {done} of {total} finished points kept in "
+                      f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}",
+                      highlight=False)
+        return 130 if stopped == "interrupted" else 1
     console.print(f"results: {run_dir.path}")
     return 0
 
 
-def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console) -> bool:
-    """Runs the points; returns True when SIGINT or SIGTERM stopped it early."""
+def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
+                       console: Console) -> str | None:
+    """Runs the points; returns why it stopped early (a signal, a refused topology) or None."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
@@ -123,8 +131,11 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: 
         try:
             asyncio.run(main_task())
         except (asyncio.CancelledError, KeyboardInterrupt):
-            return True
-    return False
+            return "interrupted"
+        except TopologyError as exc:
+            # e.g. calibration out of tolerance: measuring on a wrong link would mislead.
+            return f"topology refused: {exc}"
+    return None
 
 
 def _label(point: Point) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 import clients
 from harness import procs, servers, topology
 from harness.metrics.sampler import SamplerConfig, WindowSampler
+from harness.paths import binary
 from harness.results import SCHEMA_VERSION, RunDir
 from harness.scenario import ExternalServer, Point, Scenario, WbServer, points, sweep_columns
 from harness.targets import check_target
@@ -25,6 +27,33 @@ SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
                        "connections_accepted", "accept_calls", "emfile_events")
 RTSIG_ONLY = ("signals_dequeued", "sigio_overflows", "fallback_rescans")
 GENERATOR_SATURATED_PCT = 95.0
+
+
+class MissingTool(RuntimeError):
+    """A program the scenario needs is not installed; the message names the fix."""
+
+
+GENERATOR_FIX = {
+    "httperf": "apt-get install httperf",
+    "wrk": "apt-get install wrk",
+    "wrk2": "wrk2 is not packaged: build it from source and put it on PATH",
+}
+
+
+def preflight(scenario: Scenario) -> None:
+    """Refuse before anything starts when a binary or tool of some point is missing."""
+    for point in points(scenario):
+        cfg = point.config
+        if isinstance(cfg.server, WbServer):
+            binary("wb-server")
+        elif shutil.which(cfg.server.command[0]) is None:
+            raise MissingTool(f"server command {cfg.server.command[0]!r} is not on PATH")
+        if cfg.cold.conns or cfg.stream or cfg.hot.generator == "sclient":
+            binary("wb-sclient")
+        tool = cfg.hot.generator
+        if tool in GENERATOR_FIX and shutil.which(tool) is None:
+            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {GENERATOR_FIX[tool]}"
+                              f", or use hot.generator: sclient")
 
 
 class PointFailed(RuntimeError):
@@ -386,7 +415,10 @@ def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict
 
 
 class TopologyCache:
-    """Keeps one topology up while consecutive points share it (same file and overrides)."""
+    """Keeps one topology up while consecutive points share it (same file and overrides).
+
+    Each topology brought up is one entry of the manifest's `topology.instances`, rewritten
+    after teardown so that it carries the emulator's counters too."""
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -401,18 +433,25 @@ class TopologyCache:
         ref = point.config.topology
         topo = topology.load_topology(ref.path(self.ctx.scenario_dir), dict(ref.set) or None)
         backend = self.ctx.backend or ref.backend
-        self.ctx.on_event(f"topology {ref.file} up (backend {backend})")
         handle = self.stack.enter_context(topology.bring_up(
             topo, backend=backend, run_prefix=None))
+        self.ctx.on_event(f"topology {ref.file} up (backend {handle.backend})")
         self.key = point.topology_key
         self.ends = endpoints(handle)
-        self.ctx.topology_manifest.setdefault("links", {})[self.key] = handle.manifest()
         self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
                                           probe=handle.probe)
+        self.ctx.topology_manifest.setdefault("instances", []).append(self._describe())
         return self.ends
+
+    def _describe(self) -> dict[str, Any]:
+        assert self.ends is not None
+        return {"set": json.loads(self.key or "{}").get("set", {}),
+                **self.ends.handle.manifest()}
 
     def close(self) -> None:
         self.stack.close()
+        if self.ends is not None:
+            self.ctx.topology_manifest["instances"][-1] = self._describe()
         self.stack = contextlib.ExitStack()
         self.key = self.ends = None
 

@@ -237,11 +237,14 @@ def test_run_through_an_emulated_wan(tmp_path: Path):
     manifest = json.loads((run / "manifest.json").read_text())
     topo = manifest["topology"]
     assert topo["backend"] in ("netem", "userspace")
-    (links,) = topo["links"].values()
-    assert links["calibration"], "bring-up must record the calibration"
+    (instance,) = topo["instances"]
+    assert instance["set"] == {"links.cold.delay_ms": 20}
+    assert instance["calibration"], "bring-up must record the calibration"
+    if topo["backend"] == "userspace":
+        assert instance["emulator_counters"], "counters are kept after teardown"
     points = pd.read_parquet(run / "points.parquet")
     assert points.loc[0, "cold_held"] == 200
     assert 250 < points.loc[0, "reply_rate_rps"] < 350
     assert points.loc[0, "packets_in"] > 0  # counted inside the server's namespace
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert links["prefix"] not in namespaces, "the run's namespaces must be gone"
+    assert instance["prefix"] not in namespaces, "the run's namespaces must be gone"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,16 @@ def test_bad_set_override_is_refused(tmp_path: Path):
          "--set", "server.dispatch=kqueue"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "server.dispatch" in done.stderr and "'epoll'" in done.stderr
+
+
+def test_missing_generator_tool_is_refused_before_anything_starts(tmp_path: Path):
+    if shutil.which("wrk2"):
+        pytest.skip("wrk2 is installed here: nothing to refuse")
+    scenario = tmp_path / "wants-wrk2.yaml"
+    scenario.write_text("name: wants-wrk2\nhot: {generator: wrk2}\n")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "hot.generator wrk2 is not on PATH" in done.stderr
+    assert "use hot.generator: sclient" in done.stderr
+    assert not (tmp_path / "out").exists()
