@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +165,12 @@ def test_exit_2_usage_errors(tmp_path: Path, problem: str) -> None:
     except SystemExit as exc:  # argparse rejects bad option values itself, with exit 2
         code = exc.code
     assert code == 2
+
+
+def test_wanbench_entry_point_exit_code(tmp_path: Path) -> None:
+    base, cand = _runs(tmp_path, throughput=0.9)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(base), str(cand),
+                           "--metric", "reply_rate_rps"], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 1, done.stderr
+    assert "20 regression(s)" in done.stdout
