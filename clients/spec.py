@@ -38,6 +38,7 @@ class LoadSpec:
     max_outstanding: int = 1
     late_us: float | None = None  # None: the generator's default
     spin_us: int = 0
+    coalesce_us: int = 0  # sclient: never sleep for less (fewer wake-ups at high rates)
     workers: int = 0  # sclient shards; 0: automatic from RLIMIT_NOFILE
     hog: bool = False  # httperf --hog: only when asked (it spins when ports run out)
     threads: int | None = None  # wrk/wrk2 threads; None: min(hot_conns, 2)
@@ -98,6 +99,7 @@ def native_argv(spec: LoadSpec) -> list[str]:
         ("--max-outstanding", spec.max_outstanding),
         ("--late-us", spec.late_us),
         ("--spin-us", spec.spin_us or None),
+        ("--coalesce-us", spec.coalesce_us or None),
         ("--cold", spec.cold_conns or None),
         ("--cold-ramp", spec.cold_ramp_rps),
         ("--cold-interval", spec.cold_interval_s),

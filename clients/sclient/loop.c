@@ -695,6 +695,7 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
         run_streams(L);
         int64_t wake = next_wakeup(L), wait = wake - (int64_t)now_ns();
         if (wait < (int64_t)o->spin_us * 1000) wait = 0;
+        else if (wait < (int64_t)o->coalesce_us * 1000) wait = (int64_t)o->coalesce_us * 1000;
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int n = epoll_pwait2(L->ep, events, 1024, &ts, &waitmask);
         if (n < 0 && errno != EINTR) { perror("wb-sclient: epoll_pwait2"); return 1; }

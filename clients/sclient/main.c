@@ -27,6 +27,7 @@ static const char usage[] =
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --path P --connect-timeout S\n"
     "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
+    "        --coalesce-us US\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N\n"
     "stream: --stream N --stream-mbps B (0: unpaced)\n";
@@ -114,7 +115,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
         {"requests-per-conn", 1, 0, 'n'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
         {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
-        {"spin-us", 1, 0, 'x'}, {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
+        {"spin-us", 1, 0, 'x'}, {"coalesce-us", 1, 0, 'z'}, {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
@@ -155,6 +156,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'm': o->max_outstanding = (int)num(name, optarg, 1, 1024); break;
         case 'l': o->late_us = num(name, optarg, 1, 1e9); break;
         case 'x': o->spin_us = (int)num(name, optarg, 0, 1e6); break;
+        case 'z': o->coalesce_us = (int)num(name, optarg, 0, 1e6); break;
         case 'k': o->cold_conns = (int)num(name, optarg, 0, 1e7); break;
         case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
         case 'I': o->cold_interval_s = num(name, optarg, 0, 1e6); break;

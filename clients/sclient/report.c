@@ -52,9 +52,9 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
     fprintf(f, ", \"arrivals\": \"%s\", \"requests_per_conn\": ", o->poisson ? "poisson" : "fixed");
     if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
     fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
-               ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d",
+               ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d, \"coalesce_us\": %d",
             o->path, o->connect_timeout_s, o->response_timeout_s, o->max_outstanding, o->late_us,
-            o->spin_us);
+            o->spin_us, o->coalesce_us);
     fprintf(f, ", \"cold_conns\": %d, \"cold_ramp_rps\": ", o->cold_conns);
     if (o->cold_ramp > 0) fprintf(f, "%.6g", o->cold_ramp); else fprintf(f, "null");
     fprintf(f, ", \"cold_interval_s\": ");

@@ -30,6 +30,7 @@ struct opts {
     int max_outstanding;
     double late_us; /* a send whose scheduler slip exceeds this is late */
     int spin_us;    /* busy-poll this close to a scheduled send */
+    int coalesce_us; /* never sleep for less: fewer wake-ups, up to this much send slip */
     /* cold */
     int cold_conns;
     double cold_ramp; /* connection attempts per second; 0: as fast as allowed */
