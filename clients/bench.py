@@ -153,9 +153,11 @@ def established_on(port: int) -> int:
 
 
 def cold_hold(tmp: str) -> list[str]:
-    lines = ["| rep | established (kernel, server side) | time to establish s | generator "
-             "bytes/conn | shards | valid |", "| ---: | ---: | ---: | ---: | ---: | --- |"]
-    cfg = ServerConfig(workers=COLD_SERVER_WORKERS, cpu=SERVER_CPU)
+    lines = ["| rep | established (kernel, server side) | server connections_current | time to "
+             "establish s | generator bytes/conn | shards | valid |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    cfg = ServerConfig(workers=COLD_SERVER_WORKERS, cpu=SERVER_CPU,
+                       stats_path=Path(tmp) / "cold-server-stats.json")
     for rep in range(REPS):
         with running(cfg) as server:
             spec = load("sclient", server, tmp, cold_conns=COLD_BIG, duration_s=0, warmup_s=0)
@@ -167,11 +169,12 @@ def cold_hold(tmp: str) -> list[str]:
                         raise TimeoutError(f"{COLD_BIG} cold connections not ready in 300 s")
                 proc.stdout.readline()  # {"event": "cold_ready", ...}
                 held = established_on(server.port)
+                server_held = server.snapshot()["connections_current"]
             finally:
                 proc.terminate()
                 proc.wait(60)
             doc = parse_result(spec, "", "")
-        lines.append(f"| {rep} | {held:,} | {doc['cold']['established_s']:.2f} | "
+        lines.append(f"| {rep} | {held:,} | {server_held:,} | {doc['cold']['established_s']:.2f} | "
                      f"{doc['generator_memory']['bytes_per_cold_conn']:.0f} | {doc['shards']} | "
                      f"{str(doc['valid']).lower()} |")
         time.sleep(2)  # let the 100k sockets close before the next repetition
