@@ -48,9 +48,14 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["events_per_dispatch"] = _column(out, "events_per_dispatch").fillna(
         _ratio(_column(out, "dispatch_events"), _column(out, "dispatch_calls"))
     )
-    # One request per connection (ufalloc runs): server CPU time per reply = per connection.
+    # Server CPU per accepted connection over the sampled window (both come from the same
+    # window); without the server's accept count, one request per connection makes replies
+    # stand in for connections.
     cpu_s_per_s = _column(out, "cpu_server_pct") / 100
-    out["cpu_us_per_conn"] = _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps"))
+    per_accept = _ratio(cpu_s_per_s * _column(out, "sampled_window_s") * 1e6,
+                        _column(out, "connections_accepted"))
+    out["cpu_us_per_conn"] = per_accept.fillna(
+        _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps")))
     packets = _column(out, "packets_in") + _column(out, "packets_out")
     out["cycles_per_packet"] = _column(out, "cycles_per_packet").fillna(
         _ratio(_column(out, "cycles"), packets)

@@ -110,3 +110,12 @@ def test_layer_cycles_leave_out_the_idle_loop() -> None:
     assert set(layers.index) == {"tcp", "syscall"}
     assert layers.loc["tcp", "layer_cycles_per_packet"] == pytest.approx(6000.0)
     assert layers.loc["syscall", "layer_cycles_per_packet"] == pytest.approx(4000.0)
+
+
+def test_cpu_per_connection_uses_the_windows_accept_count() -> None:
+    points = pd.DataFrame({"cpu_server_pct": [50.0, 50.0], "sampled_window_s": [2.0, 2.0],
+                           "connections_accepted": [1000, np.nan],
+                           "reply_rate_rps": [400.0, 400.0]})
+    out = derive.add_derived(points)
+    # 1 s of CPU over 1000 accepts; without the count, 0.5 s/s over 400 replies/s.
+    assert out["cpu_us_per_conn"].tolist() == pytest.approx([1000.0, 1250.0])
