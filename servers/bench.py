@@ -30,7 +30,8 @@ STABLE_BACKENDS = ("devpoll", "epoll", "rtsig", "uring")  # the papers: flat wit
 
 
 def sweep(reps: int, seconds: int, conns: int, tmp: Path) -> list[dict]:
-    """Repetitions outermost, so that drifting background load spreads over all backends."""
+    """Repetitions outermost, so that drifting background load spreads over all backends
+    and idle levels."""
     server_cpu, wrk_cpu = cpus()
     rows = []
     for rep in range(reps):
@@ -38,7 +39,8 @@ def sweep(reps: int, seconds: int, conns: int, tmp: Path) -> list[dict]:
             cfg = ServerConfig(dispatch=backend, cpu=server_cpu, backlog=16384,
                                reply_bytes=REPLY_BYTES, stats_path=tmp / f"{backend}.json")
             with running(cfg) as server:
-                for idle in IDLE_LEVELS:
+                shift = rep % len(IDLE_LEVELS)  # rotate, so no level is always measured first
+                for idle in IDLE_LEVELS[shift:] + IDLE_LEVELS[:shift]:
                     point = measure(server, backend, idle, seconds, conns, wrk_cpu)
                     print(f"{backend:<8} idle={idle:<6} rep={rep} "
                           f"{point.reply_rate_rps:>9.0f} req/s "
@@ -299,7 +301,7 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/bench-servers.md"))
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--conns", type=int, default=20)
     parser.add_argument("--rate", type=float, default=20000, help="offered rate vs nginx")
