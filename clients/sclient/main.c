@@ -115,7 +115,8 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
         {"requests-per-conn", 1, 0, 'n'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
         {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
-        {"spin-us", 1, 0, 'x'}, {"coalesce-us", 1, 0, 'z'}, {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
+        {"spin-us", 1, 0, 'x'}, {"coalesce-us", 1, 0, 'z'}, {"cold", 1, 0, 'k'},
+        {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};

@@ -12,6 +12,7 @@
 void result_merge(struct result *into, const struct result *from) {
 #define SUM(f) into->f += from->f
     SUM(cpu_window_user_s); SUM(cpu_window_sys_s); SUM(cpu_user_s); SUM(cpu_sys_s); SUM(run_delay_window_s);
+    SUM(spin_idle_s);
     SUM(sent); SUM(queued); SUM(dropped); SUM(replies); SUM(scheduled); SUM(late);
     SUM(err_connect_timeout); SUM(err_refused); SUM(err_reset); SUM(err_response_timeout);
     SUM(err_other); SUM(cold_requested); SUM(cold_established); SUM(cold_held);
@@ -52,7 +53,8 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
     fprintf(f, ", \"arrivals\": \"%s\", \"requests_per_conn\": ", o->poisson ? "poisson" : "fixed");
     if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
     fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
-               ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d, \"coalesce_us\": %d",
+               ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d"
+               ", \"coalesce_us\": %d",
             o->path, o->connect_timeout_s, o->response_timeout_s, o->max_outstanding, o->late_us,
             o->spin_us, o->coalesce_us);
     fprintf(f, ", \"cold_conns\": %d, \"cold_ramp_rps\": ", o->cold_conns);
@@ -151,10 +153,11 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
         fprintf(f, ", \"stream\": null");
     }
     fprintf(f, ", \"generator_cpu\": {\"user_s\": %.3f, \"sys_s\": %.3f, \"pct\": %.1f, "
-               "\"run_delay_s\": %.3f, \"total_user_s\": %.3f, \"total_sys_s\": %.3f}",
+               "\"run_delay_s\": %.3f, \"spin_idle_s\": %.3f, \"total_user_s\": %.3f, "
+               "\"total_sys_s\": %.3f}",
             r->window_s > 0 ? r->cpu_window_user_s : r->cpu_user_s,
             r->window_s > 0 ? r->cpu_window_sys_s : r->cpu_sys_s, cpu_pct, r->run_delay_window_s,
-            r->cpu_user_s, r->cpu_sys_s);
+            r->spin_idle_s, r->cpu_user_s, r->cpu_sys_s);
     fprintf(f, ", \"generator_memory\": {\"rss_kb\": %llu, \"bytes_per_cold_conn\": ",
             (unsigned long long)r->rss_end_kb);
     if (o->cold_conns && r->cold_established && r->rss_ready_kb)

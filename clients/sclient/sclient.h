@@ -62,6 +62,7 @@ struct timeline_entry {
 struct result {
     double window_s, established_s, cpu_window_user_s, cpu_window_sys_s, cpu_user_s, cpu_sys_s;
     double run_delay_window_s; /* runnable but not running, in the window */
+    double spin_idle_s;        /* --spin-us polls that found nothing, in the window */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
     uint64_t by_status[600];
     uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_other;
