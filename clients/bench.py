@@ -84,8 +84,8 @@ def closed_loop(server: RunningServer, tmp: str) -> tuple[list[str], float]:
 def open_loop(server: RunningServer, tmp: str, saturation: float) -> list[str]:
     lines = [f"Saturation = closed-loop sclient median above: {saturation:,.0f} replies/s.", "",
              "| offered (% of saturation) | offered req/s | achieved replies/s (reps) | "
-             "worst error | valid (reps) | late sends % (reps) | waiting for CPU % (reps) |",
-             "| ---: | ---: | --- | ---: | --- | --- | --- |"]
+             "worst error | valid (reps) | late sends % (reps) | generator CPU % (reps) | "
+             "waiting for CPU % (reps) |", "| ---: | ---: | --- | ---: | --- | --- | --- | --- |"]
     for pct in (10, 30, 50, 70, 90):
         rate = round(saturation * pct / 100)
         docs = [run(load("sclient", server, tmp, hot_conns=50, rate_rps=rate, duration_s=3,
@@ -93,10 +93,12 @@ def open_loop(server: RunningServer, tmp: str, saturation: float) -> list[str]:
         got = [d["reply_rate_rps"] for d in docs]
         worst = max(abs(g - rate) / rate for g in got)
         late = [100 * d["late_sends"] / max(1, d["requests"]["scheduled"]) for d in docs]
+        busy = [d["generator_cpu"]["pct"] for d in docs]
         waiting = [100 * d["generator_cpu"]["run_delay_s"] / d["duration_s"] for d in docs]
         lines.append(f"| {pct} | {rate:,} | {reps(got)} | {100 * worst:.2f} % | "
                      f"{' / '.join(str(d['valid']).lower() for d in docs)} | "
-                     f"{reps(late, '{:.1f}')} | {reps(waiting, '{:.0f}')} |")
+                     f"{reps(late, '{:.1f}')} | {reps(busy, '{:.0f}')} | "
+                     f"{reps(waiting, '{:.0f}')} |")
     return lines + ["", f"sclient ran with `--coalesce-us {OPEN_LOOP_COALESCE_US}` (it never "
                     "sleeps for less, sending what fell due meanwhile: about 40 % less CPU per "
                     "request at 60,000 req/s). `valid` is false when > 1 % of sends left "
