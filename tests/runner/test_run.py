@@ -32,6 +32,18 @@ def write_scenario(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def run_scenario(tmp_path: Path, text: str, timeout: float = 120) -> tuple[Path, str]:
+    """Run a scenario to completion; returns its run directory and what it printed."""
+    out = tmp_path / "results"
+    done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, text)), "--out",
+                                      str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    (run,) = run_dirs(out)
+    assert not leftover_processes(out)
+    return run, done.stdout
+
+
 def run_dirs(root: Path) -> list[Path]:
     return [p.parent for p in root.glob("*/*/manifest.json")]
 
@@ -57,12 +69,7 @@ profile: true
 
 
 def test_run_writes_a_complete_results_directory(tmp_path: Path):
-    out = tmp_path / "results"
-    done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, SMALL)), "--out",
-                                      str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    (run,) = run_dirs(out)
+    run, stdout = run_scenario(tmp_path, SMALL)
     manifest = json.loads((run / "manifest.json").read_text())
     for key in ("schema_version", "run_id", "scenario", "kernel", "sysctls", "cpu", "tools",
                 "git_revision", "topology", "perf", "sweep_axes"):
@@ -90,8 +97,7 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     profiles = pd.read_parquet(run / "profiles.parquet")
     assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
     assert set(profiles["point_id"]) == set(points["point_id"])
-    assert "small: median over repetitions" in done.stdout
-    assert not leftover_processes(out)
+    assert "small: median over repetitions" in stdout
 
 
 RESUMABLE = """
@@ -187,19 +193,13 @@ duration_s: 1
 def test_external_nginx_scenario_runs(tmp_path: Path, port: int):
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
-    out = tmp_path / "results"
-    scenario = write_scenario(tmp_path, NGINX.replace("PORT", str(port)))
-    done = subprocess.run(WANBENCH + ["run", str(scenario), "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    (run,) = run_dirs(out)
+    run, _ = run_scenario(tmp_path, NGINX.replace("PORT", str(port)))
     points = pd.read_parquet(run / "points.parquet")
     assert points.loc[0, "server"] == "nginx"
     reason = points.loc[0, "invalid_reason"]
     assert points.loc[0, "valid"] or "generator fell behind" in reason, reason
     assert 250 < points.loc[0, "reply_rate_rps"] < 350
     assert pd.isna(points.loc[0, "dispatch_calls"])  # nginx has no wb-server stats
-    assert not leftover_processes(out)
 
 
 def test_doctor_lists_every_capability():
@@ -228,12 +228,7 @@ duration_s: 1.5
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespace topologies need root")
 def test_run_through_an_emulated_wan(tmp_path: Path):
     build("build/bin/wb-linkem")
-    out = tmp_path / "results"
-    done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, WAN)), "--out",
-                                      str(out)], cwd=REPO, capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 0, done.stderr
-    (run,) = run_dirs(out)
+    run, _ = run_scenario(tmp_path, WAN, timeout=180)
     manifest = json.loads((run / "manifest.json").read_text())
     topo = manifest["topology"]
     assert topo["backend"] in ("netem", "userspace")
