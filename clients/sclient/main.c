@@ -19,6 +19,7 @@
 
 #define FD_RESERVE 64 /* descriptors kept for stdio, epoll, pipes */
 #define HOLD_TIMELINE_S 86400
+#define MAX_SHARDS 64 /* about 1.27 million connections at RLIMIT_NOFILE 20,000 */
 
 static const char usage[] =
     "usage: wb-sclient --target ADDR:PORT [--target ...] [options]\n"
@@ -165,7 +166,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'b': o->stream_conns = (int)num(name, optarg, 0, 1e6); break;
         case 'B': o->stream_mbps = num(name, optarg, 0, 1e6); break;
         case 'j': o->json_path = optarg; break;
-        case 'W': o->workers = (int)num(name, optarg, 0, 1024); break;
+        case 'W': o->workers = (int)num(name, optarg, 0, MAX_SHARDS); break;
         case 'h': fputs(usage, stdout); exit(0);
         default: die("%s", "unknown option");
         }
@@ -196,7 +197,7 @@ static int part(int total, int i, int n, int *first) {
     return (int)((long)total * (i + 1) / n) - *first;
 }
 
-static pid_t children[1024];
+static pid_t children[MAX_SHARDS];
 static int nchildren;
 static void forward_signal(int sig) {
     for (int i = 0; i < nchildren; i++) kill(children[i], sig);
@@ -217,6 +218,11 @@ int main(int argc, char **argv) {
     long per_shard = o.nofile_limit - FD_RESERVE;
     int n = o.workers ? o.workers : (int)((needed + per_shard - 1) / per_shard);
     if (n < 1) n = 1;
+    if (n > MAX_SHARDS) {
+        fprintf(stderr, "wb-sclient: %ld connections need %d worker processes, more than %d; "
+                        "fix: ask for fewer connections per generator\n", needed, n, MAX_SHARDS);
+        return 2;
+    }
     if (needed / n > per_shard) {
         fprintf(stderr, "wb-sclient: %ld connections over %d worker(s) exceed RLIMIT_NOFILE %d; "
                         "fix: raise --workers or leave it 0 (automatic)\n", needed, n, o.nofile_limit);
@@ -227,7 +233,7 @@ int main(int argc, char **argv) {
     size_t slot = (sizeof(struct result) + (size_t)tl_len * sizeof(struct timeline_entry) + 4095) & ~4095ul;
     char *shm = mmap(NULL, slot * (size_t)(n + 1), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) { perror("wb-sclient: mmap"); return 1; }
-    struct shard shards[1024];
+    struct shard shards[MAX_SHARDS];
     for (int i = 0; i <= n; i++) {
         struct result *r = (struct result *)(shm + slot * (size_t)i);
         r->timeline_len = tl_len;

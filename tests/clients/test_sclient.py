@@ -189,6 +189,10 @@ def test_bad_options_name_the_problem(sclient):
     r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--hot-conns", "1",
                         "--arrivals", "bursty"], capture_output=True, text=True)
     assert r.returncode == 2 and "fixed or poisson" in r.stderr
+    # refused before any worker is forked
+    r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--cold", "5000000",
+                        "--duration", "1"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "worker processes, more than 64" in r.stderr
 
 
 def test_sanitizer_build_runs_every_mode_cleanly(server, tmp_path):
