@@ -139,12 +139,15 @@ def test_workers_die_with_a_killed_parent(normal_binary: Path, tmp_path: Path) -
         workers = [w["pid"] for w in server.snapshot()["per_worker"]]
         server.proc.kill()
         server.proc.wait()
-        for pid in workers:
-            for _ in range(1000):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.005)
-            else:
-                raise AssertionError(f"worker {pid} outlived its parent")
+    survivors = []
+    for pid in workers:
+        for _ in range(1000):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.005)
+        else:
+            survivors.append(pid)
+            os.kill(pid, signal.SIGKILL)  # fail, but leave nothing running
+    assert not survivors, f"workers {survivors} outlived their parent"
