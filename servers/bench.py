@@ -20,9 +20,9 @@ from pathlib import Path
 
 import clients
 from harness import paths
-from harness.demo import cpus, measure, raise_fd_limit
 from harness.metrics.cpu import TreeCpu
 from harness.servers import DISPATCHES, ServerConfig, running
+from harness.wrk_idle import cpus, measure, raise_fd_limit
 
 IDLE_LEVELS = (0, 1000, 5000, 10000)
 REPLY_BYTES = 92

@@ -1,22 +1,19 @@
-"""`wanbench demo`: every dispatch backend under a short wrk load, with and without idle
-connections (the interim main job; a scenario-driven demo will replace it)."""
+"""wb-server under a short wrk load while Python holds idle connections to it: the servers'
+benchmark and tests use this to measure a backend at a given number of idle connections."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import socket
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import clients
 from harness.metrics.cpu import TreeCpu
-from harness.servers import DISPATCHES, RunningServer, ServerConfig, running
+from harness.servers import RunningServer
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; socket.IP_BIND_ADDRESS_NO_PORT needs Python 3.12
 
@@ -106,38 +103,3 @@ def cpus() -> tuple[int | None, int | None]:
     """Server and load generator on different CPUs when there are two."""
     allowed = sorted(os.sched_getaffinity(0))
     return (allowed[0], allowed[1]) if len(allowed) >= 2 else (None, None)
-
-
-def format_table(points: list[Point]) -> str:
-    head = f"{'backend':<8} {'idle':>6} {'req/s':>10} {'CPU us/reply':>13} {'events/call':>12}"
-    rows = [f"{p.backend:<8} {p.idle:>6} {p.reply_rate_rps:>10.0f} "
-            f"{p.cpu_us_per_reply:>13.2f} {p.events_per_dispatch:>12.1f}" for p in points]
-    return "\n".join([head, *rows])
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("demo", help="each backend under a short load, with idle conns",
-                              description=__doc__)
-    p.add_argument("--seconds", type=int, default=3, help="wrk run per point")
-    p.add_argument("--idle", type=int, default=2000, help="idle connections in the second run")
-    p.add_argument("--conns", type=int, default=20, help="wrk connections")
-    p.add_argument("--dispatch", nargs="+", choices=DISPATCHES, default=list(DISPATCHES))
-    p.set_defaults(func=run_demo)
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    server_cpu, wrk_cpu = cpus()
-    points = []
-    with tempfile.TemporaryDirectory(prefix="wb-demo-") as tmp:
-        for backend in args.dispatch:
-            cfg = ServerConfig(dispatch=backend, cpu=server_cpu, backlog=8192,
-                               stats_path=Path(tmp) / f"{backend}.json")
-            with running(cfg) as server:
-                for idle in (0, args.idle):
-                    point = measure(server, backend, idle, args.seconds, args.conns, wrk_cpu)
-                    print(f"  {backend:<8} idle={idle:<6} {point.reply_rate_rps:>9.0f} req/s",
-                          flush=True)
-                    points.append(point)
-    print()
-    print(format_table(points))
-    return 0
