@@ -352,7 +352,8 @@ def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
     errors = doc.get("errors") or {}
     latency = doc.get("latency") or {}
     row: dict[str, Any] = {
-        "reply_rate_rps": doc.get("reply_rate_rps"),
+        "reply_rate_rps": success_rate(doc),
+        "replies_non_2xx": _non_2xx(doc),
         "request_rate_rps": doc.get("request_rate_rps"),
         "errors_total": sum(v for v in errors.values() if v is not None) if errors else None,
         "timeouts_total": (errors.get("connect_timeout") or 0)
@@ -365,6 +366,26 @@ def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
         for stat in ("mean", "p50", "p99"):
             row[f"{prefix}_{stat}_ms"] = _ms(hist.get(f"{stat}_us"))
     return row
+
+
+def _by_status(doc: dict[str, Any]) -> dict[str, int]:
+    return (doc.get("replies") or {}).get("by_status") or {}
+
+
+def _non_2xx(doc: dict[str, Any]) -> int | None:
+    statuses = _by_status(doc)
+    return sum(n for code, n in statuses.items() if not code.startswith("2")) if statuses \
+        else None
+
+
+def success_rate(doc: dict[str, Any]) -> float | None:
+    """2xx replies per second of the window: a server answering 400 or 503 is not serving.
+    Generators count replies of every status; their status breakdown gives the 2xx share."""
+    statuses, rate = _by_status(doc), doc.get("reply_rate_rps")
+    total = sum(statuses.values())
+    if rate is None or not total:
+        return rate
+    return rate * sum(n for code, n in statuses.items() if code.startswith("2")) / total
 
 
 def server_deltas(before: dict[str, Any] | None, after: dict[str, Any] | None,

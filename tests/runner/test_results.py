@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.results import RunDir
+from harness.runner import generator_metrics
 
 
 def _record(point_id: str, rep: int, rate: float) -> dict:
@@ -49,3 +50,14 @@ def test_open_refuses_a_directory_without_manifest(tmp_path: Path):
         assert "manifest.json" in str(exc)
     else:
         raise AssertionError("RunDir.open accepted a directory without manifest")
+
+
+def test_reply_rate_counts_only_successful_replies():
+    doc = {"reply_rate_rps": 1000.0, "replies": {"total": 2000,
+                                                 "by_status": {"200": 1500, "400": 500}}}
+    row = generator_metrics(doc)
+    assert row["reply_rate_rps"] == 750.0
+    assert row["replies_non_2xx"] == 500
+    wrk_style = {"reply_rate_rps": 10.0, "replies": {"total": 10, "by_status": {"2xx": 10}}}
+    assert generator_metrics(wrk_style)["reply_rate_rps"] == 10.0
+    assert generator_metrics({"reply_rate_rps": 5.0})["reply_rate_rps"] == 5.0
