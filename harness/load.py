@@ -14,6 +14,7 @@ from typing import Any
 
 from clients import GENERATORS, GeneratorFailed, LoadSpec, command, parse_result, run
 from harness.paths import MissingBinary
+from harness.procs import forwarding_signals
 from harness.targets import TargetRefused
 
 
@@ -69,21 +70,11 @@ def spec_from_args(args: argparse.Namespace, json_path: str | None) -> LoadSpec:
 def hold(spec: LoadSpec) -> dict[str, Any]:
     """Cold-only hold until Ctrl-C: relay the generator's events, stop it, read its result."""
     proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
-
-    def stop(signum: int, frame: object) -> None:
-        proc.send_signal(signal.SIGTERM)  # it writes its result and exits: stdout ends
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    # On SIGTERM the generator writes its result and exits, which ends its stdout.
+    with forwarding_signals(proc, (signal.SIGINT, signal.SIGTERM), send=signal.SIGTERM):
         for line in proc.stdout or ():
             print(line.rstrip(), flush=True)
         proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return parse_result(spec, "", "")
 
 

@@ -6,6 +6,9 @@ import asyncio
 import ctypes
 import os
 import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -49,3 +52,22 @@ def pin_argv(cpu: int | None) -> list[str]:
     if cpu >= (os.cpu_count() or 1):
         raise ValueError(f"CPU {cpu} does not exist (this machine has {os.cpu_count()} CPUs)")
     return ["taskset", "-c", str(cpu)]
+
+
+@contextmanager
+def forwarding_signals(proc: subprocess.Popen, signals: tuple[int, ...],
+                       send: int | None = None) -> Iterator[None]:
+    """While a foreground child runs, pass these signals on to it (as `send`, or as
+    themselves); on the way out restore the handlers and never leave the child behind."""
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(send or signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import paths
+from harness.procs import forwarding_signals
 
 DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
 
@@ -198,12 +199,5 @@ def run_server(args: argparse.Namespace) -> int:
                        listen=args.listen, backlog=args.backlog, workers=args.workers,
                        cpu=args.cpu, stats_path=args.stats, sink=args.sink)
     proc = subprocess.Popen(cfg.argv())
-    previous = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in FORWARDED}
-    try:
+    with forwarding_signals(proc, FORWARDED):
         return proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait()
