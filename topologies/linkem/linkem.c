@@ -26,7 +26,7 @@
 
 #define SLOT_BYTES 2048 /* one packet at the TUN MTU of 1500; larger ones count as oversize */
 #define READ_BATCH 256  /* packets read per wakeup before releasing due ones */
-#define SPIN_NS 50000   /* wake this early and poll without sleeping: VM timer wakeups run late */
+#define SPIN_NS 200000 /* wake this early and poll without sleeping: VM timer wakeups run late */
 
 enum jitter_dist { DIST_UNIFORM, DIST_NORMAL };
 
