@@ -24,6 +24,7 @@ from harness.topology import TopologyError
 EXIT_USAGE = 2
 SUMMARY_METRICS = {
     "reply_rate_rps": "replies/s",
+    "stream_throughput_mbps": "Mbit/s",
     "cpu_server_pct": "server CPU %",
     "resp_time_p50_ms": "p50 ms",
     "resp_time_p99_ms": "p99 ms",
@@ -115,8 +116,10 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
         task = bar.add_task("points", total=len(todo))
 
         def advance(point: Point, rep: int, row: dict[str, Any]) -> None:
-            rate = row.get("reply_rate_rps")
-            shown = f"{rate:,.0f} replies/s" if rate is not None else row.get("invalid_reason")
+            rate, mbps = row.get("reply_rate_rps"), row.get("stream_throughput_mbps")
+            shown = (f"{rate:,.0f} replies/s" if rate is not None
+                     else f"{mbps:,.1f} Mbit/s" if mbps is not None
+                     else row.get("invalid_reason"))
             bar.console.log(f"{_label(point)} rep {rep}: {shown}", highlight=False)
             bar.advance(task)
 
@@ -150,7 +153,7 @@ def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> Non
         return
     frame = pd.read_parquet(path)
     keys = [c for c in run_dir.read_manifest()["sweep_axes"] if c in frame] or ["scenario"]
-    metrics = [m for m in SUMMARY_METRICS if m in frame]
+    metrics = [m for m in SUMMARY_METRICS if m in frame and frame[m].notna().any()]
     grouped = frame.groupby(keys, dropna=False, sort=True)
     table = Table(title=f"{scenario.name}: median over repetitions")
     for column in keys:

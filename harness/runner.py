@@ -351,10 +351,11 @@ def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
     """Point columns from a generator result document (clients/SCHEMA.md)."""
     errors = doc.get("errors") or {}
     latency = doc.get("latency") or {}
+    streaming = doc.get("stream") is not None  # bulk writes: no requests, no replies
     row: dict[str, Any] = {
-        "reply_rate_rps": success_rate(doc),
-        "replies_non_2xx": _non_2xx(doc),
-        "request_rate_rps": doc.get("request_rate_rps"),
+        "reply_rate_rps": None if streaming else success_rate(doc),
+        "replies_non_2xx": None if streaming else _non_2xx(doc),
+        "request_rate_rps": None if streaming else doc.get("request_rate_rps"),
         "errors_total": sum(v for v in errors.values() if v is not None) if errors else None,
         "timeouts_total": (errors.get("connect_timeout") or 0)
         + (errors.get("response_timeout") or 0) if errors else None,

@@ -18,5 +18,6 @@ rm -rf "$out"
   --set 'sweep.hot.rate_rps=[5000, 20000, 40000, 60000]'
 "$wanbench" run scenarios/cpp-fig5-cpp-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.stream.conns=[4, 64, 512, 2048]'
-# Raw generator documents are large and the tables hold what the analysis reads.
-find "$out" -type d -name raw -prune -exec rm -rf {} +
+# The Parquet tables hold everything the analysis reads; the raw generator documents and
+# the per-point records they were built from would only make the commit larger.
+find "$out" -type d \( -name raw -o -name points \) -prune -exec rm -rf {} +

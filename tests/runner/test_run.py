@@ -243,3 +243,24 @@ def test_run_through_an_emulated_wan(tmp_path: Path):
     assert points.loc[0, "packets_in"] > 0  # counted inside the server's namespace
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert instance["prefix"] not in namespaces, "the run's namespaces must be gone"
+
+
+STREAM = """
+name: stream-smoke
+topology: {file: topologies/loopback.yaml}
+stream: {conns: 8, mbps: 50}
+repetitions: 1
+warmup_s: 0.3
+duration_s: 1.5
+"""
+
+
+def test_stream_point_measures_throughput_and_has_no_request_columns(tmp_path: Path):
+    run, stdout = run_scenario(tmp_path, STREAM)
+    points = pd.read_parquet(run / "points.parquet")
+    assert points.loc[0, "stream_conns"] == 8 and points.loc[0, "stream_mbps"] == 50
+    assert 45 < points.loc[0, "stream_throughput_mbps"] < 55
+    # Nothing was requested: null, never zero.
+    assert pd.isna(points.loc[0, "reply_rate_rps"]) and pd.isna(points.loc[0, "hot_conns"])
+    assert points.loc[0, "bytes_in"] > 0 and points.loc[0, "cycles_per_packet"] > 0
+    assert "Mbit/s" in stdout
