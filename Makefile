@@ -28,7 +28,7 @@ python-deps: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev,fast]' --config-settings editable_mode=compat
+	$(VENV)/bin/pip install -q -e '.[dev,fast]'
 	@touch $@
 
 deps: system-deps python-deps
