@@ -20,9 +20,11 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clients.schema import ERROR_KINDS, Histogram, skeleton
+from harness.atomic import write_atomic
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; not exported by the socket module
 PER_SOURCE_CONNS = 5000
@@ -528,10 +530,7 @@ def write_json(doc: dict[str, Any], path: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(Path(path), text.encode())
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:

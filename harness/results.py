@@ -12,23 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness.atomic import write_atomic
+
 SCHEMA_VERSION = 1
 TABLES = ("points", "timeseries", "histograms", "profiles")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory and rename: readers never see halves."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -140,9 +140,10 @@ class PointRun:
         self.stats_path = self.raw / "server-stats.json"
 
     async def _spawn(self, argv: list[str], log: str) -> asyncio.subprocess.Process:
-        (self.raw / "argv.txt").open("a").write(json.dumps(argv) + "\n")
-        proc = await procs.spawn(argv, stdout=asyncio.subprocess.PIPE,
-                                 stderr=(self.raw / f"{log}.stderr").open("wb"))
+        with (self.raw / "argv.txt").open("a") as record:
+            record.write(json.dumps(argv) + "\n")
+        with (self.raw / f"{log}.stderr").open("wb") as stderr:  # the child keeps its copy
+            proc = await procs.spawn(argv, stdout=asyncio.subprocess.PIPE, stderr=stderr)
         self.children.append(proc)
         return proc
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.atomic import write_atomic
 from harness.topology.model import TopologyError
 
 DEFAULT_STATE_DIR = Path("/run/wanbench/topologies")
@@ -87,12 +88,7 @@ class Ledger:
         return self.data["prefix"]
 
     def save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.data, indent=1).encode())
 
     def add(self, entry: dict) -> dict:
         self.data["objects"].append(dict(entry))
