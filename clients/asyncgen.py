@@ -27,6 +27,7 @@ from clients.schema import ERROR_KINDS, Histogram, skeleton
 from harness.atomic import write_atomic
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; not exported by the socket module
+TCP_INFO_RTT_OFFSET = 68  # linux/tcp.h struct tcp_info: 8 bytes of u8 fields, 15 u32s, tcpi_rtt
 PER_SOURCE_CONNS = 5000
 LATE_LIMIT = 0.01
 CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:\s*(\d+)", re.IGNORECASE)
@@ -60,6 +61,7 @@ class Counters:
     errors: collections.Counter = field(default_factory=collections.Counter)
     corrected: Histogram = field(default_factory=Histogram)
     uncorrected: Histogram = field(default_factory=Histogram)
+    tcp_srtt: Histogram = field(default_factory=Histogram)
     timeline: dict[int, list[int]] = field(
         default_factory=lambda: collections.defaultdict(lambda: [0, 0, 0]))  # sent, replies, errors
     cold_established: int = 0
@@ -171,6 +173,7 @@ class Generator:
         self.request = (f"GET {args.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                         f"User-Agent: wb-asyncgen\r\n\r\n").encode()
         self.ready: list[Conn] = []
+        self.hot: set[Conn] = set()  # open hot connections
         self.backlog: collections.deque[int] = collections.deque()
         self.cold_open = 0
         self.cold_ready = asyncio.Event()
@@ -230,6 +233,7 @@ class Generator:
         if cold:
             self.cold_established(proto, reopen)
         else:
+            self.hot.add(proto)
             self.available(proto)
 
     def cold_established(self, conn: Conn, reopen: bool) -> None:
@@ -250,6 +254,7 @@ class Generator:
         conn.arm(self.args.response_timeout, lambda: conn.fail("response_timeout"))
 
     def on_closed(self, conn: Conn, kind: str | None) -> None:
+        self.hot.discard(conn)
         if conn in self.ready:
             self.ready.remove(conn)
         if conn.cold:
@@ -390,9 +395,21 @@ class Generator:
         ru0, rd0 = resource.getrusage(resource.RUSAGE_SELF), run_delay_ns()
         await self.wait_until(self.window_end)
         t_end = now_ns()
+        self.record_tcp_srtt()
         self.stop.set()
         ru1, rd1 = resource.getrusage(resource.RUSAGE_SELF), run_delay_ns()
         return self.document(t_end, ru0, ru1, (rd1 - rd0) / 1e9)
+
+    def record_tcp_srtt(self) -> None:
+        """The kernel's smoothed RTT of every open hot connection (struct tcp_info)."""
+        for conn in self.hot:
+            sock = conn.transport.get_extra_info("socket") if conn.transport else None
+            if sock is None:
+                continue
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_RTT_OFFSET + 4)
+            rtt_us = int.from_bytes(info[TCP_INFO_RTT_OFFSET:TCP_INFO_RTT_OFFSET + 4], "little")
+            if rtt_us:
+                self.c.tcp_srtt.record(rtt_us * 1000)
 
     async def wait_until(self, t: int) -> None:
         timeout = (t - now_ns()) / 1e9 if t < 2**61 else None
@@ -440,7 +457,8 @@ class Generator:
             late_sends=c.late,
             late_threshold_us=self.late_ns / 1e3,
             max_schedule_slip_us=c.max_slip_ns / 1e3,
-            latency={"corrected": c.corrected.to_dict(), "uncorrected": c.uncorrected.to_dict()},
+            latency={"corrected": c.corrected.to_dict(), "uncorrected": c.uncorrected.to_dict(),
+                     "tcp_srtt": c.tcp_srtt.to_dict()},
             timeline=[{"t_s": t, "sent": c.timeline[t][0], "replies": c.timeline[t][1],
                        "errors": c.timeline[t][2]} for t in range(last)],
             cold={"requested": a.cold, "established": c.cold_established,

@@ -45,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--cpu", type=int, help="pin the generator to this CPU")
     p.add_argument("--workers", type=int, default=0, help="sclient shards (0: automatic)")
+    p.add_argument("--spin-us", type=int, default=0, metavar="US",
+                   help="sclient: poll instead of sleeping from US before each send until its "
+                        "reply (µs-level latency at low rates, costs CPU)")
+    p.add_argument("--coalesce-us", type=int, default=0, metavar="US",
+                   help="sclient: never sleep for less (fewer wake-ups at high rates)")
     p.add_argument("--hog", action="store_true", help="httperf --hog (spins when ports run out)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the result document here")
     p.add_argument("--allow-any-target", action="store_true",
@@ -64,6 +69,7 @@ def spec_from_args(args: argparse.Namespace, json_path: str | None) -> LoadSpec:
         cold_conns=args.cold, cold_ramp_rps=args.cold_ramp, cold_interval_s=args.cold_interval,
         source_addrs=source, stream_conns=args.stream, stream_mbps=args.stream_mbps,
         seed=args.seed, cpu=args.cpu, json_path=json_path, workers=args.workers, hog=args.hog,
+        spin_us=args.spin_us, coalesce_us=args.coalesce_us,
         allow_any_target=args.allow_any_target)
 
 

@@ -11,7 +11,10 @@ from clients.spec import LoadSpec
 
 TOOL = "httperf"
 FD_LIMIT = 1000  # httperf is select()-bound: FD_SETSIZE 1024 minus its own descriptors
-SESSION_START_RATE = 1000.0  # sessions per second: all hot connections open within ~50 ms
+SESSION_START_RATE = 5000.0  # sessions per second: 50 hot connections open within ~10 ms
+# httperf's timer wheel turns once per millisecond and a think time of T fires one tick
+# after T rounded to the tick (measured here: 24 ms asked -> 25.0 ms between requests)
+TIMER_TICK_S = 1e-3
 
 
 def command(spec: LoadSpec) -> list[str]:
@@ -32,8 +35,13 @@ def command(spec: LoadSpec) -> list[str]:
     if spec.requests_per_conn is None:
         # one session per hot connection, each sending a request every hot_conns/rate seconds
         per_conn = spec.rate_rps / spec.hot_conns
+        if 1 / per_conn < 2 * TIMER_TICK_S:
+            raise Unsupported(f"httperf paces with 1 ms timer ticks; a request every "
+                              f"{1e3 / per_conn:.2f} ms per connection needs more hot "
+                              f"connections (or sclient)")
         calls = max(1, round(per_conn * seconds))
-        argv += [f"--wsess={spec.hot_conns},{calls},{1 / per_conn:.6f}", "--max-connections=1",
+        think_s = 1 / per_conn - TIMER_TICK_S
+        argv += [f"--wsess={spec.hot_conns},{calls},{think_s:.6f}", "--max-connections=1",
                  f"--rate={SESSION_START_RATE:g}"]
     else:
         conns = max(1, round(spec.rate_rps / spec.requests_per_conn * seconds))

@@ -59,6 +59,8 @@ struct loop {
     struct rusage ru_window;
     uint64_t run_delay_window;
     int64_t spin_idle_ns; /* polls that found nothing to do: spinning, not work */
+    uint32_t hot_awaiting; /* hot requests sent and not yet answered */
+    int64_t last_hot_send;
     int window_open;
     /* timers: binary min-heap, at most one live entry per connection (see conn_deadline) */
     struct timer *heap;
@@ -218,6 +220,7 @@ static void conn_connect(struct loop *L, struct conn *c);
 static void conn_fail(struct loop *L, struct conn *c, enum err e) {
     int was = c->state;
     if (c->kind == HOT) {
+        L->hot_awaiting -= c->outstanding;
         if (was == CONNECTING) count_error(L, e, 1);
         else if (e != E_EOF || c->outstanding) count_error(L, e, c->outstanding ? c->outstanding : 1);
         ready_del(L, c);
@@ -293,6 +296,8 @@ static void hot_send(struct loop *L, struct conn *c, int64_t intended) {
     uint32_t slot = (c->pend_head + c->outstanding) % (uint32_t)L->o->max_outstanding;
     c->pending[2 * slot] = (uint64_t)intended;
     c->pending[2 * slot + 1] = (uint64_t)L->now;
+    L->hot_awaiting++;
+    L->last_hot_send = L->now;
     if (c->outstanding++ == 0)
         conn_deadline(L, c, L->now + (int64_t)(L->o->response_timeout_s * 1e9));
     c->sent_on_conn++;
@@ -362,6 +367,7 @@ static void on_reply(struct loop *L, struct conn *c, int status) {
     uint64_t intended = c->pending[2 * c->pend_head], sent = c->pending[2 * c->pend_head + 1];
     c->pend_head = (c->pend_head + 1) % (uint32_t)L->o->max_outstanding;
     c->outstanding--;
+    L->hot_awaiting--;
     timeline_at(L, L->now)->replies++;
     if (in_window(L, L->now)) {
         L->r->replies++;
@@ -641,6 +647,17 @@ static int64_t next_wakeup(struct loop *L) {
     return t;
 }
 
+/* The kernel's own RTT estimate of every open hot connection: what the latencies compare with. */
+static void record_tcp_srtt(struct loop *L) {
+    for (int i = 0; i < L->s->hot; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof ti;
+        const struct conn *c = &L->conns[i];
+        if (c->state == OPEN && !getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) && ti.tcpi_rtt)
+            hist_record(&L->r->tcp_srtt, (uint64_t)ti.tcpi_rtt * 1000);
+    }
+}
+
 static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
 
 int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
@@ -694,9 +711,12 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
         if (s->hot && s->rate > 0) run_hot_schedule(L);
         run_cold_ramp(L);
         run_streams(L);
-        /* sleep until spin_us before the next deadline, then poll without sleeping */
-        int64_t wait = next_wakeup(L) - (int64_t)now_ns() - (int64_t)o->spin_us * 1000;
-        if (wait < 0) wait = 0;
+        /* sleep until spin_us before the next deadline, then poll without sleeping; also
+           poll for up to spin_us after a send while its reply is due, so waking this CPU
+           stays out of the measured latency */
+        int64_t spin_ns = (int64_t)o->spin_us * 1000;
+        int64_t wait = next_wakeup(L) - (int64_t)now_ns() - spin_ns;
+        if (wait < 0 || (L->hot_awaiting && L->now - L->last_hot_send < spin_ns)) wait = 0;
         else if (wait < (int64_t)o->coalesce_us * 1000) wait = (int64_t)o->coalesce_us * 1000;
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int64_t polled = (int64_t)now_ns();
@@ -708,6 +728,7 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
     }
 
     L->now = (int64_t)now_ns();
+    record_tcp_srtt(L);
     int64_t wend = L->now < L->window_end ? L->now : L->window_end;
     r->window_s = wend > L->window_start ? (double)(wend - L->window_start) / 1e9 : 0;
     struct rusage ru;

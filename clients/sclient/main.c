@@ -239,6 +239,7 @@ int main(int argc, char **argv) {
         r->timeline_len = tl_len;
         hist_init(&r->corrected);
         hist_init(&r->uncorrected);
+        hist_init(&r->tcp_srtt);
     }
     for (int i = 0; i < n; i++) {
         struct shard *s = &shards[i];

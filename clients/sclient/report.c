@@ -27,6 +27,7 @@ void result_merge(struct result *into, const struct result *from) {
     }
     hist_merge(&into->corrected, &from->corrected);
     hist_merge(&into->uncorrected, &from->uncorrected);
+    hist_merge(&into->tcp_srtt, &from->tcp_srtt);
     if (from->max_slip_ns > into->max_slip_ns) into->max_slip_ns = from->max_slip_ns;
     if (from->window_s > into->window_s) into->window_s = from->window_s;
     if (from->established_s > into->established_s) into->established_s = from->established_s;
@@ -125,6 +126,8 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
     hist_write_json(f, &r->corrected);
     fprintf(f, ", \"uncorrected\": ");
     hist_write_json(f, &r->uncorrected);
+    fprintf(f, ", \"tcp_srtt\": ");
+    hist_write_json(f, &r->tcp_srtt);
     fprintf(f, "}, \"timeline\": [");
     int last = 0; /* trailing empty seconds (an unbounded hold) are left out */
     for (int i = 0; i < r->timeline_len; i++)

@@ -29,7 +29,7 @@ struct opts {
     double connect_timeout_s, response_timeout_s;
     int max_outstanding;
     double late_us; /* a send whose scheduler slip exceeds this is late */
-    int spin_us;    /* busy-poll this close to a scheduled send */
+    int spin_us;    /* busy-poll this close to a scheduled send, and this long after one */
     int coalesce_us; /* never sleep for less: fewer wake-ups, up to this much send slip */
     /* cold */
     int cold_conns;
@@ -72,6 +72,7 @@ struct result {
     uint64_t rss_before_kb, rss_ready_kb, rss_end_kb;
     int cpu_saturated, finished;
     struct hist corrected, uncorrected;
+    struct hist tcp_srtt; /* per hot connection: the kernel's smoothed RTT at the window's end */
     int timeline_len;
     struct timeline_entry timeline[];
 };

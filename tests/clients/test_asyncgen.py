@@ -21,6 +21,7 @@ def test_fixed_rate_within_2_percent_and_valid_schema(server, tmp_path):
     assert doc["request_rate_rps"] == pytest.approx(2000, rel=0.02)
     assert doc["reply_rate_rps"] == pytest.approx(2000, rel=0.02)
     assert doc["latency"]["corrected"]["count"] > 5000
+    assert doc["latency"]["tcp_srtt"]["count"] == 50  # the kernel's RTT of each hot connection
 
 
 def test_cold_connections_held_and_confirmed_by_server(server, tmp_path):

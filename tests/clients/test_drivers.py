@@ -86,7 +86,8 @@ def test_httperf_parser_on_sessions_conns_and_refusals():
 def test_argv_mapping():
     argv = command(spec("httperf", rate_rps=2000, cpu=1))
     assert argv[:3] == ["taskset", "-c", "1"]
-    assert "--wsess=50,120,0.025000" in argv and "--hog" not in argv
+    # the think time is one 1 ms timer tick short of the 25 ms period (httperf adds the tick)
+    assert "--wsess=50,120,0.024000" in argv and "--hog" not in argv
     assert "--hog" in command(spec("httperf", rate_rps=2000, hog=True))
     poisson = command(spec("httperf", rate_rps=1000, requests_per_conn=1, arrivals="poisson"))
     assert "--period=e0.001000" in poisson
@@ -98,6 +99,7 @@ def test_argv_mapping():
     ("wrk", {"rate_rps": 1000}, "no constant-rate mode"),
     ("httperf", {"rate_rps": 100, "cold_conns": 10}, "cannot hold idle"),
     ("httperf", {"rate_rps": 100, "hot_conns": 5000}, "1024 descriptors"),
+    ("httperf", {"rate_rps": 20000, "hot_conns": 10}, "1 ms timer ticks"),
     ("httperf", {}, "closed loop"),
     ("wrk2", {}, "needs a rate"),
 ])

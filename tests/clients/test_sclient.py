@@ -38,6 +38,37 @@ def test_fixed_rate_is_achieved_within_2_percent(server, sclient, tmp_path):
     assert sum(s["sent"] for s in doc["timeline"]) >= doc["requests"]["sent"]
 
 
+def test_kernel_rtt_of_every_hot_connection_is_reported(server, sclient, tmp_path):
+    doc = run(spec(server, tmp_path, hot_conns=7, rate_rps=700, duration_s=1))
+    srtt = doc["latency"]["tcp_srtt"]
+    assert srtt["count"] == 7 and srtt["buckets"]
+    # loopback: well under a millisecond, and never above the slowest reply seen
+    assert 0 < srtt["p50_us"] < 1000
+    assert srtt["max_us"] <= doc["latency"]["uncorrected"]["max_us"] + 1
+
+
+def spin_share(doc: dict) -> float:
+    return doc["generator_cpu"]["spin_idle_s"] / doc["duration_s"]
+
+
+def test_spin_polls_until_the_reply_is_due(server, sclient, tmp_path):
+    # 2 sends per second, each on its own connection: --spin-us 200000 polls 0.2 s before
+    # every send, and after it only while the reply is outstanding (briefly, when served)
+    s = spec(server, tmp_path, hot_conns=8, rate_rps=2, duration_s=2, warmup_s=0,
+             spin_us=200_000, response_timeout_s=10)
+    served = run(s)
+    assert served["replies"]["total"] >= 3
+    server.proc.send_signal(signal.SIGSTOP)
+    try:
+        unanswered = run(s)
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    assert unanswered["replies"]["total"] == 0
+    # 4 unanswered sends add 4 x 0.2 s of polling to the 2 s window
+    assert spin_share(served) < 0.5
+    assert spin_share(unanswered) - spin_share(served) == pytest.approx(0.4, abs=0.12)
+
+
 def test_coalesced_wakeups_keep_the_rate_and_bound_the_slip(server, sclient, tmp_path):
     doc = run(spec(server, tmp_path, hot_conns=20, rate_rps=4000, duration_s=2,
                    coalesce_us=300))
