@@ -165,7 +165,8 @@ class PointRun:
                 dispatch=cfg.server.dispatch, accept=cfg.server.accept,
                 reply_bytes=cfg.server.reply_bytes, listen=f"{address}:{port}",
                 backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
-                stats_path=self.stats_path, sink=cfg.stream is not None)
+                stats_path=self.stats_path, sink=cfg.stream is not None,
+                rt_signal_queue=cfg.server.rt_signal_queue)
             self.server = await self._spawn(ends.prefix(ends.server_host) + server.argv(),
                                             "server")
             assert self.server.stdout is not None

@@ -25,8 +25,8 @@ from pydantic import (
 )
 
 from harness.paths import REPO_ROOT
+from harness.servers import DISPATCHES, check_rt_signal_queue
 
-DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
 GENERATORS = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
 
 
@@ -59,6 +59,13 @@ class WbServer(Strict):
     workers: int = Field(1, ge=1, le=64)
     backlog: int | None = Field(None, ge=1)
     port: int = Field(8080, ge=1, le=65535)
+    # RLIMIT_SIGPENDING for the server; the papers' Linux 2.4 queued at most 1024 RT signals
+    rt_signal_queue: int | None = None
+
+    @field_validator("rt_signal_queue")
+    @classmethod
+    def _rt_signal_queue(cls, value: int | None) -> int | None:
+        return None if value is None else check_rt_signal_queue(value)
 
     @field_validator("accept", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -40,6 +41,7 @@ class ServerConfig:
     cpu: int | None = None
     stats_path: Path | str | None = None
     sink: bool = False
+    rt_signal_queue: int | None = None  # RLIMIT_SIGPENDING: the RT-signal queue length
 
     def __post_init__(self) -> None:
         if self.dispatch not in DISPATCHES:
@@ -47,9 +49,14 @@ class ServerConfig:
         check_accept(self.accept)
         if self.reply_bytes < 0 or self.workers < 1:
             raise ValueError("reply_bytes must be >= 0 and workers >= 1")
+        if self.rt_signal_queue is not None:
+            check_rt_signal_queue(self.rt_signal_queue)
 
     def argv(self, binary: Path | None = None) -> list[str]:
-        argv = [str(binary or paths.binary("wb-server")), "--dispatch", self.dispatch,
+        # prlimit lowers the limit for the server alone (a process cannot raise its hard limit)
+        limit = ([] if self.rt_signal_queue is None else
+                 ["prlimit", f"--sigpending={self.rt_signal_queue}", "--"])
+        argv = [*limit, str(binary or paths.binary("wb-server")), "--dispatch", self.dispatch,
                 "--accept", self.accept, "--reply-bytes", str(self.reply_bytes),
                 "--listen", self.listen]
         if self.backlog is not None:
@@ -63,6 +70,16 @@ class ServerConfig:
         if self.sink:
             argv.append("--sink")
         return argv
+
+
+def check_rt_signal_queue(length: int) -> int:
+    """A queue length this machine can give the server: at least 1, at most the hard limit."""
+    hard = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]
+    if length < 1 or (hard != resource.RLIM_INFINITY and length > hard):
+        raise ValueError(f"rt_signal_queue {length} is outside 1..{hard}: RLIMIT_SIGPENDING "
+                         f"(ulimit -i) can be lowered for the server, not raised past the "
+                         f"hard limit {hard}")
+    return length
 
 
 def read_stats(path: Path | str) -> dict[str, Any]:
@@ -191,13 +208,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--cpu", type=int)
     p.add_argument("--sink", action="store_true", help="read and discard, never reply")
+    p.add_argument("--rt-signal-queue", type=int, metavar="N",
+                   help="lower RLIMIT_SIGPENDING to N for the server (Linux 2.4's rtsig-max was "
+                        "1024): RT-signal queue overflows then come as in the papers")
     p.set_defaults(func=run_server)
 
 
 def run_server(args: argparse.Namespace) -> int:
     cfg = ServerConfig(dispatch=args.dispatch, accept=args.accept, reply_bytes=args.reply_bytes,
                        listen=args.listen, backlog=args.backlog, workers=args.workers,
-                       cpu=args.cpu, stats_path=args.stats, sink=args.sink)
+                       cpu=args.cpu, stats_path=args.stats, sink=args.sink,
+                       rt_signal_queue=args.rt_signal_queue)
     proc = subprocess.Popen(cfg.argv())
     with forwarding_signals(proc, FORWARDED):
         return proc.wait()

@@ -15,7 +15,7 @@ rm -rf "$out"
 "$wanbench" run scenarios/bmd99-fig8-reply-rate-vs-cold.yaml --out "$out" "${short[@]}" \
   --set 'sweep.cold.conns=[0, 1000, 2000]'
 "$wanbench" run scenarios/cm01-table1-sigio.yaml --out "$out" "${short[@]}" \
-  --set 'sweep.hot.rate_rps=[5000, 20000, 40000, 60000]'
+  --set 'sweep.hot.rate_rps=[25000, 100000, 175000, 250000]' --set 'sweep.cold.conns=[252]'
 "$wanbench" run scenarios/cpp-fig5-cpp-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.stream.conns=[4, 64, 512, 2048]'
 # The Parquet tables hold everything the analysis reads; the raw generator documents and

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import ScalarFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, ScalarFormatter  # noqa: E402
 
 from harness.analysis.figures import label  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
@@ -91,6 +91,10 @@ def _tick(value: object) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+def _thousands(value: float, _pos: int) -> str:
+    return f"{value / 1000:g}k" if abs(value) >= 10_000 else f"{value:g}"
+
+
 def _unavailable(ax: Axes, reason: str) -> None:
     ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, transform=ax.transAxes,
             fontsize=8, color="#555555")
@@ -166,6 +170,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         if spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
+    if spec.kind in ("line", "regression") and not spec.log_x:
+        ax.xaxis.set_major_formatter(FuncFormatter(_thousands))  # 250k, not 250000
     ax.set_xlabel(label(spec.x))
     ax.set_ylabel(ylabel)
     if spec.kind == "line" and rows["median"].min() >= 0 and not math.isnan(rows["median"].max()):

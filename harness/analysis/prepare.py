@@ -243,8 +243,8 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     mine = runs.scenario(spec.scenario)
     if mine.manifests.empty:
         return Skipped(spec, f"no run of scenario {spec.scenario} among the given runs")
-    points = derive.valid_points(mine.points)
-    invalid = len(mine.points) - len(points)
+    points = mine.points if spec.keep_invalid else derive.valid_points(mine.points)
+    invalid = len(mine.points) - len(derive.valid_points(mine.points))
     for column, values in spec.only:
         if column in points.columns:
             points = points[points[column].isin(values)]
@@ -252,7 +252,9 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
         return Skipped(spec, f"no valid points to plot ({invalid} invalid) in {spec.scenario}")
     points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
-    if invalid:
+    if invalid and spec.keep_invalid:
+        data.notes.append(f"{invalid} invalid point record(s) drawn: {spec.keep_invalid}")
+    elif invalid:
         data.notes.append(f"{invalid} invalid point record(s) left out (see invalid_reason)")
     series = _label_cycles(data, points, _series_columns(spec, mine))
     try:

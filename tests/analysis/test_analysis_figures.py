@@ -94,6 +94,16 @@ def test_invalid_points_are_not_plotted(tmp_path: Path) -> None:
     assert "no valid points" in result.reason and "6 invalid" in result.reason
 
 
+def test_an_overload_target_draws_invalid_points_and_says_so(tmp_path: Path) -> None:
+    points = make_points("cm01-table1-sigio", repetitions=2)
+    points.loc[points.index[::2], "valid"] = False
+    result = prepare(BY_ID["cm01-table1"], load_runs([write_run(tmp_path, points)]))
+    assert isinstance(result, FigureData)
+    drawn = result.frame[result.frame["metric"] == "sigio_overflows"]
+    assert len(drawn) == points["request_rate_rps"].nunique()
+    assert any(f"{len(points) // 2} invalid point record(s) drawn" in n for n in result.notes)
+
+
 def test_two_kernels_become_two_series(tmp_path: Path) -> None:
     for seed, release in enumerate(("6.1.0", "6.18.0")):
         write_run(tmp_path, make_points("bmd99-fig8-reply-rate-vs-cold", repetitions=2,

@@ -264,3 +264,24 @@ def test_stream_point_measures_throughput_and_has_no_request_columns(tmp_path: P
     assert pd.isna(points.loc[0, "reply_rate_rps"]) and pd.isna(points.loc[0, "hot_conns"])
     assert points.loc[0, "bytes_in"] > 0 and points.loc[0, "cycles_per_packet"] > 0
     assert "Mbit/s" in stdout
+
+
+def test_rt_signal_queue_limit_makes_the_rtsig_server_overflow(tmp_path: Path):
+    # the papers' kernels queued at most 1024 RT signals; with 16 slots, 100 busy connections
+    # overflow the queue and the server falls back to its poll() rescan (Chandra Table 1)
+    run, _ = run_scenario(tmp_path, """
+name: rtsig-overflow
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: rtsig, rt_signal_queue: 16}
+hot: {generator: sclient, conns: 100}
+sweep:
+  server.rt_signal_queue: [16, null]
+warmup_s: 0.2
+duration_s: 1
+""")
+    points = pd.read_parquet(run / "points.parquet").set_index("point_id")
+    assert len(points) == 2 and (points["reply_rate_rps"] > 0).all()
+    by_limit = points.set_index("server_rt_signal_queue", drop=False)
+    assert by_limit.loc[16, "sigio_overflows"] > 0 and by_limit.loc[16, "fallback_rescans"] > 0
+    unlimited = points[points["server_rt_signal_queue"].isna()]
+    assert (unlimited["sigio_overflows"] == 0).all()
