@@ -93,7 +93,7 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     series = pd.read_parquet(run / "timeseries.parquet")
     assert {"generator", "server_proc", "server_cpu"} <= set(series["source"])
     hist = pd.read_parquet(run / "histograms.parquet")
-    assert set(hist["kind"]) == {"corrected", "uncorrected"}
+    assert set(hist["kind"]) == {"corrected", "uncorrected", "tcp_srtt"}
     profiles = pd.read_parquet(run / "profiles.parquet")
     assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
     assert set(profiles["point_id"]) == set(points["point_id"])
