@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
+import sys
 
 import pytest
 
 import harness.paths
-from harness.topology import TopologyError, bring_up, load_topology
+from harness.topology import TopologyError, bring_up, commands, load_topology
 from harness.topology.calibrate import CalibrationError, calibrate_link
 from tests.conftest import REPO, build, needs_root
 
@@ -46,6 +48,35 @@ def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
         assert statistics.median(ping_rtts(handle, 20, "0.05")) == pytest.approx(50.3, abs=0.8)
     forward = handle.emulator_counters["lan"]["a_to_b"]
     assert (forward["sched"], forward["sched_applied"]) == ("fifo:10", True)
+    assert forward["busy_poll_us"] == 0  # real-time threads must sleep, never spin
+
+
+def test_unshaped_link_busy_polls_and_pauses_on_contended_cpus(no_leftovers):
+    with up(no_leftovers, {}, calibrate=False) as handle:
+        # More CPU-bound tasks than CPUs: busy-polling would take their time, so it pauses.
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(os.cpu_count() + 1)]
+        try:
+            out = ping(handle, "-f", "-c", "20000", "-W", "0.05")
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+    assert "20000 packets transmitted" in out
+    counters = handle.emulator_counters["lan"]
+    for direction in ("a_to_b", "b_to_a"):
+        c = counters[direction]
+        assert (c["sched"], c["sched_applied"]) == ("batch", True)
+        assert c["busy_poll_us"] == commands.UNTIMED_BUSY_POLL_US
+        assert c["forwarded"] == c["received"] >= 19000
+    assert counters["a_to_b"]["busy_poll_pauses"] + counters["b_to_a"]["busy_poll_pauses"] > 0
+
+
+def test_busy_polling_is_refused_for_real_time_threads(linkem):
+    argv = [str(linkem), "--a-netns", "/x", "--a-dev", "a", "--b-netns", "/y", "--b-dev", "b",
+            "--busy-poll-us", "50", "--sched", "fifo:10"]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    assert out.returncode == 2 and "--busy-poll-us" in out.stderr
 
 
 def test_one_percent_loss_over_20000_packets(no_leftovers):

@@ -4,6 +4,9 @@
  * wakeup), applies seeded loss, the queue limit and the rate (a token bucket one packet
  * deep: each packet is serialised after the previous one), and holds the packet in a
  * release heap until now >= arrival + serialisation + delay + jitter (CLOCK_MONOTONIC).
+ * With --busy-poll-us N a thread that has just forwarded keeps polling its TUN for N us
+ * (yielding to any runnable task between polls) before it sleeps: no wake-up per burst. It
+ * pauses polling while other tasks' runnable count exceeds the CPUs (it would take their time).
  * Counters go to --stats as JSON on exit (SIGINT/SIGTERM). */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,9 @@
 #define SLOT_BYTES 2048 /* one packet at the TUN MTU of 1500; larger ones count as oversize */
 #define READ_BATCH 256  /* packets read per wakeup before releasing due ones */
 #define SPIN_NS 200000 /* wake this early and poll without sleeping: VM timer wakeups run late */
+#define CHECK_NS 200000      /* while busy-polling, sample the machine's runnable tasks this often */
+#define PAUSE_NS 50000000LL  /* first busy-poll pause on contended CPUs; doubles while it lasts */
+#define PAUSE_MAX_SHIFT 5    /* ... up to 1.6 s */
 
 enum jitter_dist { DIST_UNIFORM, DIST_NORMAL };
 
@@ -47,7 +54,8 @@ struct packet {
 
 struct counters {
     uint64_t received, forwarded, forwarded_bytes, dropped_loss, dropped_queue;
-    uint64_t dropped_oversize, write_errors, max_queue_depth, wakeups;
+    uint64_t dropped_oversize, write_errors, max_queue_depth, wakeups; /* wakeups: sleeps ended */
+    uint64_t busy_poll_pauses;
     int64_t late_ns_sum, late_ns_max; /* release accuracy: write time minus release time */
 };
 
@@ -56,6 +64,7 @@ struct direction {
     int in_fd, out_fd, stop_fd;
     const char *sched;  /* --sched as given: fifo:N, batch or other */
     int sched_applied;
+    int64_t busy_poll_ns; /* keep polling this long after the last packet read */
     struct shaping shape;
     uint64_t rng;
     int64_t link_free_ns; /* when the rate limiter finishes serialising the last packet */
@@ -65,6 +74,21 @@ struct direction {
     size_t free_count, free_cap;
     struct counters c;
 };
+
+static atomic_int awake; /* forwarding threads not asleep in ppoll: runnable or running */
+static int loadavg_fd = -1, ncpus = 1;
+
+/* Runnable tasks other than our forwarding threads: the R of /proc/loadavg's "R/T". */
+static int others_runnable(void) {
+    char buf[128];
+    ssize_t n = pread(loadavg_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *p = strchr(buf, '/');
+    if (!p) return 0;
+    while (p > buf && p[-1] != ' ') p--;
+    return atoi(p) - atomic_load(&awake);
+}
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -226,26 +250,66 @@ static int apply_sched(const char *sched) {
     return 1;
 }
 
+struct poller { /* one thread's busy-poll state */
+    int64_t last_read_ns, paused_until, next_check_ns;
+    double others; /* moving average of others_runnable() */
+    int streak;
+};
+
+/* Busy-poll while a packet was read in the last busy_poll_ns, unless other runnable tasks
+ * outnumber the CPUs: then polling takes their CPU time, not idle time, so it pauses, twice
+ * as long each time in a row. */
+static int keep_polling(struct direction *d, struct poller *p, int64_t now) {
+    int on = now - p->last_read_ns < d->busy_poll_ns && now >= p->paused_until;
+    if (on && now >= p->next_check_ns) {
+        p->next_check_ns = now + CHECK_NS;
+        p->others = 0.8 * p->others + 0.2 * others_runnable();
+        if (p->others > ncpus + 0.5) {
+            if (now - p->paused_until > 1000000000) p->streak = 0; /* contention had ended */
+            p->paused_until = now + (PAUSE_NS << p->streak);
+            if (p->streak < PAUSE_MAX_SHIFT) p->streak++;
+            p->others = 0;
+            d->c.busy_poll_pauses++;
+            on = 0;
+        }
+    }
+    return on;
+}
+
 static void *run_direction(void *arg) {
     struct direction *d = arg;
     struct pollfd fds[2] = {{d->in_fd, POLLIN, 0}, {d->stop_fd, POLLIN, 0}};
     prctl(PR_SET_TIMERSLACK, 1UL); /* default 50 us slack would skew short delays */
     d->sched_applied = apply_sched(d->sched);
+    atomic_fetch_add(&awake, 1);
+    struct poller bp = {.last_read_ns = INT64_MIN / 2}; /* end of the last round that read */
     for (;;) {
-        struct timespec ts, *timeout = NULL;
-        if (d->held) {
-            int64_t wait = d->heap[0].release_ns - now_ns() - SPIN_NS;
+        struct timespec ts = {0, 0}, *timeout = NULL;
+        int64_t now = now_ns();
+        int busy = keep_polling(d, &bp, now);
+        if (busy) {
+            timeout = &ts;
+        } else if (d->held) {
+            int64_t wait = d->heap[0].release_ns - now - SPIN_NS;
             if (wait < 0) wait = 0;
             ts = (struct timespec){wait / 1000000000, wait % 1000000000};
             timeout = &ts;
         }
+        int may_sleep = !timeout || ts.tv_sec || ts.tv_nsec;
+        if (may_sleep) atomic_fetch_sub(&awake, 1);
         int n = ppoll(fds, 2, timeout, NULL);
         if (n < 0 && errno != EINTR) die("ppoll");
-        d->c.wakeups++;
+        if (may_sleep) {
+            atomic_fetch_add(&awake, 1);
+            d->c.wakeups++;
+        }
         if (fds[1].revents) break;
         if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) break;
-        if ((fds[0].revents & POLLIN) && read_batch(d) < 0) break;
+        int got = (fds[0].revents & POLLIN) != 0;
+        if (got && read_batch(d) < 0) break;
         release_due(d, now_ns());
+        if (got) bp.last_read_ns = now_ns(); /* the window starts when the work is done */
+        if (busy) sched_yield(); /* whoever else can run here goes first */
     }
     return NULL;
 }
@@ -314,7 +378,7 @@ static void print_counters(FILE *f, const struct direction *d, const char *sep) 
             "\"dropped_loss\": %llu, \"dropped_queue\": %llu, \"dropped_oversize\": %llu, "
             "\"write_errors\": %llu, \"max_queue_depth\": %llu, \"wakeups\": %llu, "
             "\"held_at_exit\": %zu, \"late_us_mean\": %.1f, \"late_us_max\": %.1f, "
-            "\"queue_limit\": %zu, "
+            "\"queue_limit\": %zu, \"busy_poll_us\": %lld, \"busy_poll_pauses\": %llu, "
             "\"sched\": \"%s\", \"sched_applied\": %s}%s\n", d->name,
             (unsigned long long)d->c.received, (unsigned long long)d->c.forwarded,
             (unsigned long long)d->c.forwarded_bytes, (unsigned long long)d->c.dropped_loss,
@@ -322,7 +386,8 @@ static void print_counters(FILE *f, const struct direction *d, const char *sep) 
             (unsigned long long)d->c.write_errors, (unsigned long long)d->c.max_queue_depth,
             (unsigned long long)d->c.wakeups, d->held,
             d->c.forwarded ? d->c.late_ns_sum / 1e3 / (double)d->c.forwarded : 0.0,
-            d->c.late_ns_max / 1e3, d->shape.limit, d->sched,
+            d->c.late_ns_max / 1e3, d->shape.limit, (long long)(d->busy_poll_ns / 1000),
+            (unsigned long long)d->c.busy_poll_pauses, d->sched,
             d->sched_applied ? "true" : "false", sep);
 }
 
@@ -331,6 +396,8 @@ static void usage(void) {
             "usage: wb-linkem --a-netns PATH --a-dev NAME --b-netns PATH --b-dev NAME\n"
             "                 [--ab SHAPING] [--ba SHAPING] [--seed N] [--stats PATH]\n"
             "                 [--sched fifo:N|batch|other]  (forwarding threads' policy)\n"
+            "                 [--busy-poll-us N]  (poll N us after a packet before sleeping;\n"
+            "                                      not with fifo: it yields to no one)\n"
             "SHAPING: delay_us=N,jitter_us=N,dist=uniform|normal,loss=P,rate_bps=N,"
             "limit=N\nPrints 'ready' on stdout once both TUNs exist; SIGTERM/SIGINT stop it.\n");
     exit(2);
@@ -341,6 +408,7 @@ int main(int argc, char **argv) {
     const char *ab = "", *ba = "";
     uint64_t seed = 1;
     const char *sched = "other";
+    int64_t busy_poll_ns = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!val) usage();
@@ -353,11 +421,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(arg, "--seed")) seed = strtoull(val, NULL, 10);
         else if (!strcmp(arg, "--stats")) stats = val;
         else if (!strcmp(arg, "--sched")) sched = val;
+        else if (!strcmp(arg, "--busy-poll-us")) busy_poll_ns = strtoll(val, NULL, 10) * 1000;
         else usage();
         i++;
     }
     if (!a_ns || !a_dev || !b_ns || !b_dev) usage();
     if (strncmp(sched, "fifo:", 5) && strcmp(sched, "batch") && strcmp(sched, "other")) usage();
+    if (busy_poll_ns < 0 || (busy_poll_ns && !strncmp(sched, "fifo:", 5))) usage();
 
     /* Block the stop signals in every thread; main waits for them with sigwait. */
     sigset_t stop;
@@ -367,14 +437,16 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     struct shaping ab_shape = parse_shaping(ab), ba_shape = parse_shaping(ba);
+    loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC); /* none: poll regardless */
+    ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN); /* what /proc/loadavg's count runs on */
     int a_fd = open_tun_in(a_ns, a_dev), b_fd = open_tun_in(b_ns, b_dev);
     int stop_fd = eventfd(0, EFD_CLOEXEC);
     if (stop_fd < 0) die("eventfd");
     struct direction dirs[2] = {
         {.name = "a_to_b", .in_fd = a_fd, .out_fd = b_fd, .stop_fd = stop_fd,
-         .shape = ab_shape, .rng = seed * 2 + 1, .sched = sched},
+         .shape = ab_shape, .rng = seed * 2 + 1, .sched = sched, .busy_poll_ns = busy_poll_ns},
         {.name = "b_to_a", .in_fd = b_fd, .out_fd = a_fd, .stop_fd = stop_fd,
-         .shape = ba_shape, .rng = seed * 2 + 2, .sched = sched},
+         .shape = ba_shape, .rng = seed * 2 + 2, .sched = sched, .busy_poll_ns = busy_poll_ns},
     };
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
