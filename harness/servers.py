@@ -132,7 +132,7 @@ def wait_ready(proc: subprocess.Popen[Any], timeout: float) -> tuple[str, int]:
     if not text.startswith("ready "):
         raise RuntimeError(f"wb-server said {text!r} instead of 'ready ADDR:PORT'")
     host, _, port = text.split()[1].rpartition(":")
-    return host, int(port)
+    return host.strip("[]"), int(port)  # "[::1]:8080" -> ("::1", 8080)
 
 
 @dataclass
@@ -146,7 +146,7 @@ class RunningServer:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def snapshot(self, timeout: float = 5.0) -> dict[str, Any]:
         if self.stats_path is None:

@@ -20,12 +20,15 @@ from pathlib import Path
 
 import clients
 from harness import paths
-from harness.metrics.cpu import TreeCpu
+from harness.metrics.cpu import process_tree
 from harness.servers import DISPATCHES, ServerConfig, running
 from harness.wrk_idle import cpus, measure, raise_fd_limit
 
 IDLE_LEVELS = (0, 1000, 5000, 10000)
 REPLY_BYTES = 92
+# sclient never sleeps for less than this between sends: it then holds 200k+ req/s (a
+# timer wake-up per request caps it near 75k); both servers see the same arrivals
+COALESCE_US = 50
 STABLE_BACKENDS = ("devpoll", "epoll", "rtsig", "uring")  # the papers: flat with idle conns
 
 
@@ -133,22 +136,52 @@ class RatePoint:
     cpu_us_per_reply: float
     generator_valid: bool
     generator_notes: str
+    wakeups_per_reply: float | None = None  # times the server was scheduled in, per reply
+    cpu_source: str = "schedstat"
+
+
+class TreeSchedstat:
+    """CPU time (ns, /proc/PID/task/TID/schedstat: time on CPU, run periods) of a process
+    tree, summed over its threads. Exact to the nanosecond, where /proc/PID/stat counts
+    10 ms ticks; a thread that exits keeps counting at its last reading."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self.last: dict[tuple[int, str], tuple[int, int]] = {}
+
+    def read(self) -> tuple[float, int]:
+        for pid in process_tree(self.root):
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        ran_ns, _, periods = (int(v) for v in f.read().split()[:3])
+                except (OSError, ValueError):
+                    continue
+                self.last[(pid, tid)] = (ran_ns, periods)
+        return (sum(r for r, _ in self.last.values()) / 1e9,
+                sum(p for _, p in self.last.values()))
 
 
 def at_fixed_rate(name: str, pid: int, address: str, rate: float, seconds: int, conns: int,
                   gen_cpu: int | None, rep: int, generator: str = "sclient") -> RatePoint:
-    closed = generator == "wrk"
+    closed = generator == "wrk" or rate == 0
     spec = clients.LoadSpec(generator=generator, targets=[address], hot_conns=conns,
                             rate_rps=None if closed else rate, duration_s=seconds, warmup_s=0,
-                            cpu=gen_cpu, threads=1 if generator != "sclient" else None)
-    server_cpu = TreeCpu([pid])
-    before = sum(server_cpu.read())
+                            cpu=gen_cpu, threads=1 if generator != "sclient" else None,
+                            coalesce_us=COALESCE_US if generator == "sclient" else 0)
+    server_cpu = TreeSchedstat(pid)
+    cpu_before, runs_before = server_cpu.read()
     doc = clients.run(spec)
-    used = sum(server_cpu.read()) - before
+    cpu_after, runs_after = server_cpu.read()
     replies = max(doc["replies"]["total"], 1)
     return RatePoint(name, generator, rep, 0 if closed else rate, doc["reply_rate_rps"],
-                     used / replies * 1e6,
-                     bool(doc["valid"]), "; ".join(doc.get("invalid_reasons") or []))
+                     (cpu_after - cpu_before) / replies * 1e6,
+                     bool(doc["valid"]), "; ".join(doc.get("invalid_reasons") or []),
+                     (runs_after - runs_before) / replies)
 
 
 def versus_nginx(reps: int, seconds: int, conns: int, rates: list[float],
@@ -159,20 +192,27 @@ def versus_nginx(reps: int, seconds: int, conns: int, rates: list[float],
         rates = [0.0]  # closed loop: one pass at saturation
     rows = []
     cfg = ServerConfig(dispatch="epoll", cpu=server_cpu, reply_bytes=REPLY_BYTES)
-    # Alternate, so that drifting background load hits both servers alike.
+    # Alternate, and swap who goes first every repetition, so that drifting background load
+    # hits both servers alike.
     for rep, rate in ((rep, rate) for rep in range(reps) for rate in rates):
-        with running(cfg) as server:
-            rows.append(at_fixed_rate("wb-server epoll", server.proc.pid, server.address, rate,
-                                      seconds, conns, gen_cpu, rep, generator))
-        ngx_dir = tmp / f"nginx{rep}-{rate:.0f}"
-        ngx_dir.mkdir()
-        with nginx(ngx_dir, server_cpu) as (proc, address):
-            rows.append(at_fixed_rate("nginx", proc.pid, address, rate, seconds, conns,
-                                      gen_cpu, rep, generator))
+        pair = []
+        for which in (("wb", "nginx") if rep % 2 == 0 else ("nginx", "wb")):
+            if which == "wb":
+                with running(cfg) as server:
+                    pair.append(at_fixed_rate("wb-server epoll", server.proc.pid,
+                                              server.address, rate, seconds, conns, gen_cpu,
+                                              rep, generator))
+                continue
+            ngx_dir = tmp / f"nginx{rep}-{rate:.0f}"
+            ngx_dir.mkdir()
+            with nginx(ngx_dir, server_cpu) as (proc, address):
+                pair.append(at_fixed_rate("nginx", proc.pid, address, rate, seconds, conns,
+                                          gen_cpu, rep, generator))
+        rows += sorted(pair, key=lambda r: r.server == "nginx")
         for row in rows[-2:]:
             print(f"{row.server:<16} rep={rep} {row.reply_rate_rps:>9.0f} req/s "
-                  f"{row.cpu_us_per_reply:6.2f} us/reply valid={row.generator_valid}",
-                  flush=True)
+                  f"{row.cpu_us_per_reply:6.2f} us/reply {row.wakeups_per_reply:.3f} "
+                  f"wake-ups/reply valid={row.generator_valid}", flush=True)
     return [asdict(r) for r in rows]
 
 
@@ -229,26 +269,48 @@ def shape_checks(rows: list[dict]) -> list[str]:
 
 
 def nginx_table(rows: list[dict]) -> list[str]:
-    lines = ["| offered req/s | rep | server | replies/s | CPU µs/reply | generator valid |",
-             "| ---: | ---: | --- | ---: | ---: | --- |"]
-    for r in sorted(rows, key=lambda r: (r["offered_rps"], r["rep"])):
+    lines = ["| offered req/s | rep | server | replies/s | CPU µs/reply | wake-ups/reply | "
+             "generator valid |",
+             "| ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+    for r in sorted(rows, key=lambda r: (r["offered_rps"] or float("inf"), r["rep"])):
+        wakeups = r.get("wakeups_per_reply")
         lines.append(f"| {offered(r['offered_rps'])} | {r['rep']} | {r['server']} | "
                      f"{r['reply_rate_rps']:.0f} | {r['cpu_us_per_reply']:.2f} | "
+                     f"{'–' if wakeups is None else f'{wakeups:.3f}'} | "
                      f"{'yes' if r['generator_valid'] else 'no'} |")
     lines.append("")
-    for rate in sorted({r["offered_rps"] for r in rows}):
+    for rate in sorted({r["offered_rps"] for r in rows}, key=lambda r: r or float("inf")):
         at_rate = [r for r in rows if r["offered_rps"] == rate]
         ours = median([r["cpu_us_per_reply"] for r in at_rate if r["server"] != "nginx"])
         theirs = median([r["cpu_us_per_reply"] for r in at_rate if r["server"] == "nginx"])
+        if not rate:
+            lines.append(f"- closed loop (each server saturated, so not the same rate: a "
+                         f"reference for the cost of a request without idle wake-ups): median "
+                         f"CPU per reply epoll {ours:.2f} µs, nginx {theirs:.2f} µs; ratio "
+                         f"{ours / theirs:.2f}×.")
+            continue
         verdict = "meets" if ours / theirs <= 0.8 else "does NOT meet"
         lines.append(f"- {offered(rate)} req/s: median CPU per reply epoll {ours:.2f} µs, "
                      f"nginx {theirs:.2f} µs; ratio **{ours / theirs:.2f}×** ({verdict} the "
                      "≤ 0.8× target).")
-    notes = {r["generator_notes"] for r in rows if r["generator_notes"]}
-    if notes:
-        lines += ["", "Generator notes (wb-sclient marks a run invalid when sends slip; the "
-                      "achieved rate is in the replies/s column):"]
-        lines += [f"- {n}" for n in sorted(notes)]
+    invalid = [r for r in rows if r["generator_notes"]]
+    if invalid:
+        lines += ["", "Runs marked invalid by wb-sclient (it kept the rate, see replies/s, but "
+                      "it was busy or waiting for its CPU over 95 % of the window, or sends "
+                      "slipped):"]
+        for rate in sorted({r["offered_rps"] for r in invalid}, key=lambda r: r or float("inf")):
+            at_rate = [r for r in invalid if r["offered_rps"] == rate]
+            lines.append(f"- {offered(rate)}: {len(at_rate)} of "
+                         f"{sum(r['offered_rps'] == rate for r in rows)} runs, e.g. "
+                         f"{at_rate[0]['generator_notes']}")
+    lines += ["", "Reading: per request both servers make one recv, one send and a share of one "
+              "epoll_wait; wb-server's user-space part is the smaller one, and the kernel's TCP "
+              "work is the same for both. At fixed rates below saturation each server also "
+              "wakes the sleeping generator (and is woken itself; wake-ups/reply column), "
+              "which on this VM costs the waker tens of µs of its own CPU and costs both "
+              "servers alike: the lower the rate, the more of the CPU per reply is that, and "
+              "the closer the ratio gets to 1. Only without idle wake-ups (closed loop) does "
+              "the ratio fall below 0.8."]
     return lines
 
 
@@ -277,9 +339,31 @@ def load_line(ngx: list[dict], args: argparse.Namespace) -> str:
                 "this compares CPU per reply at wrk's closed-loop saturation instead:** wrk "
                 f"over {args.conns} persistent connections ")
     name = "wb-sclient" if generator == "sclient" else generator
-    rates = " and ".join(f"{r:.0f}" for r in args.rate)
-    return (f"{name} at fixed offered rates of {rates} req/s over {args.conns} persistent "
-            "connections ")
+    fixed = [f"{r:.0f}" for r in args.rate if r]
+    rates = ", ".join(fixed[:-1]) + (" and " if len(fixed) > 1 else "") + fixed[-1]
+    closed = " (and in a closed loop, as a reference)" if 0 in args.rate else ""
+    return (f"{name} at fixed offered rates of {rates} req/s{closed} over {args.conns} "
+            "persistent connections ")
+
+
+def nginx_method(meta: dict, ngx: list[dict]) -> str:
+    """How CPU per reply was measured (older stored runs counted 10 ms ticks)."""
+    if ngx and ngx[0].get("cpu_source") == "schedstat":
+        return ("CPU per reply = server process tree CPU time (nginx: master + worker; "
+                "/proc/PID/task/*/schedstat, nanoseconds) / replies counted by the generator. "
+                "Wake-ups per reply = times the server tree was scheduled in (schedstat run "
+                "periods) / replies: most of them are wake-ups from epoll_wait. Below "
+                "saturation a server pays per wake-up (its own sleep and wake, and waking the "
+                "generator when a reply finds it asleep, which on a virtual machine costs an "
+                "inter-processor interrupt), not only per request; the closed loop has almost "
+                "no wake-ups and shows the cost of the requests themselves.")
+    return ("CPU per reply = server process tree CPU (nginx: master + worker) / replies "
+            "counted by the generator.")
+
+
+def order(ngx: list[dict]) -> str:
+    swapped = ngx and ngx[0].get("cpu_source") == "schedstat"  # runs since the swap was added
+    return " (who goes first swaps every repetition)" if swapped else ""
 
 
 def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespace) -> str:
@@ -302,12 +386,23 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
         "of the two figures.", "",
         "## epoll backend vs nginx at fixed offered rates", "",
-        load_line(ngx, args) + f"for {args.seconds} s, the two servers alternating, each "
-        "pinned to the same CPU; nginx "
+        *nginx_meta(meta),
+        load_line(ngx, args) + f"for {args.seconds} s, {args.reps} repetitions, the two servers "
+        f"alternating{order(ngx)}, each pinned to the same CPU and the generator to the other; "
+        "nginx "
         f"1.22 with 1 worker, `return 200` of the same {REPLY_BYTES}-byte body, access log off. "
-        "CPU per reply = server process tree CPU (nginx: master + worker) / replies counted "
-        "by the generator.", "",
+        + nginx_method(meta, ngx), "",
         *nginx_table(ngx), ""])
+
+
+def nginx_meta(meta: dict) -> list[str]:
+    """The nginx part re-measured alone (`--part nginx`) says when, and under what load."""
+    m = meta.get("nginx_part")
+    if not m:
+        return []
+    return [f"Measured {m['date']} (this part alone, `servers/bench.py --part nginx`), wanbench "
+            f"{m['git']}; load average before: {m['load_before']}, after: {m['load_after']}.",
+            ""]
 
 
 def main() -> int:
@@ -316,8 +411,11 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--conns", type=int, default=20)
-    parser.add_argument("--rate", type=float, nargs="+", default=[20000, 60000],
-                        help="offered rates for the nginx comparison")
+    parser.add_argument("--rate", type=float, nargs="+", default=[20000, 60000, 120000, 180000, 0],
+                        help="offered rates for the nginx comparison (0: closed loop)")
+    parser.add_argument("--part", choices=("all", "nginx"), default="all",
+                        help="nginx: re-measure only the nginx comparison, keeping the backend "
+                             "sweep stored in the JSON next to --out")
     parser.add_argument("--from-json", type=Path,
                         help="re-render the report from stored raw results, measuring nothing")
     args = parser.parse_args()
@@ -327,6 +425,17 @@ def main() -> int:
         vars(args).update(stored["settings"])
         if not isinstance(args.rate, list):  # stored by a version with one rate
             args.rate = [args.rate]
+    elif args.part == "nginx":
+        stored = json.loads(args.out.with_suffix(".json").read_text())
+        meta, rows = stored["meta"], stored["sweep"]
+        part = machine() | {"load_before": load()}
+        with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
+            ngx = versus_nginx(args.reps, args.seconds, args.conns, args.rate, Path(tmp))
+        meta["nginx_part"] = part | {"load_after": load()}
+        settings = stored["settings"] | {k: vars(args)[k] for k in ("reps", "seconds", "conns",
+                                                                    "rate")}
+        args.out.with_suffix(".json").write_text(json.dumps(
+            {"meta": meta, "settings": settings, "sweep": rows, "nginx": ngx}, indent=1) + "\n")
     else:
         raise_fd_limit(max(IDLE_LEVELS) + 1024)
         meta = machine() | {"load_before": load()}

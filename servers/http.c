@@ -16,9 +16,16 @@ enum state {
 
 enum header { H_OTHER, H_CONNECTION, H_CONTENT_LENGTH, H_TRANSFER_ENCODING };
 
-static const char *const header_names[] = {"connection", "content-length", "transfer-encoding"};
-static const char *const methods[] = {"GET", "HEAD"};
-static const char *const conn_tokens[] = {"close", "keep-alive"};
+/* Words matched as they arrive, with their lengths (no strlen per input byte). */
+struct word {
+    const char *s;
+    uint8_t len;
+};
+#define WORD(text) {text, sizeof(text) - 1}
+static const struct word header_names[] = {WORD("connection"), WORD("content-length"),
+                                           WORD("transfer-encoding")};
+static const struct word methods[] = {WORD("GET"), WORD("HEAD")};
+static const struct word conn_tokens[] = {WORD("close"), WORD("keep-alive")};
 static const char version_prefix[] = "HTTP/1.";
 
 #define ALL_OF(n) ((uint8_t)((1u << (n)) - 1u))
@@ -39,20 +46,20 @@ static int is_tchar(unsigned char c)
 static unsigned char lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c | 0x20 : c; }
 
 /* Narrows `cand` (bit i: words[i] still matches) by character c at position pos. */
-static uint8_t match_step(uint8_t cand, const char *const *words, int n, size_t pos,
+static uint8_t match_step(uint8_t cand, const struct word *w, int n, size_t pos,
                           unsigned char c)
 {
     for (int i = 0; i < n; i++)
-        if ((cand >> i & 1) && (strlen(words[i]) <= pos || (unsigned char)words[i][pos] != c))
+        if ((cand >> i & 1) && (w[i].len <= pos || (unsigned char)w[i].s[pos] != c))
             cand &= (uint8_t)~(1u << i);
     return cand;
 }
 
 /* The first word still matching whose length is exactly pos, or -1. */
-static int match_done(uint8_t cand, const char *const *words, int n, size_t pos)
+static int match_done(uint8_t cand, const struct word *w, int n, size_t pos)
 {
     for (int i = 0; i < n; i++)
-        if ((cand >> i & 1) && strlen(words[i]) == pos)
+        if ((cand >> i & 1) && w[i].len == pos)
             return i;
     return -1;
 }
@@ -93,7 +100,7 @@ static int value_byte(struct http_parser *p, unsigned char c)
         p->length = p->length * 10 + (c - '0');
         return p->length <= MAX_CONTENT_LENGTH;
     case H_TRANSFER_ENCODING:
-        p->chunked = 1; /* bodies are only supported with Content-Length */
+        p->transfer_coding = 1; /* bodies are only supported with Content-Length */
         return 1;
     default:
         return 1;
@@ -116,8 +123,8 @@ static int header_end(struct http_parser *p)
 /* The head is complete: decide whether a body follows. */
 static enum http_result head_end(struct http_parser *p)
 {
-    if (p->chunked)
-        return HTTP_BAD;
+    if (p->transfer_coding) /* RFC 9112 6.1: a transfer coding we do not implement */
+        return HTTP_UNSUPPORTED;
     p->state = p->length ? S_BODY : S_NEXT;
     return HTTP_REQUEST;
 }
@@ -287,7 +294,7 @@ enum reply_kind reply_for(const struct http_parser *p)
 int reply_closes(enum reply_kind kind)
 {
     return kind == REPLY_OK_CLOSE || kind == REPLY_HEAD_CLOSE || kind == REPLY_400 ||
-           kind == REPLY_431;
+           kind == REPLY_431 || kind == REPLY_501;
 }
 
 static int reply_make(struct reply *r, const char *status, size_t length,
@@ -320,5 +327,6 @@ int replies_build(struct reply replies[REPLY_KINDS], size_t body_bytes)
     err |= reply_make(&replies[REPLY_400], "400 Bad Request", 0, connection[1], 0);
     err |= reply_make(&replies[REPLY_431], "431 Request Header Fields Too Large", 0,
                       connection[1], 0);
+    err |= reply_make(&replies[REPLY_501], "501 Not Implemented", 0, connection[1], 0);
     return err ? -1 : 0;
 }

@@ -13,6 +13,7 @@ enum http_result {
     HTTP_REQUEST,    /* a request head is complete (its body, if any, is skipped later) */
     HTTP_BAD,        /* malformed: reply 400 and close */
     HTTP_TOO_LARGE,  /* head over HTTP_MAX_HEAD: reply 431 and close */
+    HTTP_UNSUPPORTED, /* Transfer-Encoding (not implemented): reply 501 and close */
 };
 
 struct http_parser {
@@ -22,7 +23,7 @@ struct http_parser {
     uint8_t token_cand;  /* Connection value tokens still matching: close, keep-alive */
     uint16_t pos;        /* position in the token being matched */
     uint8_t minor;       /* HTTP/1.minor */
-    uint8_t conn_close, conn_keep_alive, head_only, has_length, chunked;
+    uint8_t conn_close, conn_keep_alive, head_only, has_length, transfer_coding;
     uint32_t head_bytes;
     uint64_t length;     /* Content-Length being read, then body bytes left to skip */
 };
@@ -38,7 +39,7 @@ int http_keep_alive(const struct http_parser *p);
 enum reply_kind {
     REPLY_OK, REPLY_OK_CLOSE, REPLY_OK_KEEP_ALIVE,
     REPLY_HEAD, REPLY_HEAD_CLOSE, REPLY_HEAD_KEEP_ALIVE,
-    REPLY_400, REPLY_431, REPLY_KINDS
+    REPLY_400, REPLY_431, REPLY_501, REPLY_KINDS
 };
 
 struct reply {

@@ -23,13 +23,13 @@
 
 static const char usage[] =
     "usage: wb-server --dispatch select|poll|devpoll|epoll|rtsig|uring\n"
-    "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT\n"
+    "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
     "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n";
 
 struct options {
     struct server_config server;
     const char *accept_name;
-    struct sockaddr_in listen;
+    struct sockaddr_storage listen; /* IPv4 or IPv6 */
     int backlog, workers;
     const char *stats_path;
     int cpus[MAX_WORKERS], ncpus;
@@ -62,18 +62,51 @@ static long parse_count(const char *flag, const char *s, long min, long max)
     return v;
 }
 
+/* IPv4 `ADDR:PORT` or IPv6 `[ADDR]:PORT`, numeric only. */
 static void parse_listen(const char *s)
 {
-    char host[INET_ADDRSTRLEN + 1];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof host)
-        bad_usage("--listen: '%s' is not ADDR:PORT (e.g. 127.0.0.1:0)", s);
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    opt.listen.sin_family = AF_INET;
-    if (inet_pton(AF_INET, host, &opt.listen.sin_addr) != 1)
-        bad_usage("--listen: '%s' needs a numeric IPv4 address (e.g. 127.0.0.1:0)", s);
-    opt.listen.sin_port = htons((uint16_t)parse_count("--listen port", colon + 1, 0, 65535));
+    char host[INET6_ADDRSTRLEN + 1];
+    int v6 = s[0] == '[';
+    const char *start = s + v6, *colon = strrchr(s, ':');
+    const char *end = v6 ? strchr(s, ']') : colon;
+    if (!colon || !end || end < start || (v6 && end + 1 != colon) ||
+        (size_t)(end - start) >= sizeof host)
+        bad_usage("--listen: '%s' is not ADDR:PORT or [ADDR]:PORT (e.g. 127.0.0.1:0, [::1]:0)",
+                  s);
+    memcpy(host, start, (size_t)(end - start));
+    host[end - start] = '\0';
+    uint16_t port = htons((uint16_t)parse_count("--listen port", colon + 1, 0, 65535));
+    memset(&opt.listen, 0, sizeof opt.listen);
+    if (v6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&opt.listen;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = port;
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+            bad_usage("--listen: '%s' needs a numeric IPv6 address in brackets (e.g. [::1]:0)", s);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&opt.listen;
+        a->sin_family = AF_INET;
+        a->sin_port = port;
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+            bad_usage("--listen: '%s' needs a numeric IPv4 address or [IPv6] (e.g. 127.0.0.1:0)",
+                      s);
+    }
+}
+
+/* "127.0.0.1:8080" or "[::1]:8080": the form --listen takes. */
+static const char *address_text(const struct sockaddr_storage *addr, char *buf, size_t size)
+{
+    char host[INET6_ADDRSTRLEN];
+    if (addr->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        snprintf(buf, size, "[%s]:%u", host, ntohs(a->sin6_port));
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(buf, size, "%s:%u", host, ntohs(a->sin_port));
+    }
+    return buf;
 }
 
 static void parse_cpus(const char *s)
@@ -164,20 +197,21 @@ static void write_stats(void)
 }
 
 /* One listening socket per worker; with several they share the port (SO_REUSEPORT). */
-static int open_listener(struct sockaddr_in *addr)
+static int open_listener(struct sockaddr_storage *addr)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
+    socklen_t len = addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                : sizeof(struct sockaddr_in);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         (opt.workers > 1 && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
-        bind(fd, (struct sockaddr *)addr, sizeof *addr) < 0 || listen(fd, opt.backlog) < 0) {
-        char host[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &addr->sin_addr, host, sizeof host);
-        fprintf(stderr, "wb-server: cannot listen on %s:%u: %s\n", host, ntohs(addr->sin_port),
-                strerror(errno));
+        bind(fd, (struct sockaddr *)addr, len) < 0 || listen(fd, opt.backlog) < 0) {
+        char text[INET6_ADDRSTRLEN + 16];
+        fprintf(stderr, "wb-server: cannot listen on %s: %s\n",
+                address_text(addr, text, sizeof text), strerror(errno));
         exit(1);
     }
-    socklen_t len = sizeof *addr;
+    len = sizeof *addr;
     getsockname(fd, (struct sockaddr *)addr, &len); /* port 0 becomes the chosen port */
     return fd;
 }
@@ -196,11 +230,10 @@ static void pin(int worker)
     }
 }
 
-static void announce(const struct sockaddr_in *addr)
+static void announce(const struct sockaddr_storage *addr)
 {
-    char host[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &addr->sin_addr, host, sizeof host);
-    printf("ready %s:%u\n", host, ntohs(addr->sin_port));
+    char text[INET6_ADDRSTRLEN + 16];
+    printf("ready %s\n", address_text(addr, text, sizeof text));
     fflush(stdout);
 }
 

@@ -120,15 +120,18 @@ static size_t consume(struct conn *c, const char *buf, size_t len)
         off += used;
         if (r == HTTP_NEED_MORE)
             continue;
-        enum reply_kind kind = r == HTTP_REQUEST ? reply_for(&c->parser)
-                               : r == HTTP_BAD   ? REPLY_400
-                                                 : REPLY_431;
+        enum reply_kind kind = r == HTTP_REQUEST     ? reply_for(&c->parser)
+                               : r == HTTP_BAD       ? REPLY_400
+                               : r == HTTP_TOO_LARGE ? REPLY_431
+                                                     : REPLY_501;
         if (r == HTTP_REQUEST)
             srv.st->requests++;
         else if (r == HTTP_BAD)
             srv.st->replies_400++;
-        else
+        else if (r == HTTP_TOO_LARGE)
             srv.st->replies_431++;
+        else
+            srv.st->replies_501++;
         push_reply(c, kind);
         if (reply_closes(kind))
             c->closing = 1;
@@ -151,7 +154,8 @@ static int flush(int fd, struct conn *c)
                 total += rep->len - skip;
             }
         }
-        ssize_t w = writev(fd, iov, n);
+        /* One reply (the usual case): send(2), which skips the VFS layer and iovec import. */
+        ssize_t w = n == 1 ? send(fd, iov[0].iov_base, iov[0].iov_len, 0) : writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -194,7 +198,7 @@ static void stash_rest(struct conn *c, const char *rest, size_t len)
 static void drain(int fd)
 {
     for (;;) {
-        ssize_t n = read(fd, srv.rbuf, sizeof srv.rbuf);
+        ssize_t n = recv(fd, srv.rbuf, sizeof srv.rbuf, 0);
         if (n > 0) {
             srv.st->bytes_in += (uint64_t)n;
             continue;
@@ -248,7 +252,7 @@ static void drive(int fd, int fired)
                 queue_again(fd);
             return;
         }
-        ssize_t n = read(fd, srv.rbuf, sizeof srv.rbuf);
+        ssize_t n = recv(fd, srv.rbuf, sizeof srv.rbuf, 0);
         if (n > 0) {
             srv.st->bytes_in += (uint64_t)n;
             drained = (size_t)n < sizeof srv.rbuf && !(fired & DISPATCH_HUP);

@@ -11,7 +11,7 @@
     X(connections_max) X(requests) X(replies) X(bytes_in) X(bytes_out)              \
     X(dispatch_calls) X(dispatch_events) X(ctl_calls) X(signals_dequeued)           \
     X(sigio_overflows) X(fallback_rescans) X(accept_calls) X(accept_eagain)         \
-    X(replies_400) X(replies_431) X(emfile_events)
+    X(replies_400) X(replies_431) X(replies_501) X(emfile_events)
 
 struct stats {
 #define STATS_DECLARE(name) uint64_t name;

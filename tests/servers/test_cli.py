@@ -22,7 +22,7 @@ STATS_KEYS = {
     "connections_accepted", "connections_closed", "connections_current", "connections_max",
     "requests", "replies", "bytes_in", "bytes_out", "dispatch_calls", "dispatch_events",
     "ctl_calls", "signals_dequeued", "sigio_overflows", "fallback_rescans", "accept_calls",
-    "accept_eagain", "replies_400", "replies_431", "emfile_events",
+    "accept_eagain", "replies_400", "replies_431", "replies_501", "emfile_events",
 }
 
 
@@ -32,6 +32,9 @@ STATS_KEYS = {
     (["--accept", "0"], "--accept"),
     (["--listen", "localhost:80"], "--listen"),
     (["--listen", "127.0.0.1:70000"], "port"),
+    (["--listen", "::1:80"], "--listen"),
+    (["--listen", "[::1]"], "--listen"),
+    (["--listen", "[127.0.0.1]:80"], "--listen"),
     (["--reply-bytes", "-1"], "--reply-bytes"),
     (["--workers"], "--workers"),
 ])
@@ -40,6 +43,18 @@ def test_bad_flags_exit_2_naming_the_problem(normal_binary: Path, args: list[str
     out = subprocess.run([str(normal_binary), *args], capture_output=True, text=True, timeout=10)
     assert out.returncode == 2
     assert named in out.stderr and "usage:" in out.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/net/if_inet6").exists(), reason="no IPv6 in this kernel")
+@pytest.mark.parametrize("dispatch", ["epoll", "select", "uring"])
+def test_listens_on_ipv6(normal_binary: Path, tmp_path: Path, dispatch: str) -> None:
+    cfg = ServerConfig(dispatch=dispatch, listen="[::1]:0", stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        assert server.host == "::1" and server.address == f"[::1]:{server.port}"
+        with Client("::1", server.port) as c:
+            assert c.get().status == 200
+            assert c.get().status == 200
+        assert server.snapshot()["requests"] == 2
 
 
 def test_server_config_refuses_unknown_values() -> None:

@@ -117,3 +117,26 @@ def test_bad_clients_never_stop_the_server_answering_others(serve: StartServer) 
             assert hot.get().body == expected_body(8192)
     stats = server.snapshot()
     assert stats["replies_400"] == 1 and stats["replies_431"] == 1
+
+
+def test_transfer_encoding_gets_501_and_a_close(serve: StartServer) -> None:
+    """RFC 9112 6.1: a transfer coding the server does not implement gets 501 Not
+    Implemented, and the connection is closed (its body's framing is unknown)."""
+    server = serve()
+    with Client(server.host, server.port) as c:
+        assert c.get().status == 200  # a connection that already served requests
+        c.send(b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n0\r\n\r\n")
+        reply = c.reply()
+        assert reply.status == 501 and reply.headers["connection"] == "close"
+        assert c.at_eof()
+    with Client(server.host, server.port) as c:  # with Content-Length too, and HTTP/1.0
+        c.send(b"POST / HTTP/1.0\r\nContent-Length: 5\r\nTRANSFER-encoding: gzip\r\n\r\nhello")
+        assert c.reply().status == 501
+        assert c.at_eof()
+    with Client(server.host, server.port) as c:  # garbage stays 400 even with the header
+        c.send(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nbad header\r\n\r\n")
+        assert c.reply().status == 400
+        assert c.at_eof()
+    stats = server.snapshot()
+    assert (stats["replies_501"], stats["replies_400"], stats["requests"]) == (2, 1, 1)
