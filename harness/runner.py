@@ -261,7 +261,7 @@ class PointRun:
             rate_rps=hot.rate_rps, arrivals=hot.arrivals,
             requests_per_conn=hot.requests_per_conn, path=hot.path,
             connect_timeout_s=hot.connect_timeout_s, response_timeout_s=hot.response_timeout_s,
-            **common)
+            spin_us=hot.spin_us, **common)
 
     async def _measure(self) -> dict[str, Any]:
         cfg = self.config

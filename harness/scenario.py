@@ -98,6 +98,16 @@ class Hot(Strict):
     path: str = "/"
     connect_timeout_s: float = Field(2.0, gt=0)
     response_timeout_s: float = Field(5.0, gt=0)
+    # sclient: poll instead of sleeping from spin_us before each send until its reply, so
+    # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU)
+    spin_us: int = Field(0, ge=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _spin_is_sclients(self) -> Hot:
+        if self.spin_us and self.generator != "sclient":
+            raise ValueError(f"spin_us is a wb-sclient option; generator {self.generator!r} "
+                             f"cannot poll: use generator: sclient or drop spin_us")
+        return self
 
 
 class Cold(Strict):

@@ -57,7 +57,7 @@ SMALL = """
 name: small
 topology: {file: topologies/loopback.yaml}
 server: {reply_bytes: 92}
-hot: {generator: sclient, conns: 4, rate_rps: 500}
+hot: {generator: sclient, conns: 4, rate_rps: 500, spin_us: 100}
 cold: {conns: 300, ramp_rps: 5000}
 sweep:
   server.dispatch: [select, epoll]
@@ -98,6 +98,9 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
     assert set(profiles["point_id"]) == set(points["point_id"])
     assert "small: median over repetitions" in stdout
+    hot_docs = list((run / "raw").glob("*/hot.json"))
+    assert len(hot_docs) == 2
+    assert all(json.loads(d.read_text())["config"]["spin_us"] == 100 for d in hot_docs)
 
 
 RESUMABLE = """
