@@ -1,9 +1,10 @@
 """make bench-wan: wrk -c50 through the userspace link emulator vs plain veth, side by side.
 
-Each run brings up lan.yaml with one arm (veth; the emulator as shipped; the emulator
-without busy-polling), serves a fixed reply from nginx in the server namespace and runs wrk
-in the client namespace; arms alternate so all see the same machine load. Writes a Markdown
-table (req/s, emulator packets/s per direction, CPU, batching, idle and other users' CPU).
+Each run brings up lan.yaml with one arm (veth; the emulator with the link's busy_poll_us;
+the emulator as shipped, sleeping between bursts), serves a fixed reply from nginx in the
+server namespace and runs wrk in the client namespace; arms alternate so all see the same
+machine load. Writes a Markdown table (req/s, emulator packets/s per direction, CPU,
+batching, idle and other users' CPU).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.topology import bring_up, commands, load_topology
+from harness.topology import bring_up, load_topology
 from harness.topology.cleanup import emulator_pids
 
 REPO = Path(__file__).resolve().parent.parent
+BUSY_POLL_US = 200
 NGINX_CONF = """worker_processes 1; daemon off; pid {dir}/nginx.pid; error_log stderr;
 events {{ worker_connections 1024; }}
 http {{ access_log off; client_body_temp_path {dir}; proxy_temp_path {dir};
@@ -46,15 +48,10 @@ def tree(pid: int) -> list[int]:
     return [pid, *(int(c) for c in children)]
 
 
-def one_run(backend: str, busy_poll_us: int | None, seconds: int) -> dict:
-    topology = load_topology(REPO / "topologies/lan.yaml")
-    shipped = commands.UNTIMED_BUSY_POLL_US
-    if busy_poll_us is not None:  # the unshaped link's busy-poll window, for this run
-        commands.UNTIMED_BUSY_POLL_US = busy_poll_us
-    try:
-        handle = bring_up(topology, backend, calibrate=False)
-    finally:
-        commands.UNTIMED_BUSY_POLL_US = shipped
+def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
+    topology = load_topology(REPO / "topologies/lan.yaml",
+                             {"links.lan.busy_poll_us": str(busy_poll_us)})
+    handle = bring_up(topology, backend, calibrate=False)
     with handle, tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=tmp, addr=handle.address("server")))
@@ -99,18 +96,17 @@ def one_run(backend: str, busy_poll_us: int | None, seconds: int) -> dict:
     return result
 
 
-def label(backend: str, busy_poll_us: int | None) -> str:
+def label(backend: str, busy_poll_us: int) -> str:
     if backend != "userspace":
         return backend
-    us = commands.UNTIMED_BUSY_POLL_US if busy_poll_us is None else busy_poll_us
-    return f"userspace, busy-poll {us} µs" if us else "userspace, no busy-poll"
+    return (f"userspace, busy_poll_us {busy_poll_us}" if busy_poll_us else
+            "userspace, default (no busy-poll)")
 
 
 def table(runs: list[dict], arms: list[str], load_before: str, load_after: str,
           seconds: int) -> str:
     medians = {arm: statistics.median(r["rps"] for r in runs if r["backend"] == arm)
                for arm in arms}
-    busy_poll = commands.UNTIMED_BUSY_POLL_US
     lines = [
         "# bench-wan: userspace link emulator vs plain veth",
         "",
@@ -122,9 +118,10 @@ def table(runs: list[dict], arms: list[str], load_before: str, load_after: str,
         "forwarding thread's sleep ending; a pause is busy-polling stopped because other "
         "runnable tasks outnumbered the CPUs. Idle is the machine's (both CPUs); other CPU is "
         "CPU time not charged to nginx, wrk or the emulator (other users, kernel threads), "
-        "100 % = one core. The emulator's threads run SCHED_BATCH on this unshaped link and "
-        f"wanbench ships a {busy_poll} µs busy-poll window (topologies/README.md); the third "
-        "arm turns busy-polling off.",
+        "100 % = one core. The emulator's threads run SCHED_BATCH on this unshaped link; "
+        f"the second arm sets the link's `busy_poll_us: {BUSY_POLL_US}` (off by default: the "
+        "polling takes CPU from a saturated server, topologies/README.md), the third is the "
+        "default.",
         "",
         f"Machine load (`uptime`) before: {load_before}; after: {load_after}.",
         "",
@@ -169,7 +166,9 @@ def table(runs: list[dict], arms: list[str], load_before: str, load_after: str,
               "threads keep polling while traffic flows, yielding to nginx and wrk between "
               "polls, so they use CPU that would otherwise be idle: emulator CPU goes up, "
               "machine idle goes down. Other users' load varies run to run (see the load "
-              "figures and the other CPU column).", ""]
+              "figures and the other CPU column). Busy-polling is off by default: on a "
+              "saturated server's CPU the polling takes time the server needs "
+              "(topologies/README.md).", ""]
     return "\n".join(lines)
 
 
@@ -181,7 +180,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=3)
     args = parser.parse_args()
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    arms = [("veth", None), ("userspace", None), ("userspace", 0)]
+    arms = [("veth", 0), ("userspace", BUSY_POLL_US), ("userspace", 0)]
     runs = [one_run(backend, busy_poll_us, args.seconds)
             for _ in range(args.reps) for backend, busy_poll_us in arms]
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

@@ -15,13 +15,10 @@ LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "userspace": 0, "none": 0}
 # Scheduling of the emulator's threads. Links that hold packets for a release time run
 # SCHED_FIFO, ahead of servers and clients as netem's softirq is, so releases are on time
 # on a busy machine. Unshaped links run SCHED_BATCH: no preemption of the server on every
-# packet, so one wake-up forwards tens of packets; there a thread that has just forwarded
-# also keeps polling its TUN for UNTIMED_BUSY_POLL_US, yielding to any runnable task
-# between polls (and pausing while other runnable tasks outnumber the CPUs), before it
-# sleeps: on a busy link no packet waits for a wake-up of a sleeping thread on an idle CPU
-# (docs/bench-wan.md, topologies/README.md).
+# packet, so one wake-up forwards tens of packets; with the link's busy_poll_us a thread
+# that has just forwarded also keeps polling its TUN, yielding to any runnable task between
+# polls, before it sleeps (docs/bench-wan.md, topologies/README.md).
 TIMED_SCHED, UNTIMED_SCHED = "fifo:10", "batch"
-UNTIMED_BUSY_POLL_US = 200
 TUN_TXQUEUE_PACKETS = 10000
 
 
@@ -115,10 +112,9 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                     "--ba", linkem_spec(spec.direction("b_to_a"), limits["b_to_a"]),
                     "--seed", str(topology.seed + link.index), "--stats", str(stats)]
             timed = spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed
-            if timed:
-                argv += ["--sched", TIMED_SCHED]
-            else:
-                argv += ["--busy-poll-us", str(UNTIMED_BUSY_POLL_US), "--sched", UNTIMED_SCHED]
+            if spec.busy_poll_us:
+                argv += ["--busy-poll-us", str(spec.busy_poll_us)]
+            argv += ["--sched", TIMED_SCHED if timed else UNTIMED_SCHED]
             steps.append(Step(argv, spawn=True, link=link.name, notes={"stats": str(stats)},
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))

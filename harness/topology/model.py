@@ -76,6 +76,17 @@ class Link(Shaping):
     subnet: str | None = None
     a_to_b: ShapingOverride | None = None
     b_to_a: ShapingOverride | None = None
+    # Userspace emulator, unshaped links: keep polling the TUN this long after forwarding
+    # instead of sleeping (veth's throughput on a busy link, but the polling takes CPU from
+    # a saturated server; topologies/README.md). 0: sleep.
+    busy_poll_us: int = Field(default=0, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _busy_poll_on_unshaped_links(self) -> Link:
+        if self.busy_poll_us and any(self.direction(d).is_timed for d in ("a_to_b", "b_to_a")):
+            raise ValueError("busy_poll_us applies to unshaped links only: a link with delay, "
+                             "jitter or a rate runs real-time threads, which must sleep")
+        return self
 
     def direction(self, name: Literal["a_to_b", "b_to_a"]) -> Shaping:
         base = self.model_dump(include=set(Shaping.model_fields))

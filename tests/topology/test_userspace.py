@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import harness.paths
-from harness.topology import TopologyError, bring_up, commands, load_topology
+from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.calibrate import CalibrationError, calibrate_link
 from tests.conftest import REPO, build, needs_root
 
@@ -51,8 +51,16 @@ def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
     assert forward["busy_poll_us"] == 0  # real-time threads must sleep, never spin
 
 
-def test_unshaped_link_busy_polls_and_pauses_on_contended_cpus(no_leftovers):
+def test_unshaped_link_sleeps_by_default(no_leftovers):
     with up(no_leftovers, {}, calibrate=False) as handle:
+        ping(handle, "-c", "3", "-i", "0.2")
+    for direction in ("a_to_b", "b_to_a"):
+        counters = handle.emulator_counters["lan"][direction]
+        assert counters["busy_poll_us"] == 0 and counters["wakeups"] >= 3
+
+
+def test_busy_polling_link_pauses_on_contended_cpus(no_leftovers):
+    with up(no_leftovers, {"links.lan.busy_poll_us": "200"}, calibrate=False) as handle:
         # More CPU-bound tasks than CPUs: busy-polling would take their time, so it pauses.
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(os.cpu_count() + 1)]
@@ -67,9 +75,14 @@ def test_unshaped_link_busy_polls_and_pauses_on_contended_cpus(no_leftovers):
     for direction in ("a_to_b", "b_to_a"):
         c = counters[direction]
         assert (c["sched"], c["sched_applied"]) == ("batch", True)
-        assert c["busy_poll_us"] == commands.UNTIMED_BUSY_POLL_US
+        assert c["busy_poll_us"] == 200
         assert c["forwarded"] == c["received"] >= 19000
     assert counters["a_to_b"]["busy_poll_pauses"] + counters["b_to_a"]["busy_poll_pauses"] > 0
+
+
+def test_busy_polling_is_refused_on_a_shaped_link():
+    with pytest.raises(TopologyError, match="busy_poll_us applies to unshaped links only"):
+        load_topology(LAN, {"links.lan.delay_ms": "5", "links.lan.busy_poll_us": "200"})
 
 
 def test_busy_polling_is_refused_for_real_time_threads(linkem):
