@@ -16,6 +16,11 @@ rm -rf "$out"
   --set 'sweep.cold.conns=[0, 1000, 2000]'
 "$wanbench" run scenarios/cm01-table1-sigio.yaml --out "$out" "${short[@]}" \
   --set 'sweep.hot.rate_rps=[25000, 100000, 175000, 250000]' --set 'sweep.cold.conns=[252]'
+"$wanbench" run scenarios/bmd99-fig9-resp-time-vs-rate.yaml --out "$out" "${short[@]}" \
+  --set 'sweep.hot.rate_rps=[10000, 40000, 70000, 100000]'
+"$wanbench" run scenarios/bmd99-table2-profile.yaml --out "$out" "${short[@]}"
+"$wanbench" run scenarios/cm01-fig3-5-vs-connections.yaml --out "$out" "${short[@]}" \
+  --set 'sweep.hot.rate_rps=[1000]' --set 'sweep.cold.conns=[200, 1450, 2950]'
 "$wanbench" run scenarios/cpp-fig5-cpp-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.stream.conns=[4, 64, 512, 2048]'
 # The Parquet tables hold everything the analysis reads; the raw generator documents and

@@ -197,6 +197,13 @@ def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[
     _require(points, series, spec.scenario)
     merged = _profile_points(runs, points, spec.scenario)
     merged["series"] = _labels(merged, series)
+    # The papers profile the server's busy time: idle-loop samples are left out and the
+    # rest scaled to 100 % of the samples that did work.
+    sample = ["run_id", "point_id", "repetition"]
+    idle = merged["layer"] == "idle"
+    busy_pct = 100 - merged[idle].groupby(sample)["pct"].sum()
+    merged = merged[~idle].join(busy_pct.rename("busy_pct"), on=sample)
+    merged["pct"] = 100 * merged["pct"] / merged["busy_pct"].fillna(100)
     table = merged.groupby(["series", "symbol", "layer"])["pct"].median().reset_index()
     top = table.groupby("symbol")["pct"].max().nlargest(PROFILE_TOP_SYMBOLS).index
     rows = table[table["symbol"].isin(top)].rename(columns={"symbol": "x", "pct": "median"})
@@ -206,7 +213,7 @@ def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[
     pivot = table.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
     top_rows = pivot.max(axis=1).nlargest(PROFILE_TABLE_ROWS).index
     data.table = pivot.loc[top_rows].reset_index()
-    data.notes.append("median % of profile samples over repetitions")
+    data.notes.append("median % of the non-idle profile samples over repetitions")
 
 
 def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.analysis.cli import plot_all
@@ -122,6 +123,21 @@ def test_select_share_falls_back_to_server_cpu_without_profiles(tmp_path: Path) 
     assert any("no profiles.parquet" in note for note in result.notes)
     assert result.frame["median"].max() == pytest.approx(
         points.groupby("point_id")["cpu_server_pct"].median().max())
+
+
+def test_profiles_leave_idle_samples_out(tmp_path: Path) -> None:
+    runs = load_runs([write_run(tmp_path, make_points("bmd99-table2-profile", repetitions=2))])
+    before = prepare(BY_ID["bmd99-table2"], runs)
+    # the same profiles on a CPU that was idle 80 % of the time
+    busy = runs.profiles.assign(pct=runs.profiles["pct"] * 0.2)
+    idle = busy.drop_duplicates(["run_id", "point_id", "repetition"]).assign(
+        symbol="pv_native_safe_halt", layer="idle", pct=80.0)
+    runs.profiles = pd.concat([busy, idle], ignore_index=True)
+    after = prepare(BY_ID["bmd99-table2"], runs)
+    assert isinstance(before, FigureData) and isinstance(after, FigureData)
+    assert "pv_native_safe_halt" not in set(after.frame["x"])
+    pd.testing.assert_frame_equal(after.frame.reset_index(drop=True),
+                                  before.frame.reset_index(drop=True))
 
 
 def test_profile_table_needs_profiles(tmp_path: Path) -> None:
