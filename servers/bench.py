@@ -20,7 +20,7 @@ from pathlib import Path
 
 import clients
 from harness import paths
-from harness.metrics.cpu import process_tree
+from harness.metrics.cpu import TreeSchedstat
 from harness.servers import DISPATCHES, ServerConfig, running
 from harness.wrk_idle import cpus, measure, raise_fd_limit
 
@@ -138,32 +138,6 @@ class RatePoint:
     generator_notes: str
     wakeups_per_reply: float | None = None  # times the server was scheduled in, per reply
     cpu_source: str = "schedstat"
-
-
-class TreeSchedstat:
-    """CPU time (ns, /proc/PID/task/TID/schedstat: time on CPU, run periods) of a process
-    tree, summed over its threads. Exact to the nanosecond, where /proc/PID/stat counts
-    10 ms ticks; a thread that exits keeps counting at its last reading."""
-
-    def __init__(self, root: int):
-        self.root = root
-        self.last: dict[tuple[int, str], tuple[int, int]] = {}
-
-    def read(self) -> tuple[float, int]:
-        for pid in process_tree(self.root):
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-            for tid in tids:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                        ran_ns, _, periods = (int(v) for v in f.read().split()[:3])
-                except (OSError, ValueError):
-                    continue
-                self.last[(pid, tid)] = (ran_ns, periods)
-        return (sum(r for r, _ in self.last.values()) / 1e9,
-                sum(p for _, p in self.last.values()))
 
 
 def at_fixed_rate(name: str, pid: int, address: str, rate: float, seconds: int, conns: int,

@@ -148,3 +148,16 @@ def test_a_process_that_exits_keeps_its_cpu_in_the_total():
     proc.wait()
     # Gone now: the last reading stands, the total never goes backwards.
     assert sum(tree.read()) >= first
+
+
+def test_schedstat_counts_a_busy_tree_to_the_nanosecond(busy_loop):
+    tree = cpu.TreeSchedstat(busy_loop.pid)
+    seconds0, periods0 = tree.read()
+    ticks0 = sum(cpu.pid_cpu_s(busy_loop.pid) or (0.0, 0.0))
+    subprocess.run(["sleep", "0.5"], check=True)
+    seconds1, periods1 = tree.read()
+    ticks1 = sum(cpu.pid_cpu_s(busy_loop.pid) or (0.0, 0.0))
+    # the loop ran most of the half second, and both clocks agree to their 10 ms ticks
+    assert 0.2 < seconds1 - seconds0 <= 0.55
+    assert seconds1 - seconds0 == pytest.approx(ticks1 - ticks0, abs=0.03)
+    assert periods1 >= periods0 >= 1
