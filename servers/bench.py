@@ -316,8 +316,9 @@ def load_line(ngx: list[dict], args: argparse.Namespace) -> str:
     fixed = [f"{r:.0f}" for r in args.rate if r]
     rates = ", ".join(fixed[:-1]) + (" and " if len(fixed) > 1 else "") + fixed[-1]
     closed = " (and in a closed loop, as a reference)" if 0 in args.rate else ""
-    return (f"{name} at fixed offered rates of {rates} req/s{closed} over {args.conns} "
-            "persistent connections ")
+    coalesced = f" with `--coalesce-us {COALESCE_US}`" if generator == "sclient" else ""
+    return (f"{name}{coalesced} at fixed offered rates of {rates} req/s{closed} over "
+            f"{args.conns} persistent connections ")
 
 
 def nginx_method(meta: dict, ngx: list[dict]) -> str:
