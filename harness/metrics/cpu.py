@@ -9,17 +9,21 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
+def task_ids(pid: int) -> list[str]:
+    """The thread ids of a process; none once it is gone."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
 def process_tree(pid: int) -> list[int]:
     """pid and all its descendants (server workers, generator shards)."""
     pids, stack = [], [pid]
     while stack:
         current = stack.pop()
         pids.append(current)
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
+        for task in task_ids(current):
             try:
                 with open(f"/proc/{current}/task/{task}/children") as children:
                     stack.extend(int(c) for c in children.read().split())
@@ -67,11 +71,7 @@ class TreeSchedstat:
 
     def read(self) -> tuple[float, int]:
         for pid in process_tree(self.root):
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-            for tid in tids:
+            for tid in task_ids(pid):
                 try:
                     with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                         ran_ns, _, periods = (int(v) for v in f.read().split()[:3])
