@@ -46,8 +46,12 @@ def host_steps(plan: AddressPlan) -> list[Step]:
         ns = host.netns
         steps.append(Step(["ip", "netns", "add", ns], creates={"kind": "netns", "name": ns}))
         # No IPv6: router solicitations and DAD would be stray packets on measured links.
+        # Clients that open a connection per request reuse TIME_WAIT ports and the whole
+        # port range, or a sweep runs out of ports within a minute (these namespaces only).
         steps.append(Step(ns_exec(ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                                       "net.ipv6.conf.default.disable_ipv6=1"])))
+                                       "net.ipv6.conf.default.disable_ipv6=1",
+                                       "net.ipv4.tcp_tw_reuse=1",
+                                       "net.ipv4.ip_local_port_range=1024 65535"])))
         steps.append(Step(["ip", "-n", ns, "link", "set", "lo", "up"]))
         steps += [Step(["ip", "-n", ns, "addr", "add", f"{addr}/32", "dev", "lo"])
                   for addr in host.addresses]

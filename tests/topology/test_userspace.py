@@ -205,3 +205,12 @@ def test_calibration_refuses_a_link_that_cannot_carry_its_rate(no_leftovers, sta
     assert "emulator release lateness" in str(err.value)
     assert "first_attempt" in err.value.results["lan"]  # measured twice before refusing
     no_leftovers.extend(p.stem for p in state_dir.glob("wb*.json"))
+
+
+def test_namespaces_reuse_time_wait_ports(no_leftovers):
+    # a connection per request at thousands per second must not run out of ports
+    with up(no_leftovers, {}, calibrate=False) as handle:
+        out = subprocess.run([*handle.exec_prefix("client"), "sysctl", "-n",
+                              "net.ipv4.tcp_tw_reuse", "net.ipv4.ip_local_port_range"],
+                             capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "1024", "65535"]
