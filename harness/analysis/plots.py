@@ -92,7 +92,7 @@ def _tick(value: object) -> str:
 
 
 def _thousands(value: float, _pos: int) -> str:
-    return f"{value / 1000:g}k" if abs(value) >= 10_000 else f"{value:g}"
+    return f"{value / 1000:g}k"
 
 
 def _unavailable(ax: Axes, reason: str) -> None:
@@ -170,7 +170,7 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         if spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
-    if spec.kind in ("line", "regression") and not spec.log_x:
+    if spec.kind in ("line", "regression") and not spec.log_x and rows["x"].max() >= 10_000:
         ax.xaxis.set_major_formatter(FuncFormatter(_thousands))  # 250k, not 250000
     ax.set_xlabel(label(spec.x))
     ax.set_ylabel(ylabel)
