@@ -120,18 +120,13 @@ static size_t consume(struct conn *c, const char *buf, size_t len)
         off += used;
         if (r == HTTP_NEED_MORE)
             continue;
-        enum reply_kind kind = r == HTTP_REQUEST     ? reply_for(&c->parser)
-                               : r == HTTP_BAD       ? REPLY_400
-                               : r == HTTP_TOO_LARGE ? REPLY_431
-                                                     : REPLY_501;
-        if (r == HTTP_REQUEST)
-            srv.st->requests++;
-        else if (r == HTTP_BAD)
-            srv.st->replies_400++;
-        else if (r == HTTP_TOO_LARGE)
-            srv.st->replies_431++;
-        else
-            srv.st->replies_501++;
+        enum reply_kind kind;
+        switch (r) {
+        case HTTP_REQUEST: kind = reply_for(&c->parser); srv.st->requests++; break;
+        case HTTP_BAD: kind = REPLY_400; srv.st->replies_400++; break;
+        case HTTP_TOO_LARGE: kind = REPLY_431; srv.st->replies_431++; break;
+        default: kind = REPLY_501; srv.st->replies_501++; break; /* HTTP_UNSUPPORTED */
+        }
         push_reply(c, kind);
         if (reply_closes(kind))
             c->closing = 1;
