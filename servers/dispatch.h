@@ -34,7 +34,8 @@ struct dispatch_ops {
     int (*create)(struct dispatch *d);                  /* 0, or -1 with errno */
     int (*add)(struct dispatch *d, int fd, int mask);   /* 0, or -1 with errno */
     void (*del)(struct dispatch *d, int fd, int mask);
-    int (*wait)(struct dispatch *d, int timeout_ms);    /* fills d->fired, returns count */
+    int (*wait)(struct dispatch *d, int timeout_ms);    /* fills d->fired, returns count;
+                                                           timeout_ms < 0: no timeout */
     void (*destroy)(struct dispatch *d);
     int (*accept)(struct dispatch *d); /* optional: next fd accepted by the backend itself,
                                           or -1 with errno (EAGAIN when none) */

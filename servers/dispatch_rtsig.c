@@ -70,7 +70,7 @@ static int rtsig_wait(struct dispatch *d, int timeout_ms)
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     siginfo_t si;
     d->stats->dispatch_calls++;
-    int sig = sigtimedwait(&s->waited, &si, &ts);
+    int sig = sigtimedwait(&s->waited, &si, timeout_ms < 0 ? NULL : &ts);
     if (sig < 0)
         return errno == EAGAIN ? 0 : -1;
     d->stats->signals_dequeued++;

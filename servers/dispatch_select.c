@@ -74,7 +74,8 @@ static int select_wait(struct dispatch *d, int timeout_ms)
     memcpy(s->got_write, s->want_write, used * sizeof(uint64_t));
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     d->stats->dispatch_calls++;
-    int n = select(s->maxfd + 1, (fd_set *)s->got_read, (fd_set *)s->got_write, NULL, &tv);
+    int n = select(s->maxfd + 1, (fd_set *)s->got_read, (fd_set *)s->got_write, NULL,
+                   timeout_ms < 0 ? NULL : &tv);
     if (n <= 0)
         return n;
     int fired = 0;

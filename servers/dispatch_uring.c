@@ -172,7 +172,8 @@ static int uring_wait(struct dispatch *d, int timeout_ms)
     struct __kernel_timespec ts = {timeout_ms / 1000, (long long)(timeout_ms % 1000) * 1000000};
     struct io_uring_cqe *cqe;
     d->stats->dispatch_calls++;
-    int err = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+    int err = io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, timeout_ms < 0 ? NULL : &ts,
+                                               NULL);
     if (err < 0 && err != -ETIME)
         return errno = -err, -1;
 

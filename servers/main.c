@@ -177,6 +177,7 @@ static void on_signal(int sig)
         child_exited = 1;
     else
         server_stop = 1;
+    server_wake();
 }
 
 static void install_handlers(void)

@@ -23,6 +23,12 @@
 
 volatile sig_atomic_t server_stop, server_snapshot;
 
+/* The self-pipe: a signal handler writes a byte, so a wait that began just after the loop
+ * checked its flags still returns. The loop can then wait without a timeout: an idle
+ * server is never woken, and a busy one arms no timer each time it sleeps. */
+static volatile sig_atomic_t wake_write = -1;
+static int wake_read = -1;
+
 /* Queued replies, run-length encoded: pipelined requests usually share one kind. */
 struct run {
     uint32_t count;
@@ -50,6 +56,21 @@ static struct {
     int *turn;
     char rbuf[READ_CHUNK];
 } srv;
+
+void server_wake(void)
+{
+    int saved = errno;
+    if (wake_write >= 0)
+        (void)!write(wake_write, "", 1); /* a full pipe already wakes the loop */
+    errno = saved;
+}
+
+static void drain_wake(void)
+{
+    char buf[64];
+    while (read(wake_read, buf, sizeof buf) > 0)
+        continue;
+}
 
 static void queue_again(int fd)
 {
@@ -309,7 +330,9 @@ static void accept_ready(void)
 
 static void handle(int fd, int fired)
 {
-    if (fd == srv.listen_fd)
+    if (fd == wake_read)
+        drain_wake();
+    else if (fd == srv.listen_fd)
         accept_ready();
     else if (srv.conns[fd].open)
         drive(fd, fired);
@@ -329,11 +352,16 @@ static int setup(const struct server_config *cfg, int listen_fd, struct stats *s
     srv.again = malloc((size_t)setsize * sizeof *srv.again);
     srv.turn = malloc((size_t)setsize * sizeof *srv.turn);
     srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int wake[2];
     if (!srv.conns || !srv.again || !srv.turn || srv.reserve_fd < 0 ||
+        pipe2(wake, O_NONBLOCK | O_CLOEXEC) < 0 ||
         replies_build(srv.replies, (size_t)cfg->reply_bytes) < 0 ||
         dispatch_open(&srv.d, cfg->ops, setsize, listen_fd, stats) < 0 ||
-        dispatch_set(&srv.d, listen_fd, DISPATCH_READABLE) < 0)
+        dispatch_set(&srv.d, listen_fd, DISPATCH_READABLE) < 0 ||
+        dispatch_set(&srv.d, wake[0], DISPATCH_READABLE) < 0)
         return -1;
+    wake_read = wake[0];
+    wake_write = wake[1];
     if (cfg->ops->flags & DISPATCH_NO_INITIAL)
         queue_again(listen_fd); /* clients may have connected since the ready line */
     return 0;
@@ -354,8 +382,7 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
             on_snapshot();
             srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
-        /* A timeout bounds how late a signal that lands just before the wait is seen. */
-        int n = srv.d.ops->wait(&srv.d, srv.again_count ? 0 : 1000);
+        int n = srv.d.ops->wait(&srv.d, srv.again_count ? 0 : -1);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "wb-server: %s wait: %s\n", cfg->ops->name, strerror(errno));
             return -1;

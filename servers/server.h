@@ -18,6 +18,10 @@ struct server_config {
 /* Flags set by signal handlers, checked once per loop iteration. */
 extern volatile sig_atomic_t server_stop, server_snapshot;
 
+/* Async-signal-safe: makes the loop's wait return, so that it sees the flags. A handler
+ * that sets a flag calls it. */
+void server_wake(void);
+
 /* Serves listen_fd until server_stop; calls on_snapshot() when server_snapshot is set.
  * Counters go to *stats. Returns 0, or -1 with a message on stderr. */
 int server_run(const struct server_config *cfg, int listen_fd, struct stats *stats,

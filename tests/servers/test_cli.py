@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import ServerConfig, read_stats, running, wait_ready
+from harness.servers import DISPATCHES, ServerConfig, read_stats, running, wait_ready
 
 from .http_client import Client, request
 
@@ -84,6 +84,23 @@ def test_stats_snapshot_then_final_on_sigterm(normal_binary: Path, tmp_path: Pat
     final = read_stats(tmp_path / "s.json")
     assert final["requests"] == 2 and final["connections_closed"] == 1
     assert not list(tmp_path.glob("*.tmp.*"))  # written via a temporary file and rename
+
+
+@pytest.mark.parametrize("dispatch", DISPATCHES)
+def test_an_idle_server_sleeps_until_a_signal_wakes_it(normal_binary: Path, tmp_path: Path,
+                                                       dispatch: str) -> None:
+    """The wait has no timeout (a self-pipe makes signals wake it): idle, the server makes
+    no dispatch calls at all; a loop waiting with a 1 s timeout would make 3 more here."""
+    cfg = ServerConfig(dispatch=dispatch, stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        first = server.snapshot()["dispatch_calls"]
+        time.sleep(3.5)
+        # from the first snapshot to the second: the wait the first signal's wake-up byte
+        # ends, and the wait the second signal interrupts
+        assert server.snapshot(timeout=2.0)["dispatch_calls"] - first <= 2
+        with Client(server.host, server.port) as c:
+            assert c.get().status == 200
+        assert server.stop(timeout=2.0) == 0
 
 
 def test_workers_share_the_port_and_merge_stats(normal_binary: Path, tmp_path: Path) -> None:
