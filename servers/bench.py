@@ -278,14 +278,26 @@ def nginx_table(rows: list[dict]) -> list[str]:
                          f"{sum(r['offered_rps'] == rate for r in rows)} runs, e.g. "
                          f"{at_rate[0]['generator_notes']}")
     lines += ["", "Reading: per request both servers make one recv, one send and a share of one "
-              "epoll_wait; wb-server's user-space part is the smaller one, and the kernel's TCP "
-              "work is the same for both. At fixed rates below saturation each server also "
-              "wakes the sleeping generator (and is woken itself; wake-ups/reply column), "
-              "which on this VM costs the waker tens of µs of its own CPU and costs both "
-              "servers alike: the lower the rate, the more of the CPU per reply is that, and "
-              "the closer the ratio gets to 1. Only without idle wake-ups (closed loop) does "
-              "the ratio fall below 0.8."]
+              "epoll_wait, and TCP sends the same two segments per exchange for both; "
+              "wb-server's user-space part is the smaller one. At fixed rates below saturation "
+              "a server also pays per wake-up: its own sleep and wake, and waking the generator "
+              "when a reply finds it asleep. Where idle CPUs halt at once (see above), that wake "
+              "is an exit to the hypervisor costing the waker tens of µs, alike for both "
+              "servers: the lower the rate, the more of the CPU per reply is wake-ups and the "
+              "closer the ratio gets to 1. wb-server also wakes a little more often per reply "
+              "(wake-ups/reply column): it finishes a batch sooner and goes back to sleep."
+              + closed_loop_reading(rows)]
     return lines
+
+
+def closed_loop_reading(rows: list[dict]) -> str:
+    closed = [r for r in rows if not r["offered_rps"]]
+    if not closed:
+        return ""
+    ours = median([r["cpu_us_per_reply"] for r in closed if r["server"] != "nginx"])
+    theirs = median([r["cpu_us_per_reply"] for r in closed if r["server"] == "nginx"])
+    return (f" Without idle wake-ups (closed loop) the ratio is {ours / theirs:.2f}×: the "
+            "cost of the requests themselves.")
 
 
 def offered(rate: float) -> str:
@@ -299,7 +311,15 @@ def machine() -> dict[str, str]:
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     return {"kernel": platform.release(), "cpu": f"{model} × {os.cpu_count()}",
-            "git": rev, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "git": rev, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "guest_halt_poll_ns": guest_halt_poll_ns()}
+
+
+def guest_halt_poll_ns() -> str:
+    """How long an idle virtual CPU polls before it halts (cpuidle-haltpoll; kernel default
+    200000). At 0 every wake-up of an idle CPU is an exit to the hypervisor."""
+    knob = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+    return knob.read_text().strip() if knob.exists() else "n/a (not a haltpoll guest)"
 
 
 def load() -> str:
@@ -375,9 +395,11 @@ def nginx_meta(meta: dict) -> list[str]:
     m = meta.get("nginx_part")
     if not m:
         return []
+    polling = (f" Idle CPUs poll for {m['guest_halt_poll_ns']} ns before halting "
+               "(guest_halt_poll_ns)." if "guest_halt_poll_ns" in m else "")
     return [f"Measured {m['date']} (this part alone, `servers/bench.py --part nginx`), wanbench "
-            f"{m['git']}; load average before: {m['load_before']}, after: {m['load_after']}.",
-            ""]
+            f"{m['git']}; load average before: {m['load_before']}, after: {m['load_after']}."
+            + polling, ""]
 
 
 def main() -> int:
