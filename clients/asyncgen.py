@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import errno
 import ipaddress
 import json
 import os
@@ -221,7 +222,8 @@ class Generator:
         except (TimeoutError, OSError) as exc:
             sock.close()
             kind = ("connect_timeout" if isinstance(exc, TimeoutError) else
-                    "refused" if isinstance(exc, ConnectionRefusedError) else "other")
+                    "refused" if isinstance(exc, ConnectionRefusedError) else
+                    "no_local_port" if exc.errno == errno.EADDRNOTAVAIL else "other")
             if cold:
                 self.c.cold_failed += 1
             else:
@@ -440,6 +442,11 @@ class Generator:
             reasons.append(f"generator CPU saturated in the measured window: it ran "
                            f"{100 * (user + sys_) / window_s:.0f} % and waited for a CPU "
                            f"{100 * run_delay_s / window_s:.0f} % of the time")
+        if c.errors["no_local_port"]:
+            reasons.append(f"the generator ran out of local ports {c.errors['no_local_port']} "
+                           "times (EADDRNOTAVAIL on connect): give it more source addresses "
+                           "(--source), a wider net.ipv4.ip_local_port_range, or "
+                           "net.ipv4.tcp_tw_reuse=1")
         errors = {k: c.errors[k] for k in ERROR_KINDS}
         span = int(a.warmup + window_s + 0.999)
         last = max([span, *(k + 1 for k in c.timeline)])

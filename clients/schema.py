@@ -17,7 +17,8 @@ UNIT_SHIFT = 6
 SUB_BITS = 7
 SUB = 1 << SUB_BITS
 QUANTILES = (("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99), ("p999_us", 0.999))
-ERROR_KINDS = ("connect_timeout", "refused", "reset", "response_timeout", "other")
+ERROR_KINDS = (
+    "connect_timeout", "refused", "reset", "response_timeout", "no_local_port", "other")
 
 
 def bucket_of(ns: int) -> int:

@@ -14,7 +14,7 @@ from clients.drivers.common import (
     to_us,
     tool_path,
 )
-from clients.schema import null_histogram, skeleton
+from clients.schema import ERROR_KINDS, null_histogram, skeleton
 from clients.spec import LoadSpec
 
 TOOL = "wrk"
@@ -55,7 +55,7 @@ def parse_common(spec: LoadSpec, stdout: str, tool: str) -> dict[str, Any]:
     non2xx = re.search(r"^\s*Non-2xx or 3xx responses: (\d+)", stdout, re.MULTILINE)
     bad = int(non2xx.group(1)) if non2xx else 0
     by_status = {"2xx": replies - bad} | ({"non_2xx_3xx": bad} if bad else {})
-    errors = dict.fromkeys(("connect_timeout", "refused", "reset", "response_timeout", "other"), 0)
+    errors = dict.fromkeys(ERROR_KINDS, 0)
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
                      stdout)
     if sock:

@@ -27,7 +27,7 @@
 
 enum kind { HOT, COLD, STREAM };
 enum state { CLOSED, CONNECTING, OPEN };
-enum err { E_CONNECT_TIMEOUT, E_REFUSED, E_RESET, E_RESPONSE_TIMEOUT, E_OTHER, E_EOF };
+enum err { E_CONNECT_TIMEOUT, E_REFUSED, E_RESET, E_RESPONSE_TIMEOUT, E_NO_LOCAL_PORT, E_OTHER, E_EOF };
 
 struct conn {
     int fd;
@@ -205,6 +205,7 @@ static void count_error(struct loop *L, enum err e, uint64_t n) {
     case E_REFUSED: r->err_refused += n; break;
     case E_RESET: case E_EOF: r->err_reset += n; break;
     case E_RESPONSE_TIMEOUT: r->err_response_timeout += n; break;
+    case E_NO_LOCAL_PORT: r->err_no_local_port += n; break;
     case E_OTHER: r->err_other += n; break;
     }
 }
@@ -276,7 +277,9 @@ static void conn_connect(struct loop *L, struct conn *c) {
         return;
     }
     if (connect(c->fd, (struct sockaddr *)&dst, sizeof dst) < 0 && errno != EINPROGRESS) {
-        conn_fail(L, c, errno == ECONNREFUSED ? E_REFUSED : E_OTHER);
+        conn_fail(L, c, errno == ECONNREFUSED    ? E_REFUSED
+                        : errno == EADDRNOTAVAIL ? E_NO_LOCAL_PORT /* every port in use */
+                                                 : E_OTHER);
         return;
     }
     conn_deadline(L, c, L->now + (int64_t)(o->connect_timeout_s * 1e9));

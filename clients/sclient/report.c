@@ -15,6 +15,7 @@ void result_merge(struct result *into, const struct result *from) {
     SUM(spin_idle_s);
     SUM(sent); SUM(queued); SUM(dropped); SUM(replies); SUM(scheduled); SUM(late);
     SUM(err_connect_timeout); SUM(err_refused); SUM(err_reset); SUM(err_response_timeout);
+    SUM(err_no_local_port);
     SUM(err_other); SUM(cold_requested); SUM(cold_established); SUM(cold_held);
     SUM(cold_reconnected); SUM(cold_failed); SUM(cold_requests); SUM(cold_replies);
     SUM(stream_bytes); SUM(rss_before_kb); SUM(rss_ready_kb); SUM(rss_end_kb);
@@ -75,7 +76,7 @@ static double per_s(uint64_t n, double s) { return s > 0 ? (double)n / s : 0; }
 
 static void write_document(FILE *f, const struct opts *o, const struct result *r, int nshards,
                            double wall_s, int unfinished) {
-    char *reasons[4];
+    char *reasons[5];
     int nreasons = 0;
     double late_frac = r->scheduled ? (double)r->late / (double)r->scheduled : 0;
     double cpu_s = r->window_s > 0 ? r->cpu_window_user_s + r->cpu_window_sys_s : r->cpu_user_s + r->cpu_sys_s;
@@ -91,6 +92,12 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
         asprintf(&reasons[nreasons++], "generator CPU saturated in the measured window: it ran "
                  "%.0f %% and waited for a CPU %.0f %% of the time (over %d shard(s))",
                  cpu_pct / nshards, 100 * r->run_delay_window_s / cpu_wall / nshards, nshards) < 0)
+        nreasons--;
+    if (r->err_no_local_port &&
+        asprintf(&reasons[nreasons++], "the generator ran out of local ports %llu times "
+                 "(EADDRNOTAVAIL on connect): give it more source addresses (--source), a wider "
+                 "net.ipv4.ip_local_port_range, or net.ipv4.tcp_tw_reuse=1",
+                 (unsigned long long)r->err_no_local_port) < 0)
         nreasons--;
     if (unfinished &&
         asprintf(&reasons[nreasons++], "%d of %d generator shard(s) did not finish", unfinished,
@@ -116,10 +123,10 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             first = 0;
         }
     fprintf(f, "}}, \"errors\": {\"connect_timeout\": %llu, \"refused\": %llu, \"reset\": %llu, "
-               "\"response_timeout\": %llu, \"other\": %llu}",
+               "\"response_timeout\": %llu, \"no_local_port\": %llu, \"other\": %llu}",
             (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
             (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
-            (unsigned long long)r->err_other);
+            (unsigned long long)r->err_no_local_port, (unsigned long long)r->err_other);
     fprintf(f, ", \"late_sends\": %llu, \"late_threshold_us\": %.6g, \"max_schedule_slip_us\": %.3f",
             (unsigned long long)r->late, o->late_us, r->max_slip_ns / 1e3);
     fprintf(f, ", \"latency\": {\"corrected\": ");

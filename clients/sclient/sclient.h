@@ -65,7 +65,8 @@ struct result {
     double spin_idle_s;        /* --spin-us polls that found nothing, in the window */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
     uint64_t by_status[600];
-    uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_other;
+    uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_no_local_port,
+        err_other;
     uint64_t cold_requested, cold_established, cold_held, cold_reconnected, cold_failed;
     uint64_t cold_requests, cold_replies;
     uint64_t stream_bytes;

@@ -64,8 +64,16 @@ def test_wrk2_parser_reads_both_spectra_into_buckets():
     assert cor["p50_us"] == 1020.0 and unc["p50_us"] == 980.0
     assert cor["max_us"] == 4100.0 and cor["mean_us"] == 1050.0
     assert doc["errors"] == {"connect_timeout": 0, "refused": 0, "reset": 2,
-                             "response_timeout": 3, "other": 0}
+                             "response_timeout": 3, "no_local_port": 0, "other": 0}
     assert doc["replies"]["by_status"] == {"2xx": 7995, "non_2xx_3xx": 5}
+
+
+def test_httperf_out_of_ports_is_its_own_error_kind():
+    out = fixture("httperf_conns.txt").replace("addrunavail 0", "addrunavail 17")
+    doc = parse_result(spec("httperf", rate_rps=2000), out, "")
+    validate(doc)
+    assert doc["errors"]["no_local_port"] == 17 and doc["errors"]["other"] == 0
+    assert not doc["valid"] and "addrunavail" in doc["invalid_reasons"][0]
 
 
 def test_httperf_parser_on_sessions_conns_and_refusals():

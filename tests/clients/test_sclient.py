@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -256,3 +257,29 @@ def test_cold_connections_send_one_request_every_interval(server, sclient, tmp_p
     assert 300 <= served <= 500
     assert doc["cold"]["replies"] >= served and doc["cold"]["held"] == 200
     assert doc["requests"]["sent"] == 0  # cold requests are not hot load
+
+
+@pytest.mark.parametrize("generator", ["sclient", "asyncio"])
+def test_running_out_of_local_ports_is_named_and_invalidates_the_run(generator, sclient,
+                                                                       tmp_path):
+    """In a network namespace of its own whose port range holds 4 ports, 8 connections to
+    one server cannot all get a local port: connect fails with EADDRNOTAVAIL."""
+    port = free_port()
+    load = LoadSpec(generator=generator, targets=[f"127.0.0.1:{port}"], hot_conns=8,
+                    rate_rps=200, duration_s=1, warmup_s=0, connect_timeout_s=1,
+                    json_path=str(tmp_path / "result.json"))
+    server = [str(build("build/bin/wb-server")), "--dispatch", "epoll", "--listen",
+              f"127.0.0.1:{port}"]
+    script = (f"ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='40000 40003' || "
+              f"exit 99; {shlex.join(server)} >/dev/null 2>&1 & server=$!; sleep 0.5; "
+              f"{shlex.join(command(load))}; status=$?; kill $server; exit $status")
+    out = subprocess.run(["unshare", "--net", "sh", "-c", script], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = parse_result(load, out.stdout, out.stderr)
+    validate(doc)
+    assert doc["errors"]["no_local_port"] > 0 and doc["errors"]["other"] == 0
+    assert doc["replies"]["total"] > 0  # the connections that did get a port were served
+    assert not doc["valid"]
+    assert any("out of local ports" in r and "ip_local_port_range" in r
+               for r in doc["invalid_reasons"])
