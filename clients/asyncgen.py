@@ -498,9 +498,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--response-timeout", type=float, default=5.0)
     p.add_argument("--max-outstanding", type=int, default=1)
     p.add_argument("--late-us", type=float)
-    p.add_argument("--spin-us", type=int, default=0, help="accepted for compatibility; ignored")
-    p.add_argument("--coalesce-us", type=int, default=0,
-                   help="accepted for compatibility; ignored")
     p.add_argument("--cold", type=int, default=0)
     p.add_argument("--cold-ramp", type=float, default=0.0)
     p.add_argument("--cold-interval", type=float, default=0.0)

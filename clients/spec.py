@@ -63,6 +63,11 @@ class LoadSpec:
             raise ValueError("duration_s must be > 0 (0 = hold until signalled, cold-only runs)")
         if isinstance(self.source_addrs, str):
             ipaddress.ip_network(self.source_addrs, strict=False)
+        for name in ("spin_us", "coalesce_us"):
+            if getattr(self, name) and self.generator != "sclient":
+                raise ValueError(f"{name} is a wb-sclient option (it decides when the "
+                                 f"generator sleeps); {self.generator} has none: drop it or "
+                                 "use generator sclient")
 
     @property
     def cold_only(self) -> bool:

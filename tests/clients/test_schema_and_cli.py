@@ -86,6 +86,9 @@ def test_cli_reports_unsupported_combinations():
     r = wanbench("--generator", "wrk", "--target", "127.0.0.1:9", "--hot-conns", "2",
                  "--rate", "100", "--duration", "1")
     assert r.returncode == 2 and "no constant-rate mode" in r.stderr
+    r = wanbench("--generator", "asyncio", "--target", "127.0.0.1:9", "--hot-conns", "2",
+                 "--rate", "100", "--duration", "1", "--spin-us", "50")
+    assert r.returncode == 2 and "spin_us is a wb-sclient option" in r.stderr
 
 
 def test_cli_holds_cold_connections_until_interrupted(server, sclient, tmp_path):
