@@ -26,6 +26,13 @@ rm -rf "$out"
   --set 'sweep.cold.conns=[6000]' --set 'sweep.hot.rate_rps=[2000, 6000, 10000]'
 "$wanbench" run scenarios/cpp-fig5-cpp-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.stream.conns=[4, 64, 512, 2048]'
+"$wanbench" run scenarios/bm98-fig1-select-cpu-vs-cold.yaml --out "$out" "${short[@]}" \
+  --set 'sweep.cold.conns=[0, 500, 1000, 2000]'
+"$wanbench" run scenarios/bm98-table1-profile.yaml --out "$out" "${short[@]}" --set duration_s=5
+"$wanbench" run scenarios/bm98-fig3-6-naive-vs-realistic.yaml --out "$out" "${short[@]}" \
+  --set 'sweep.server.reply_bytes=[1259]' \
+  --set 'sweep.hot.rate_rps=[4000, 12000, 20000, 28000, 36000]'
+"$wanbench" run scenarios/cpp-table1-layers.yaml --out "$out" "${short[@]}" --set duration_s=5
 # The Parquet tables hold everything the analysis reads; the raw generator documents and
 # the per-point records they were built from would only make the commit larger.
 find "$out" -type d \( -name raw -o -name points \) -prune -exec rm -rf {} +
