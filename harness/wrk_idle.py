@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import clients
-from harness.metrics.cpu import TreeCpu
+from harness.metrics.cpu import TreeSchedstat
 from harness.servers import RunningServer
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; socket.IP_BIND_ADDRESS_NO_PORT needs Python 3.12
@@ -80,18 +80,19 @@ class Point:
     reply_rate_rps: float
     cpu_us_per_reply: float
     events_per_dispatch: float
+    cpu_source: str = "schedstat"  # nanoseconds; older stored points counted 10 ms ticks
 
 
 def measure(server: RunningServer, backend: str, idle: int, seconds: int, conns: int,
             wrk_cpu: int | None) -> Point:
-    """wrk against a running server holding `idle` idle connections; CPU from /proc."""
+    """wrk against a running server holding `idle` idle connections; CPU from schedstat."""
     wait_connections(server, 0)  # the previous point's connections are gone
     with idle_connections(server.host, server.port, idle) as socks:
         before = hold_idle(server, socks)
-        server_cpu = TreeCpu([server.proc.pid])
-        cpu_before = sum(server_cpu.read())
+        server_cpu = TreeSchedstat(server.proc.pid)
+        cpu_before, _ = server_cpu.read()
         rate = run_wrk(server.address, seconds, conns, wrk_cpu)
-        cpu = sum(server_cpu.read()) - cpu_before
+        cpu = server_cpu.read()[0] - cpu_before
         after = server.snapshot()
     replies = after["replies"] - before["replies"]
     calls = after["dispatch_calls"] - before["dispatch_calls"]

@@ -341,6 +341,14 @@ def load_line(ngx: list[dict], args: argparse.Namespace) -> str:
             f"{args.conns} persistent connections ")
 
 
+def sweep_method(rows: list[dict]) -> str:
+    """How the backend sweep measured CPU (older stored runs counted 10 ms ticks)."""
+    source = ("/proc/PID/task/*/schedstat, nanoseconds" if rows[0].get("cpu_source") ==
+              "schedstat" else "user + system from /proc/PID/stat, 10 ms ticks")
+    return (f"CPU per reply = server CPU time ({source}) / replies in the window (from the "
+            "server's stats).")
+
+
 def nginx_method(meta: dict, ngx: list[dict]) -> str:
     """How CPU per reply was measured (older stored runs counted 10 ms ticks)."""
     if ngx and ngx[0].get("cpu_source") == "schedstat":
@@ -374,8 +382,7 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
         f"wrk (closed loop, 1 thread, {args.conns} connections, {args.seconds} s per point) "
         "pinned to one CPU, wb-server pinned to the other; idle connections opened by Python "
         f"from 127.0.x.y sources and confirmed in the server's stats; {args.reps} repetitions; "
-        f"{REPLY_BYTES}-byte replies. CPU per reply = server CPU time (user + system, from "
-        "/proc) / replies in the window (from the server's stats).", "",
+        f"{REPLY_BYTES}-byte replies. " + sweep_method(rows), "",
         *sweep_table(rows), "", *shape_checks(rows), "",
         "The rate of a closed loop also moves with whatever else runs on either CPU (see the "
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
@@ -391,14 +398,15 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
 
 
 def nginx_meta(meta: dict) -> list[str]:
-    """The nginx part re-measured alone (`--part nginx`) says when, and under what load."""
+    """The nginx part says when it was measured, and under what load (`--part` re-measures
+    one part alone)."""
     m = meta.get("nginx_part")
     if not m:
         return []
     polling = (f" Idle CPUs poll for {m['guest_halt_poll_ns']} ns before halting "
                "(guest_halt_poll_ns)." if "guest_halt_poll_ns" in m else "")
-    return [f"Measured {m['date']} (this part alone, `servers/bench.py --part nginx`), wanbench "
-            f"{m['git']}; load average before: {m['load_before']}, after: {m['load_after']}."
+    return [f"Measured {m['date']}, wanbench {m['git']}; load average before: "
+            f"{m['load_before']}, after: {m['load_after']}."
             + polling, ""]
 
 
@@ -410,9 +418,9 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=20)
     parser.add_argument("--rate", type=float, nargs="+", default=[20000, 60000, 120000, 180000, 0],
                         help="offered rates for the nginx comparison (0: closed loop)")
-    parser.add_argument("--part", choices=("all", "nginx"), default="all",
-                        help="nginx: re-measure only the nginx comparison, keeping the backend "
-                             "sweep stored in the JSON next to --out")
+    parser.add_argument("--part", choices=("all", "sweep", "nginx"), default="all",
+                        help="re-measure only the backend sweep or only the nginx comparison, "
+                             "keeping the other part stored in the JSON next to --out")
     parser.add_argument("--from-json", type=Path,
                         help="re-render the report from stored raw results, measuring nothing")
     args = parser.parse_args()
@@ -422,30 +430,34 @@ def main() -> int:
         vars(args).update(stored["settings"])
         if not isinstance(args.rate, list):  # stored by a version with one rate
             args.rate = [args.rate]
-    elif args.part == "nginx":
-        stored = json.loads(args.out.with_suffix(".json").read_text())
-        meta, rows = stored["meta"], stored["sweep"]
-        part = machine() | {"load_before": load()}
-        with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
-            ngx = versus_nginx(args.reps, args.seconds, args.conns, args.rate, Path(tmp))
-        meta["nginx_part"] = part | {"load_after": load()}
-        settings = stored["settings"] | {k: vars(args)[k] for k in ("reps", "seconds", "conns",
-                                                                    "rate")}
-        args.out.with_suffix(".json").write_text(json.dumps(
-            {"meta": meta, "settings": settings, "sweep": rows, "nginx": ngx}, indent=1) + "\n")
     else:
-        raise_fd_limit(max(IDLE_LEVELS) + 1024)
-        meta = machine() | {"load_before": load()}
-        with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
-            rows = sweep(args.reps, args.seconds, args.conns, Path(tmp))
-            ngx = versus_nginx(args.reps, args.seconds, args.conns, args.rate, Path(tmp))
-        meta["load_after"] = load()
-        settings = {k: vars(args)[k] for k in ("reps", "seconds", "conns", "rate")}
-        args.out.with_suffix(".json").write_text(json.dumps(
-            {"meta": meta, "settings": settings, "sweep": rows, "nginx": ngx}, indent=1) + "\n")
+        meta, rows, ngx = measure_parts(args)
     args.out.write_text(report(meta, rows, ngx, args))
     print(f"wrote {args.out}")
     return 0
+
+
+def measure_parts(args: argparse.Namespace) -> tuple[dict, list[dict], list[dict]]:
+    """Measures the part(s) --part names, takes the other from the stored JSON, and stores
+    the whole again."""
+    json_path = args.out.with_suffix(".json")
+    stored = json.loads(json_path.read_text()) if args.part != "all" else {}
+    meta, rows, ngx = stored.get("meta", {}), stored.get("sweep", []), stored.get("nginx", [])
+    measured = ("reps", "seconds", "conns") + (("rate",) if args.part != "sweep" else ())
+    settings = stored.get("settings", {}) | {k: vars(args)[k] for k in measured}
+    with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
+        if args.part != "nginx":
+            raise_fd_limit(max(IDLE_LEVELS) + 1024)
+            meta = machine() | {"load_before": load(), "nginx_part": meta.get("nginx_part")}
+            rows = sweep(args.reps, args.seconds, args.conns, Path(tmp))
+            meta["load_after"] = load()
+        if args.part != "sweep":
+            part = machine() | {"load_before": load()}
+            ngx = versus_nginx(args.reps, args.seconds, args.conns, args.rate, Path(tmp))
+            meta["nginx_part"] = part | {"load_after": load()}
+    json_path.write_text(json.dumps(
+        {"meta": meta, "settings": settings, "sweep": rows, "nginx": ngx}, indent=1) + "\n")
+    return meta, rows, ngx
 
 
 if __name__ == "__main__":

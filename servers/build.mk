@@ -23,10 +23,13 @@ $(FUZZBIN)/fuzz-http: servers/fuzz/fuzz_http.c servers/http.c servers/http.h ser
 	clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $(WARN) -Iservers -o $@ servers/fuzz/fuzz_http.c servers/http.c
 
-.PHONY: bench-servers bench-servers-nginx
+.PHONY: bench-servers bench-servers-sweep bench-servers-nginx
 bench-servers: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
 	$(PY) servers/bench.py --out docs/bench-servers.md
 
-# Only the epoll-vs-nginx part; the stored backend sweep is kept.
+# Only one part; the other, stored in docs/bench-servers.json, is kept.
+bench-servers-sweep: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
+	$(PY) servers/bench.py --part sweep --out docs/bench-servers.md
+
 bench-servers-nginx: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
 	$(PY) servers/bench.py --part nginx --out docs/bench-servers.md
