@@ -273,8 +273,9 @@ def test_running_out_of_local_ports_is_named_and_invalidates_the_run(generator, 
     script = (f"ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='40000 40003' || "
               f"exit 99; {shlex.join(server)} >/dev/null 2>&1 & server=$!; sleep 0.5; "
               f"{shlex.join(command(load))}; status=$?; kill $server; exit $status")
-    out = subprocess.run(["unshare", "--net", "sh", "-c", script], capture_output=True,
-                         text=True, timeout=60)
+    # a PID namespace too: if the shell is killed, the server dies with it
+    out = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "sh", "-c",
+                          script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     doc = parse_result(load, out.stdout, out.stderr)
     validate(doc)
