@@ -22,7 +22,7 @@ rm -rf "$out"
 "$wanbench" run scenarios/cm01-fig3-5-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.hot.rate_rps=[1000]' --set 'sweep.cold.conns=[200, 1450, 2950]'
 "$wanbench" run scenarios/cm01-fig6-9-vs-rate.yaml --out "$out" "${short[@]}" \
-  --set 'sweep.server.reply_bytes=[1]' --set 'sweep.cold.conns=[252, 6000]' \
+  --set 'sweep.server.reply_bytes=[1, 6144]' --set 'sweep.cold.conns=[252, 6000]' \
   --set 'sweep.hot.rate_rps=[2000, 6000, 10000]'
 "$wanbench" run scenarios/cpp-fig5-cpp-vs-connections.yaml --out "$out" "${short[@]}" \
   --set 'sweep.stream.conns=[4, 64, 512, 2048]'
