@@ -63,11 +63,7 @@ class LoadSpec:
             raise ValueError("duration_s must be > 0 (0 = hold until signalled, cold-only runs)")
         if isinstance(self.source_addrs, str):
             ipaddress.ip_network(self.source_addrs, strict=False)
-        for name in ("spin_us", "coalesce_us"):
-            if getattr(self, name) and self.generator != "sclient":
-                raise ValueError(f"{name} is a wb-sclient option (it decides when the "
-                                 f"generator sleeps); {self.generator} has none: drop it or "
-                                 "use generator sclient")
+        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us)
 
     @property
     def cold_only(self) -> bool:
@@ -84,6 +80,14 @@ class LoadSpec:
     def config(self) -> dict[str, Any]:
         """The spec as the result document's `config` (JSON-safe)."""
         return json.loads(json.dumps(asdict(self), default=str))  # paths become strings
+
+
+def check_sclient_only(generator: str, **options: int) -> None:
+    """Options that decide when wb-sclient sleeps; other generators have none."""
+    for name, value in options.items():
+        if value and generator != "sclient":
+            raise ValueError(f"{name} is a wb-sclient option; generator {generator!r} cannot "
+                             f"poll or coalesce its sleeps: use generator: sclient or drop {name}")
 
 
 def native_argv(spec: LoadSpec) -> list[str]:

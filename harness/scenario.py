@@ -24,10 +24,9 @@ from pydantic import (
     model_validator,
 )
 
+from clients.spec import GENERATORS, check_sclient_only
 from harness.paths import REPO_ROOT
 from harness.servers import DISPATCHES, check_rt_signal_queue
-
-GENERATORS = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
 
 
 class ScenarioError(ValueError):
@@ -104,9 +103,7 @@ class Hot(Strict):
 
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:
-        if self.spin_us and self.generator != "sclient":
-            raise ValueError(f"spin_us is a wb-sclient option; generator {self.generator!r} "
-                             f"cannot poll: use generator: sclient or drop spin_us")
+        check_sclient_only(self.generator, spin_us=self.spin_us)
         return self
 
 

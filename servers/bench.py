@@ -254,9 +254,7 @@ def nginx_table(rows: list[dict]) -> list[str]:
                      f"{'yes' if r['generator_valid'] else 'no'} |")
     lines.append("")
     for rate in sorted({r["offered_rps"] for r in rows}, key=lambda r: r or float("inf")):
-        at_rate = [r for r in rows if r["offered_rps"] == rate]
-        ours = median([r["cpu_us_per_reply"] for r in at_rate if r["server"] != "nginx"])
-        theirs = median([r["cpu_us_per_reply"] for r in at_rate if r["server"] == "nginx"])
+        ours, theirs = cpu_medians([r for r in rows if r["offered_rps"] == rate])
         if not rate:
             lines.append(f"- closed loop (each server saturated, so not the same rate: a "
                          f"reference for the cost of a request without idle wake-ups): median "
@@ -290,12 +288,17 @@ def nginx_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def cpu_medians(rows: list[dict]) -> tuple[float, float]:
+    """Median CPU per reply of wb-server and of nginx over these rows."""
+    return (median([r["cpu_us_per_reply"] for r in rows if r["server"] != "nginx"]),
+            median([r["cpu_us_per_reply"] for r in rows if r["server"] == "nginx"]))
+
+
 def closed_loop_reading(rows: list[dict]) -> str:
     closed = [r for r in rows if not r["offered_rps"]]
     if not closed:
         return ""
-    ours = median([r["cpu_us_per_reply"] for r in closed if r["server"] != "nginx"])
-    theirs = median([r["cpu_us_per_reply"] for r in closed if r["server"] == "nginx"])
+    ours, theirs = cpu_medians(closed)
     return (f" Without idle wake-ups (closed loop) the ratio is {ours / theirs:.2f}×: the "
             "cost of the requests themselves.")
 
@@ -349,7 +352,7 @@ def sweep_method(rows: list[dict]) -> str:
             "server's stats).")
 
 
-def nginx_method(meta: dict, ngx: list[dict]) -> str:
+def nginx_method(ngx: list[dict]) -> str:
     """How CPU per reply was measured (older stored runs counted 10 ms ticks)."""
     if ngx and ngx[0].get("cpu_source") == "schedstat":
         return ("CPU per reply = server process tree CPU time (nginx: master + worker; "
@@ -393,7 +396,7 @@ def report(meta: dict, rows: list[dict], ngx: list[dict], args: argparse.Namespa
         f"alternating{order(ngx)}, each pinned to the same CPU and the generator to the other; "
         "nginx "
         f"1.22 with 1 worker, `return 200` of the same {REPLY_BYTES}-byte body, access log off. "
-        + nginx_method(meta, ngx), "",
+        + nginx_method(ngx), "",
         *nginx_table(ngx), ""])
 
 
