@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.metrics.cpu import TreeCpu
 from harness.topology import bring_up, load_topology
 from harness.topology.cleanup import emulator_pids
 
@@ -31,21 +32,11 @@ http {{ access_log off; client_body_temp_path {dir}; proxy_temp_path {dir};
 """
 
 
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
-
-
 def machine_ticks() -> tuple[int, int]:
     """(busy, idle) ticks of all CPUs; busy includes interrupts, which processes are charged."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
     return sum(fields) - idle, idle
-
-
-def tree(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [pid, *(int(c) for c in children)]
 
 
 def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
@@ -59,8 +50,8 @@ def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
                                  stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.3)  # nginx has no readiness signal; wrk's errors would show a miss
-            pids, servers = emulator_pids(handle.prefix), tree(nginx.pid)
-            before, served = sum(cpu_ticks(p) for p in pids), sum(cpu_ticks(p) for p in servers)
+            emulator, server = TreeCpu(emulator_pids(handle.prefix)), TreeCpu([nginx.pid])
+            before, served = sum(emulator.read()), sum(server.read())
             busy, idle = machine_ticks()
             wrk = subprocess.Popen(
                 [*handle.exec_prefix("client"), "wrk", "-t1", "-c50", f"-d{seconds}s",
@@ -69,15 +60,15 @@ def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
             _, status, usage = os.wait4(wrk.pid, 0)  # wrk's own CPU, as it exits
             if status:
                 raise RuntimeError(f"wrk failed ({status}): {out}")
-            used = sum(cpu_ticks(p) for p in pids) - before
-            served = sum(cpu_ticks(p) for p in servers) - served
+            used = sum(emulator.read()) - before  # seconds
+            served = sum(server.read()) - served
             busy, idle = (a - b for a, b in zip(machine_ticks(), (busy, idle), strict=True))
         finally:
             nginx.terminate()
             nginx.wait()
     errors = re.search(r"Socket errors: (.*)", out)
     tick = os.sysconf("SC_CLK_TCK")
-    ours = (used + served) / tick + usage.ru_utime + usage.ru_stime
+    ours = used + served + usage.ru_utime + usage.ru_stime
     result = {"backend": label(backend, busy_poll_us),
               "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
               "errors": errors[1] if errors else "none",
@@ -87,9 +78,9 @@ def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
         counters = handle.emulator_counters["lan"]
         result["pps_a_to_b"] = counters["a_to_b"]["forwarded"] / seconds
         result["pps_b_to_a"] = counters["b_to_a"]["forwarded"] / seconds
-        result["cpu_pct"] = 100 * used / tick / seconds
+        result["cpu_pct"] = 100 * used / seconds
         forwarded = counters["a_to_b"]["forwarded"] + counters["b_to_a"]["forwarded"]
-        result["cpu_us_per_packet"] = 1e6 * used / tick / forwarded
+        result["cpu_us_per_packet"] = 1e6 * used / forwarded
         result["per_wakeup"] = forwarded / max(1, counters["a_to_b"]["wakeups"]
                                                + counters["b_to_a"]["wakeups"])
         result["pauses"] = sum(counters[d]["busy_poll_pauses"] for d in ("a_to_b", "b_to_a"))
