@@ -16,33 +16,61 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with_parent() -> None:
-    # SIGKILL of the harness must not leave servers and generators behind; ip netns exec
-    # and taskset exec() their command, which keeps this setting.
+# A command run under this prefix is the first process of a new PID namespace: when it
+# dies, the kernel kills everything it forked (nginx workers, wb-server workers), and
+# --kill-child kills it when unshare dies. So a SIGKILLed runner leaves no orphan behind.
+CONTAINED = ["unshare", "--pid", "--fork", "--kill-child"]
+
+
+def die_with_parent() -> None:
+    """preexec_fn: SIGKILL of the harness must not leave servers and generators behind;
+    ip netns exec, unshare, prlimit and taskset exec() their command, which keeps this."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
                 stderr: int | IO[bytes] | None = None,
                 cwd: Path | None = None) -> asyncio.subprocess.Process:
+    """A child in a process group of its own (the runner signals the group, so whatever it
+    forks stops with it) that dies with the harness."""
     return await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-        cwd=cwd, preexec_fn=_die_with_parent)
+        cwd=cwd, preexec_fn=die_with_parent, process_group=0)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 async def stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM,
                timeout: float = 10.0) -> int:
-    """Send sig, wait up to timeout, then SIGKILL; returns the exit status."""
+    """Send sig to the child's process group, wait up to timeout, then SIGKILL the group;
+    returns the child's exit status. Members left by a child that already exited (a server's
+    workers) are stopped too."""
     if proc.returncode is not None:
+        _signal_group(proc.pid, signal.SIGKILL)
         return proc.returncode
+    _signal_group(proc.pid, sig)
     try:
-        proc.send_signal(sig)
-        return await asyncio.wait_for(proc.wait(), timeout)
-    except ProcessLookupError:
-        return await proc.wait()
+        status = await asyncio.wait_for(proc.wait(), timeout)
     except TimeoutError:
-        proc.kill()
-        return await proc.wait()
+        status = None
+    _signal_group(proc.pid, signal.SIGKILL)
+    return status if status is not None else await proc.wait()
+
+
+def only_child(pid: int) -> int | None:
+    """The one process pid forked (the command under CONTAINED), None if there is none."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            found = children.read().split()
+    except OSError:
+        return None
+    return int(found[0]) if len(found) == 1 else None
 
 
 def pin_argv(cpu: int | None) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterable
@@ -42,9 +43,22 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
+        """An existing run, made consistent: a run killed between writing a record and
+        rebuilding the tables left them missing or stale, and perhaps temporary files."""
         if not (path / "manifest.json").is_file():
             raise FileNotFoundError(f"{path} is not a wanbench run directory (no manifest.json)")
-        return cls(path)
+        run = cls(path)
+        run.remove_temporaries()
+        run.rebuild_tables()
+        return run
+
+    def remove_temporaries(self) -> None:
+        """Atomic writes go through dot-files beside their target; one still there was cut
+        short by a kill and holds nothing that was finished."""
+        for directory in (self.path, self.records_dir):
+            for stale in directory.glob(".*"):
+                if stale.is_file():
+                    stale.unlink(missing_ok=True)
 
     @property
     def manifest_path(self) -> Path:
@@ -60,8 +74,11 @@ class RunDir:
     def record_name(point_id: str, repetition: int) -> str:
         return f"{point_id}-r{repetition}"
 
-    def raw_dir(self, point_id: str, repetition: int) -> Path:
+    def raw_dir(self, point_id: str, repetition: int, fresh: bool = False) -> Path:
+        """Raw logs of one point × repetition; fresh: emptied of an interrupted attempt's."""
         path = self.raw_root / self.record_name(point_id, repetition)
+        if fresh and path.is_dir():
+            shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness import manifest
+from harness import interrupts, manifest
 from harness.metrics import perf
 from harness.paths import REPO_ROOT, MissingBinary
 from harness.results import RunDir, new_run_id
@@ -99,17 +99,19 @@ def main(args: argparse.Namespace) -> int:
     _print_summary(run_dir, scenario, console)
     done = len(run_dir.finished())
     if stopped is not None:
-        console.print(f"[yellow]{stopped}[/yellow]: {done} of {total} finished points kept in "
+        why, status = stopped
+        console.print(f"[yellow]{why}[/yellow]: {done} of {total} finished points kept in "
                       f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}",
                       highlight=False)
-        return 130 if stopped == "interrupted" else 1
+        return status
     console.print(f"results: {run_dir.path}")
     return 0
 
 
 def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
-                       console: Console) -> str | None:
-    """Runs the points; returns why it stopped early (a signal, a refused topology) or None."""
+                       console: Console) -> tuple[str, int] | None:
+    """Runs the points; returns why it stopped early (a signal, a refused topology) and the
+    exit status that says so, or None."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
@@ -123,21 +125,31 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
             bar.console.log(f"{_label(point)} rep {rep}: {shown}", highlight=False)
             bar.advance(task)
 
+        received: list[int] = []
+
         async def main_task() -> None:
             loop = asyncio.get_running_loop()
             current = asyncio.current_task()
             assert current is not None
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, current.cancel)
+
+            def stop(signum: int) -> None:
+                received.append(signum)
+                current.cancel()
+
+            for sig in interrupts.STOP_SIGNALS:
+                loop.add_signal_handler(sig, stop, sig)
             await run_points(ctx, todo, advance)
 
         try:
             asyncio.run(main_task())
+        except interrupts.Interrupted as exc:  # raised while a topology was coming up
+            return exc.reason, exc.exit_status
         except (asyncio.CancelledError, KeyboardInterrupt):
-            return "interrupted"
+            stop = interrupts.Interrupted(received[0] if received else signal.SIGINT)
+            return stop.reason, stop.exit_status
         except TopologyError as exc:
             # e.g. calibration out of tolerance: measuring on a wrong link would mislead.
-            return f"topology refused: {exc}"
+            return f"topology refused: {exc}", 1
     return None
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 import signal
 import time
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import clients
-from harness import procs, servers, topology
+from harness import interrupts, procs, servers, topology
+from harness.metrics.cpu import process_tree
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.paths import binary
 from harness.results import SCHEMA_VERSION, RunDir
@@ -128,15 +130,28 @@ async def _read_line(stream: asyncio.StreamReader, timeout: float, what: str) ->
     return line.decode(errors="replace").strip()
 
 
+async def listeners(prefix: list[str], port: int) -> dict[int, str]:
+    """PID → command name of the processes listening on TCP port (in prefix's namespace)."""
+    probe = await asyncio.create_subprocess_exec(
+        *prefix, "ss", "-Hltnp", f"sport = :{port}", stdout=asyncio.subprocess.PIPE)
+    out, _ = await probe.communicate()
+    text = out.decode(errors="replace")
+    found = {int(pid): comm for comm, pid in re.findall(r'\("([^"]*)",pid=(\d+)', text)}
+    if text.strip() and not found:
+        found[0] = "a listener ss shows without its process"
+    return found
+
+
 class PointRun:
     """One point × repetition, with every process it starts stopped on the way out."""
 
     def __init__(self, ctx: RunContext, ends: Endpoints, point: Point, repetition: int):
         self.ctx, self.ends, self.point, self.repetition = ctx, ends, point, repetition
         self.config = point.config
-        self.raw = ctx.run_dir.raw_dir(point.point_id, repetition)
+        self.raw = ctx.run_dir.raw_dir(point.point_id, repetition, fresh=True)
         self.children: list[asyncio.subprocess.Process] = []
-        self.server: asyncio.subprocess.Process | None = None
+        self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
+        self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
         self.stats_path = self.raw / "server-stats.json"
 
     async def _spawn(self, argv: list[str], log: str) -> asyncio.subprocess.Process:
@@ -167,14 +182,46 @@ class PointRun:
                 backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
                 stats_path=self.stats_path, sink=cfg.stream is not None,
                 rt_signal_queue=cfg.server.rt_signal_queue)
-            self.server = await self._spawn(ends.prefix(ends.server_host) + server.argv(),
-                                            "server")
+            self.server = await self._spawn_server(server.argv())
             assert self.server.stdout is not None
-            line = await _read_line(self.server.stdout, 10, "wb-server")
+            try:
+                line = await _read_line(self.server.stdout, 10, "wb-server")
+            except PointFailed as exc:
+                raise PointFailed(f"{exc}{self._server_said()}") from None
             if not line.startswith("ready "):
                 raise PointFailed(f"wb-server said {line!r} instead of 'ready ADDR:PORT'")
-            return line.split()[1]
-        return await self._start_external(cfg.server, address)
+            target = line.split()[1]
+        else:
+            target = await self._start_external(cfg.server, address)
+        await self._check_listener(target)
+        return target
+
+    async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
+        """The server alone in a PID namespace, so nothing it forks can outlive the run."""
+        return await self._spawn(self.ends.prefix(self.ends.server_host) + procs.CONTAINED
+                                 + argv, "server")
+
+    def _server_said(self) -> str:
+        lines = (self.raw / "server.stderr").read_text(errors="replace").strip().splitlines()
+        return f" ({lines[-1]})" if lines else ""
+
+    async def _check_listener(self, target: str) -> None:
+        """The socket the load will reach must be our server's, not a leftover's: an orphan
+        of an earlier run would otherwise be measured in its place."""
+        assert self.server is not None
+        self.server_pid = procs.only_child(self.server.pid)
+        if self.server_pid is None:
+            raise PointFailed(f"the server exited during start-up{self._server_said()}")
+        port = int(target.rpartition(":")[2])
+        ours = set(process_tree(self.server.pid))
+        strangers = {pid: comm for pid, comm in
+                     (await listeners(self.ends.prefix(self.ends.server_host), port)).items()
+                     if pid not in ours}
+        if strangers:
+            named = ", ".join(f"pid {pid} ({comm})" for pid, comm in sorted(strangers.items()))
+            raise PointFailed(f"port {port} is also held by {named}, which this run did not "
+                              f"start (a leftover of an earlier run?): stop it (`wanbench topo "
+                              f"clean`, or kill it) and resume")
 
     async def _start_external(self, spec: ExternalServer, address: str) -> str:
         workdir = self.raw / "server-files"
@@ -185,27 +232,37 @@ class PointRun:
             (workdir / name).write_text(template.format(**fields))
         argv = [arg.format(**fields) for arg in spec.command]
         prefix = self.ends.prefix(self.ends.server_host)
-        self.server = await self._spawn(prefix + procs.pin_argv(self.config.cpus.server) + argv,
-                                        "server")
+        self.server = await self._spawn_server(procs.pin_argv(self.config.cpus.server) + argv)
         deadline = time.monotonic() + spec.ready_timeout_s
         while time.monotonic() < deadline:
             if self.server.returncode is not None:
                 raise PointFailed(f"{spec.name} exited with status {self.server.returncode}; "
                                   f"see {self.raw / 'server.stderr'}")
-            probe = await asyncio.create_subprocess_exec(
-                *prefix, "ss", "-Hltn", f"sport = :{spec.port}",
-                stdout=asyncio.subprocess.PIPE)
-            out, _ = await probe.communicate()
-            if out.strip():
+            if await listeners(prefix, spec.port):
                 return f"{address}:{spec.port}"
             await asyncio.sleep(0.05)
         raise PointFailed(f"{spec.name} did not listen on port {spec.port} within "
                           f"{spec.ready_timeout_s} s")
 
     async def _server_stats(self) -> dict[str, Any] | None:
-        if not isinstance(self.config.server, WbServer) or self.server is None:
+        if not isinstance(self.config.server, WbServer) or self.server_pid is None:
             return None
-        return await asyncio.to_thread(servers.snapshot_stats, self.server.pid, self.stats_path)
+        self._check_server_alive()
+        try:
+            return await asyncio.to_thread(servers.snapshot_stats, self.server_pid,
+                                           self.stats_path)
+        except (ProcessLookupError, TimeoutError):
+            self._check_server_alive()
+            raise
+
+    def _check_server_alive(self) -> None:
+        """A server that died makes the point failed, with its exit status and last words."""
+        assert self.server is not None
+        if self.server.returncode is not None or procs.only_child(self.server.pid) is None:
+            status = self.server.returncode
+            raise PointFailed(f"the server exited during the point"
+                              f"{f' with status {status}' if status is not None else ''}"
+                              f"{self._server_said()}; see {self.raw / 'server.stderr'}")
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -272,8 +329,9 @@ class PointRun:
                                 "hot")
         await asyncio.sleep(cfg.warmup_s)
         assert self.server is not None
+        assert self.server_pid is not None
         sampler = WindowSampler(SamplerConfig(
-            server_pid=self.server.pid, server_cpu=cfg.cpus.server, workdir=self.raw,
+            server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
             generator_pids=[p.pid for p in (hot, cold_proc) if p is not None],
             tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
             profile=cfg.profile))
@@ -282,6 +340,7 @@ class PointRun:
         await asyncio.sleep(cfg.duration_s)
         window = await sampler.stop()
         stats_after = await self._server_stats()
+        self._check_server_alive()  # an external server has no stats to fail on
         out, _ = await asyncio.wait_for(hot.communicate(), cfg.duration_s + 60)
         (self.raw / "hot.stdout").write_bytes(out)
         if hot.returncode != 0:
@@ -457,8 +516,9 @@ class TopologyCache:
         ref = point.config.topology
         topo = topology.load_topology(ref.path(self.ctx.scenario_dir), dict(ref.set) or None)
         backend = self.ctx.backend or ref.backend
-        handle = self.stack.enter_context(topology.bring_up(
-            topo, backend=backend, run_prefix=None))
+        with interrupts.raising():  # calibration blocks: a signal must not wait for it
+            handle = self.stack.enter_context(topology.bring_up(
+                topo, backend=backend, run_prefix=None, handle_signals=False))
         self.ctx.on_event(f"topology {ref.file} up (backend {handle.backend})")
         self.key = point.topology_key
         self.ends = endpoints(handle)

@@ -216,8 +216,10 @@ def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]
 
 
 def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None = None,
-             calibrate: bool = True) -> TopologyHandle:
-    """Builds the topology; on any failure removes what it made and raises TopologyError."""
+             calibrate: bool = True, handle_signals: bool = True) -> TopologyHandle:
+    """Builds the topology; on any failure removes what it made and raises TopologyError.
+    handle_signals: tear down on SIGINT/SIGTERM by itself; a caller that owns the signals
+    (the runner) passes False and tears down through `with`."""
     prefix = check_prefix(run_prefix) if run_prefix else new_prefix()
     plan = plan_for(topology, prefix)
     if plan is None:
@@ -229,7 +231,8 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
                             "choose another prefix")
     ledger = Ledger.create(prefix, topology.source_file, backend)
     handle = TopologyHandle(topology, backend, {}, prefix, plan, ledger)
-    handle._install_signals()
+    if handle_signals:
+        handle._install_signals()
     atexit.register(handle.teardown)  # a caller that forgets `with` still cleans up on exit
     try:
         handle.backend, handle.probe = choose_backend(backend, topology, ledger)

@@ -61,3 +61,29 @@ def test_reply_rate_counts_only_successful_replies():
     wrk_style = {"reply_rate_rps": 10.0, "replies": {"total": 10, "by_status": {"2xx": 10}}}
     assert generator_metrics(wrk_style)["reply_rate_rps"] == 10.0
     assert generator_metrics({"reply_rate_rps": 5.0})["reply_rate_rps"] == 5.0
+
+
+def test_open_rebuilds_tables_a_kill_left_missing(tmp_path: Path):
+    # A SIGKILL between a point's record and the table rebuild: records, no points.parquet,
+    # and the rebuild's temporary file.
+    run = RunDir.create(tmp_path, "demo", "run1")
+    run.write_manifest({"schema_version": 1})
+    for rep in range(3):
+        run.write_record("aaa", rep, _record("aaa", rep, 100.0 + rep))
+    (run.path / ".points.k1ll3d.parquet").write_bytes(b"PAR1 cut short")
+    (run.records_dir / ".aaa-r3.json.x1y2").write_text('{"point": {"rep')
+    reopened = RunDir.open(run.path)
+    points = pd.read_parquet(reopened.path / "points.parquet")
+    assert sorted(points["reply_rate_rps"]) == [100.0, 101.0, 102.0]
+    assert not list(run.path.glob(".*")) and not list(run.records_dir.glob(".*"))
+
+
+def test_open_replaces_a_table_that_disagrees_with_its_records(tmp_path: Path):
+    run = RunDir.create(tmp_path, "demo", "run1")
+    run.write_manifest({"schema_version": 1})
+    run.write_record("aaa", 0, _record("aaa", 0, 100.0))
+    run.rebuild_tables()
+    run.write_record("aaa", 0, _record("aaa", 0, 250.0))  # killed before the rebuild
+    run.write_record("bbb", 0, _record("bbb", 0, 300.0))
+    points = pd.read_parquet(RunDir.open(run.path).path / "points.parquet")
+    assert sorted(points["reply_rate_rps"]) == [250.0, 300.0]
