@@ -11,7 +11,7 @@ WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .DEFAULT_GOAL := all
-.PHONY: all deps system-deps python-deps demo test lint bench clean
+.PHONY: all deps system-deps python-deps demo test test-flaky test-chaos lint bench clean
 
 # Each part brings its own build rules, binaries and bench target.
 BINARIES :=
@@ -38,6 +38,14 @@ demo: deps all
 
 test: deps all
 	$(PY) -m pytest -q tests
+
+# Every `timing` test 20 times beside the rest of the suite: each must pass 20 of 20.
+test-flaky: deps all
+	$(PY) scripts/test_flaky.py --runs 20
+
+# 20 SIGKILLs of a dumbbell-wan sweep, topo clean and --resume: nothing left, nothing lost.
+test-chaos: deps all
+	$(PY) scripts/chaos_kill.py --kills 20
 
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests

@@ -16,10 +16,15 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-# A command run under this prefix is the first process of a new PID namespace: when it
-# dies, the kernel kills everything it forked (nginx workers, wb-server workers), and
-# --kill-child kills it when unshare dies. So a SIGKILLed runner leaves no orphan behind.
-CONTAINED = ["unshare", "--pid", "--fork", "--kill-child"]
+# A command run under this prefix lives in a new PID namespace whose first process is a
+# small shell: when that shell dies the kernel kills everything in the namespace (nginx
+# workers, wb-server workers), and --kill-child kills the shell when unshare dies, so a
+# SIGKILLed runner leaves no orphan behind. The shell, not the command, is the namespace's
+# init because an init ignores every signal it has no handler for: a server without a
+# SIGTERM handler would not stop. It passes SIGTERM/SIGINT on and exits with the command.
+_INIT = ('trap "kill -TERM $c 2>/dev/null" TERM INT; "$@" & c=$!; '
+         'while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || exit $s; done')
+CONTAINED = ["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", _INIT, "wanbench-init"]
 
 
 def die_with_parent() -> None:
@@ -63,14 +68,19 @@ async def stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM,
     return status if status is not None else await proc.wait()
 
 
-def only_child(pid: int) -> int | None:
-    """The one process pid forked (the command under CONTAINED), None if there is none."""
+def _only_child(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
             found = children.read().split()
     except OSError:
         return None
     return int(found[0]) if len(found) == 1 else None
+
+
+def contained_pid(pid: int) -> int | None:
+    """The command's own pid under CONTAINED started as pid; None once it has exited."""
+    init = _only_child(pid)
+    return None if init is None else _only_child(init)
 
 
 def pin_argv(cpu: int | None) -> list[str]:

@@ -209,7 +209,7 @@ class PointRun:
         """The socket the load will reach must be our server's, not a leftover's: an orphan
         of an earlier run would otherwise be measured in its place."""
         assert self.server is not None
-        self.server_pid = procs.only_child(self.server.pid)
+        self.server_pid = procs.contained_pid(self.server.pid)
         if self.server_pid is None:
             raise PointFailed(f"the server exited during start-up{self._server_said()}")
         port = int(target.rpartition(":")[2])
@@ -258,7 +258,7 @@ class PointRun:
     def _check_server_alive(self) -> None:
         """A server that died makes the point failed, with its exit status and last words."""
         assert self.server is not None
-        if self.server.returncode is not None or procs.only_child(self.server.pid) is None:
+        if self.server.returncode is not None or procs.contained_pid(self.server.pid) is None:
             status = self.server.returncode
             raise PointFailed(f"the server exited during the point"
                               f"{f' with status {status}' if status is not None else ''}"

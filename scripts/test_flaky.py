@@ -1,0 +1,110 @@
+"""Repeats every test marked `timing` while the rest of the suite runs beside it, and says how
+many of the repetitions each one passed. A timing test must pass all of them: a test that
+fails by chance blocks everyone's landing.
+
+    .venv/bin/python scripts/test_flaky.py [--runs 20] [-k EXPR] [--quiet-machine]
+
+The rest of the suite (`-m "not timing"`) runs in a loop in the background, as it would in a
+real `make test`, unless --quiet-machine. Exit 0 when every timing test passed every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """test id → passed, failed or skipped, from a JUnit XML report."""
+    result = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        result[name] = ("failed" if kinds & {"failure", "error"} else
+                        "skipped" if "skipped" in kinds else "passed")
+    return result
+
+
+def background_suite(log: Path) -> subprocess.Popen:
+    """The rest of the suite, over and over, until stopped."""
+    loop = (f"while true; do {' '.join(PYTEST)} -m 'not timing' tests >> {log} 2>&1; "
+            f"echo 'suite round done' >> {log}; done")
+    return subprocess.Popen(["bash", "-c", loop], cwd=REPO, start_new_session=True)
+
+
+def stop_background(loop: subprocess.Popen, grace_s: float = 120) -> None:
+    """Ends the loop, then interrupts its pytest as ^C would, so fixtures tear down what they
+    made (namespaces, servers); SIGKILL only past the grace period."""
+    loop.terminate()
+    loop.wait()
+    group = loop.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("-k", dest="keyword", help="only timing tests matching this expression")
+    parser.add_argument("--quiet-machine", action="store_true",
+                        help="do not run the rest of the suite alongside")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="wanbench-flaky-"))
+    background = None if args.quiet_machine else background_suite(work / "suite.log")
+    tally: dict[str, Counter] = {}
+    started = time.monotonic()
+    try:
+        for run in range(1, args.runs + 1):
+            junit = work / f"run{run}.xml"
+            argv = PYTEST + ["-m", "timing", f"--junitxml={junit}", "tests"]
+            if args.keyword:
+                argv += ["-k", args.keyword]
+            subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, outcome in outcomes(junit).items():
+                tally.setdefault(name, Counter())[outcome] += 1
+            failed = [n for n, c in tally.items() if c["failed"]]
+            print(f"run {run}/{args.runs} ({time.monotonic() - started:.0f} s): "
+                  f"{len(failed)} test(s) failed so far", flush=True)
+    finally:
+        if background is not None:
+            stop_background(background)
+    rounds = (work / "suite.log").read_text().count("suite round done") \
+        if background is not None else 0
+    print(f"\ntiming tests, {args.runs} runs each"
+          f"{'' if background is None else f', beside {rounds} full round(s) of the rest'}:")
+    flaky = 0
+    for name, counts in sorted(tally.items()):
+        ran = counts["passed"] + counts["failed"]
+        note = f"{counts['passed']}/{ran} passed" + (
+            f", {counts['skipped']} skipped" if counts["skipped"] else "")
+        flaky += counts["failed"] > 0
+        print(f"  {'FLAKY ' if counts['failed'] else 'ok    '}{name}: {note}")
+    print(f"{len(tally) - flaky} of {len(tally)} timing tests passed every run; "
+          f"reports in {work}")
+    return 1 if flaky or not tally else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
