@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from clients import validity
 from clients.schema import validate
 from clients.spec import GENERATORS, LoadSpec, native_argv
 
@@ -56,7 +57,11 @@ def _last_json_line(stdout: str) -> dict[str, Any] | None:
 
 
 def parse_result(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
-    """The result document of a finished generator run."""
+    """The result document of a finished generator run, judged by clients.validity."""
+    return judged(spec, _document(spec, stdout, stderr))
+
+
+def _document(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
     if spec.generator in ("sclient", "asyncio"):
         if spec.json_path:
             path = Path(spec.json_path)
@@ -69,6 +74,15 @@ def parse_result(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
             raise GeneratorFailed(f"{spec.generator} printed no result document: {stderr.strip()}")
         return doc
     return _driver(spec.generator).parse(spec, stdout, stderr)
+
+
+def judged(spec: LoadSpec, doc: dict[str, Any]) -> dict[str, Any]:
+    """Applies the validity rules to the document's facts. Reasons only the generator can
+    know (a shard that did not finish, httperf out of descriptors) are kept beside them."""
+    own = [r for r in doc.get("invalid_reasons") or [] if not r.startswith(validity.COMMON)]
+    doc["invalid_reasons"] = validity.judge_document(doc, spec) + own
+    doc["valid"] = not doc["invalid_reasons"]
+    return doc
 
 
 def run(spec: LoadSpec, timeout: float | None = None) -> dict[str, Any]:

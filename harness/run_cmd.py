@@ -45,7 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="override a scenario field, e.g. --set cold.conns=1000")
     parser.add_argument("--backend", choices=("auto", "netem", "userspace", "none"),
                         help="topology backend (default: the scenario's)")
+    parser.add_argument("--allow-invalid", action="store_true",
+                        help="exit 0 even when some point × repetition is invalid")
+    parser.epilog = EXIT_STATUSES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.set_defaults(func=main)
+
+
+EXIT_STATUSES = """exit status:
+  0    every point × repetition measured and valid
+  1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
+  2    bad input or an error (scenario, missing tool, topology refused by calibration)
+  130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
+EXIT_INVALID = 1
 
 
 def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
@@ -105,7 +117,16 @@ def main(args: argparse.Namespace) -> int:
                       highlight=False)
         return status
     console.print(f"results: {run_dir.path}")
+    invalid = _invalid_count(run_dir)
+    if invalid and not args.allow_invalid:
+        console.print(f"[yellow]{invalid} point × repetition(s) invalid[/yellow]: exit "
+                      f"{EXIT_INVALID} (--allow-invalid to exit 0)", highlight=False)
+        return EXIT_INVALID
     return 0
+
+
+def _invalid_count(run_dir: RunDir) -> int:
+    return sum(not record["point"].get("valid", False) for record in run_dir.records())
 
 
 def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
@@ -149,7 +170,7 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
             return stop.reason, stop.exit_status
         except TopologyError as exc:
             # e.g. calibration out of tolerance: measuring on a wrong link would mislead.
-            return f"topology refused: {exc}", 1
+            return f"topology refused: {exc}", EXIT_USAGE
     return None
 
 
@@ -166,22 +187,28 @@ def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> Non
     frame = pd.read_parquet(path)
     keys = [c for c in run_dir.read_manifest()["sweep_axes"] if c in frame] or ["scenario"]
     metrics = [m for m in SUMMARY_METRICS if m in frame and frame[m].notna().any()]
-    grouped = frame.groupby(keys, dropna=False, sort=True)
-    table = Table(title=f"{scenario.name}: median over repetitions")
+    valid = frame["valid"].astype("boolean").fillna(False).astype(bool)
+    table = Table(title=f"{scenario.name}: median over valid repetitions")
     for column in keys:
         table.add_column(column)
     for metric in metrics:
         table.add_column(SUMMARY_METRICS[metric], justify="right")
     table.add_column("valid", justify="right")
-    for key, group in grouped:
+    for key, group in frame.groupby(keys, dropna=False, sort=True):
         values = key if isinstance(key, tuple) else (key,)
         cells = [str(v) for v in values]
+        kept = group[valid[group.index]]
         for metric in metrics:
-            median = group[metric].median()
+            median = kept[metric].median()  # an invalid repetition measured something else
             cells.append("—" if pd.isna(median) else f"{median:,.1f}")
-        cells.append(f"{int(group['valid'].sum())}/{len(group)}")
+        cells.append(f"{len(kept)}/{len(group)}")
         table.add_row(*cells)
     Console(file=sys.stdout).print(table)
-    reasons = frame.loc[~frame["valid"].astype(bool), "invalid_reason"].dropna().unique()
-    for reason in reasons[:5]:
-        console.print(f"[yellow]invalid point[/yellow]: {reason}", highlight=False)
+    invalid = frame[~valid]
+    for _, row in invalid.head(10).iterrows():
+        where = ", ".join(f"{k}={row[k]}" for k in keys if k != "scenario")
+        console.print(f"[yellow]invalid[/yellow] {where or 'point'} rep {row['repetition']}: "
+                      f"{row['invalid_reason']}", highlight=False)
+    if len(invalid) > 10:
+        console.print(f"… and {len(invalid) - 10} more invalid (points.parquet, column "
+                      f"invalid_reason)", highlight=False)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import clients
+from clients import validity
 from harness import interrupts, procs, servers, topology
 from harness.metrics.cpu import process_tree
 from harness.metrics.sampler import SamplerConfig, WindowSampler
@@ -28,7 +30,6 @@ SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
                        "sigio_overflows", "fallback_rescans", "requests", "replies",
                        "connections_accepted", "accept_calls", "emfile_events")
 RTSIG_ONLY = ("signals_dequeued", "sigio_overflows", "fallback_rescans")
-GENERATOR_SATURATED_PCT = 95.0
 
 
 class MissingTool(RuntimeError):
@@ -260,9 +261,8 @@ class PointRun:
         assert self.server is not None
         if self.server.returncode is not None or procs.contained_pid(self.server.pid) is None:
             status = self.server.returncode
-            raise PointFailed(f"the server exited during the point"
-                              f"{f' with status {status}' if status is not None else ''}"
-                              f"{self._server_said()}; see {self.raw / 'server.stderr'}")
+            raise PointFailed(validity.server_exited(
+                status, f"{self._server_said()}; see {self.raw / 'server.stderr'}"))
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -365,6 +365,13 @@ class PointRun:
         path = self.raw / "cold.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
+    def _server_cpus(self) -> int:
+        """CPUs the server may use: one when pinned, else its workers (at most the machine's)."""
+        if self.config.cpus.server is not None:
+            return 1
+        workers = self.config.server.workers if isinstance(self.config.server, WbServer) else 1
+        return max(1, min(workers, os.cpu_count() or 1))
+
     # -- record -------------------------------------------------------------------------------
 
     def _record(self, doc: dict[str, Any], cold_doc: dict[str, Any] | None,
@@ -380,19 +387,18 @@ class PointRun:
         row.update(window)
         row.update(server_deltas(before, after, self.config))
         reasons = list(doc.get("invalid_reasons") or [])
-        if not doc.get("valid", True) and not reasons:
-            reasons.append("the generator marked its result invalid")
-        if (row.get("cpu_generator_pct") or 0) >= GENERATOR_SATURATED_PCT:
-            reasons.append(f"generator CPU at {row['cpu_generator_pct']:.0f} % "
-                           f"(≥ {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
+        if not any(r.startswith("generator CPU saturated") for r in reasons):
+            # the hot and cold generators share their CPU: judge the sum
+            reasons.append(validity.generator_saturated(row.get("cpu_generator_pct")))
         if cold_doc is not None:
-            held = (cold_doc.get("cold") or {}).get("held")
-            row["cold_held"] = held
-            if held is not None and held < self.config.cold.conns:
-                reasons.append(f"only {held} of {self.config.cold.conns} cold connections "
-                               f"were held to the end")
+            row["cold_held"] = (cold_doc.get("cold") or {}).get("held")
+            reasons.append(validity.cold_lost(row["cold_held"], self.config.cold.conns))
+        reasons = [r for r in reasons if r]
         row["valid"] = not reasons
         row["invalid_reason"] = "; ".join(reasons) or None
+        row["server_saturated"] = validity.server_saturated(
+            row.get("reply_rate_rps"), doc.get("offered_rate_rps"), row.get("cpu_server_pct"),
+            self._server_cpus())
         timeline = [{**ids, "t_s": entry["t_s"], "source": "generator", "metric": key,
                      "value": entry[key]}
                     for entry in doc.get("timeline") or [] for key in entry if key != "t_s"]

@@ -60,7 +60,9 @@ def parse_common(spec: LoadSpec, stdout: str, tool: str) -> dict[str, Any]:
                      stdout)
     if sock:
         connect, read, write, timeout = map(int, sock.groups())
-        errors |= {"refused": connect, "reset": read, "other": write, "response_timeout": timeout}
+        # wrk connects without blocking and writes first: a refused connection fails the
+        # write, so its write errors are refusals (or a peer that is gone), not "other"
+        errors |= {"refused": connect + write, "reset": read, "response_timeout": timeout}
     rate = float(search(r"^Requests/sec:\s+([\d.]+)", stdout, tool).group(1))
     doc.update(
         generator_version=None,

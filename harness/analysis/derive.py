@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from clients.validity import KEEP_UP_FRACTION, server_saturated
+
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
 # they drive (tcp_poll, sock_poll, __pollwait) and descriptor lookup, plus the server's own
 # dispatch loop (user-mode symbols naming select or poll).
 SELECT_SYMBOLS = re.compile(r"select|poll|^_*fdget|^ep_")
-KEEP_UP_FRACTION = 0.95  # a point "keeps up" when replies reach 95 % of the offered rate
 
 CYCLES_MEASURED = "measured"
 CYCLES_ESTIMATED = "estimated (CPU time x TSC)"
@@ -64,7 +65,23 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
         _ratio(_column(out, "instructions"), packets)
     )
     out["cycles_source"] = cycles_source(out)
+    if "server_saturated" not in out or out["server_saturated"].isna().all():
+        out["server_saturated"] = _server_saturated(out)  # runs recorded before the rule
     return out
+
+
+def _server_saturated(points: pd.DataFrame) -> pd.Series:
+    """clients.validity's rule, row by row (a pinned server: one CPU)."""
+    columns = [_column(points, c) for c in ("reply_rate_rps", "offered_rate_rps",
+                                             "cpu_server_pct")]
+
+    def judge(reply: float, offered: float, cpu: float) -> bool | None:
+        return server_saturated(None if pd.isna(reply) else reply,
+                                None if pd.isna(offered) else offered,
+                                None if pd.isna(cpu) else cpu)
+
+    return pd.Series([judge(*values) for values in zip(*columns, strict=True)],
+                     index=points.index, dtype="boolean")
 
 
 def cycles_source(points: pd.DataFrame) -> pd.Series:
@@ -92,22 +109,28 @@ def saturation(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Saturation throughput per group: the knee of reply rate against offered rate.
 
     `saturation_rps` is the highest median reply rate of any offered rate; `knee_offered_rps`
-    the highest offered rate the server still kept up with; `saturated` says whether any
-    offered rate was beyond the knee (if not, saturation_rps is only a lower bound).
+    the highest offered rate the server still kept up with; `saturated` says whether the
+    server itself was the bottleneck at some offered rate (clients.validity.server_saturated:
+    busy, and its replies behind the offered rate). Replies that fell behind while the server
+    had CPU to spare were limited by something else; then saturation_rps is a lower bound.
     """
     per_rate = summarize(points, [*by, "offered_rate_rps"], "reply_rate_rps")
+    bound = add_derived(points) if "server_saturated" not in points else points
     rows = []
     for key, group in per_rate.groupby(by, dropna=False) if by else [((), per_rate)]:
         group = group.sort_values("offered_rate_rps")
         keeps_up = group["median"] >= KEEP_UP_FRACTION * group["offered_rate_rps"]
         knee = group.loc[keeps_up, "offered_rate_rps"]
         key = key if isinstance(key, tuple) else (key,)
+        mine = bound
+        for column, value in zip(by, key, strict=True):
+            mine = mine[mine[column] == value]
         rows.append(
             {
                 **dict(zip(by, key, strict=True)),
                 "saturation_rps": group["median"].max(),
                 "knee_offered_rps": knee.max() if not knee.empty else np.nan,
-                "saturated": bool((~keeps_up).any()),
+                "saturated": bool(mine["server_saturated"].fillna(False).astype(bool).any()),
             }
         )
     return pd.DataFrame(rows)

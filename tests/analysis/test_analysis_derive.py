@@ -18,13 +18,21 @@ def _points(**columns: object) -> pd.DataFrame:
 def test_saturation_is_the_knee_of_reply_rate() -> None:
     offered = [500.0, 1000.0, 1500.0, 2000.0] * 2
     points = _points(offered_rate_rps=offered, cold_conns=[0] * 4 + [2000] * 4,
-                     reply_rate_rps=[500.0, 1000.0, 1100.0, 1050.0, 500.0, 620.0, 610.0, 600.0])
+                     reply_rate_rps=[500.0, 1000.0, 1100.0, 1050.0, 500.0, 620.0, 610.0, 600.0],
+                     cpu_server_pct=[40.0, 80.0, 99.0, 99.5, 60.0, 99.0, 99.0, 99.0])
     table = derive.saturation(points, ["cold_conns"]).set_index("cold_conns")
     assert table.loc[0, "saturation_rps"] == 1100.0
     assert table.loc[0, "knee_offered_rps"] == 1000.0
     assert table.loc[2000, "saturation_rps"] == 620.0
     assert table.loc[2000, "knee_offered_rps"] == 500.0
     assert table["saturated"].all()
+
+
+def test_replies_behind_with_an_idle_server_are_not_saturation() -> None:
+    # BM98 Fig 9 once read "saturated" with the server at 37 % CPU: something else limited it
+    points = _points(offered_rate_rps=[500.0, 1000.0, 1500.0], reply_rate_rps=[500.0, 700.0, 700.0],
+                     cpu_server_pct=[20.0, 37.0, 37.0])
+    assert not derive.saturation(points, []).loc[0, "saturated"]
 
 
 def test_saturation_never_reached_is_flagged_as_lower_bound() -> None:

@@ -126,9 +126,11 @@ warmup_s: 0.2
 duration_s: 1
 """)
     with stranger:
-        done = subprocess.run(WANBENCH + ["run", str(scenario), "--out", str(tmp_path / "r")],
+        done = subprocess.run(WANBENCH + ["run", str(scenario), "--out", str(tmp_path / "r"),
+                                          "--allow-invalid"],
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, "--allow-invalid: exit 0 although the point is invalid"
     (run,) = run_dirs(tmp_path / "r")
     point = pd.read_parquet(run / "points.parquet").iloc[0]
     assert not point["valid"]
@@ -165,9 +167,14 @@ def test_a_server_that_dies_fails_its_point_and_the_sweep_goes_on(tmp_path: Path
     _wait(lambda: list(out.glob("*/*/raw/*/hot.stderr")), 30, "no hot generator started")
     time.sleep(1.0)
     os.kill(_wait(lambda: _wb_server_of(out), 5, "no wb-server"), signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=120)
     assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 1, "an invalid point makes the exit status 1"
     (run,) = run_dirs(out)
+    # the table's medians leave the failed repetition out and count it
+    poll_row = next(line for line in stdout.splitlines() if "│ poll" in line)
+    assert "0/1" in poll_row and "—" in poll_row, poll_row
+    assert "invalid dispatch=poll rep 0: the server exited" in " ".join(stderr.split())
     points = pd.read_parquet(run / "points.parquet").set_index("dispatch")
     assert len(points) == 2, "the sweep must go on after a failed point"
     assert not points.loc["poll", "valid"]

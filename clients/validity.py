@@ -1,0 +1,166 @@
+"""When a measurement is valid: the one definition, for every generator and the runner.
+
+Generators report facts (sends, late sends, replies, errors, their CPU, the window they
+measured); the rules below turn facts into verdicts with one sentence each. `wanbench load`
+and `wanbench run` both judge through here, so a threshold or its wording changes in one
+place. The rules (docs/validity.md lists them for users):
+
+- the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than its
+  late threshold after their intended time;
+- the generator was the bottleneck: its CPU time plus run-queue wait exceeded
+  GENERATOR_SATURATED_PCT of the window;
+- the generator ran out of local ports (EADDRNOTAVAIL);
+- the offered load was not delivered: an open loop sent fewer than (1 - RATE_TOLERANCE) of
+  the requests its schedule asked for (less a Poisson draw's own noise); requests it could
+  not send because every connection still awaited a reply are the server's doing and count
+  as delivered;
+- nothing was answered: hot connections and no reply in the window;
+- the window was short: the generator measured less than WINDOW_TOLERANCE of the asked
+  duration (it stopped early, or was stopped);
+- the server was gone: connections were refused (a listening server never refuses; a full
+  backlog drops SYNs instead);
+- the server exited during the point (the runner sees it);
+- cold connections were lost (fewer held to the end than asked).
+
+Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
+(see its docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+LATE_LIMIT = 0.01
+GENERATOR_SATURATED_PCT = 95.0
+RATE_TOLERANCE = 0.05
+WINDOW_TOLERANCE = 0.95
+POISSON_SIGMAS = 3.0
+SERVER_BUSY_PCT = 90.0  # of the CPUs the server may use
+KEEP_UP_FRACTION = 0.95  # a point keeps up when replies reach 95 % of the offered rate
+
+
+# Sentences that older generator builds wrote for rules judged here now.
+COMMON = ("late sends:", "generator CPU saturated", "the generator ran out of local ports")
+
+
+def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None) -> str | None:
+    if not scheduled or late is None or late / scheduled <= LATE_LIMIT:
+        return None
+    threshold = f"{threshold_us:,.0f} us" if threshold_us else "the late threshold"
+    share = 100 * late / scheduled
+    return (f"late sends: {late:,} of {scheduled:,} scheduled sends ({share:.1f} %) went out "
+            f"more than {threshold} after their intended time; the generator fell behind")
+
+
+def generator_saturated(busy_pct: float | None, waiting_pct: float = 0.0,
+                        what: str = "generator") -> str | None:
+    if busy_pct is None or busy_pct + waiting_pct <= GENERATOR_SATURATED_PCT:
+        return None
+    waited = f" and waited for a CPU {waiting_pct:.0f} % of the time" if waiting_pct else ""
+    return (f"{what} CPU saturated in the measured window: it ran {busy_pct:.0f} %{waited} "
+            f"(over {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
+
+
+def no_local_port(count: int | None) -> str | None:
+    if not count:
+        return None
+    return (f"the generator ran out of local ports {count:,} times (EADDRNOTAVAIL on connect): "
+            f"give it more source addresses (--source), a wider net.ipv4.ip_local_port_range, "
+            f"or net.ipv4.tcp_tw_reuse=1")
+
+
+def rate_shortfall(offered_rps: float | None, window_s: float | None, sent: int | None,
+                   scheduled: int | None = None, blocked: int | None = None,
+                   poisson: bool = False) -> str | None:
+    """Open loop only; `blocked`: requests never sent because every connection still awaited
+    a reply (the server's doing)."""
+    if not offered_rps or not window_s or sent is None:
+        return None
+    asked = scheduled if scheduled else offered_rps * window_s
+    if asked <= 0:
+        return None
+    noise = POISSON_SIGMAS / math.sqrt(asked) if poisson and not scheduled else 0.0
+    delivered = (sent + (blocked or 0)) / asked
+    if delivered >= 1 - RATE_TOLERANCE - noise:
+        return None
+    return (f"offered load not delivered: the generator sent {sent / window_s:,.0f} req/s of the "
+            f"{offered_rps:,.0f} offered ({100 * (sent / window_s / offered_rps - 1):+.1f} %, "
+            f"tolerance {100 * RATE_TOLERANCE:.0f} %)")
+
+
+def no_replies(hot_conns: int, replies: int | None) -> str | None:
+    if not hot_conns or replies is None or replies > 0:
+        return None
+    return "no replies in the measured window: is the server up and answering at the target?"
+
+
+def short_window(measured_s: float | None, asked_s: float) -> str | None:
+    if measured_s is None or asked_s <= 0 or measured_s >= WINDOW_TOLERANCE * asked_s:
+        return None
+    return (f"measured window {measured_s:.2f} s of the {asked_s:g} s asked: the generator "
+            f"stopped early")
+
+
+def refused(count: int | None) -> str | None:
+    if not count:
+        return None
+    return (f"{count:,} connections refused: the server was gone or not listening for part of "
+            f"the window")
+
+
+def server_exited(status: int | None, said: str = "") -> str:
+    code = f" with status {status}" if status is not None else ""
+    return f"the server exited during the point{code}{said}"
+
+
+def cold_lost(held: int | None, asked: int) -> str | None:
+    if held is None or held >= asked:
+        return None
+    return f"only {held:,} of {asked:,} cold connections were held to the end"
+
+
+def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
+    """The rules that a generator's result document alone decides; spec is the LoadSpec."""
+    requests = doc.get("requests") or {}
+    errors = doc.get("errors") or {}
+    cpu = doc.get("generator_cpu") or {}
+    window = doc.get("duration_s")
+    shards = doc.get("shards") or 1  # each shard has a CPU of its own: judge one
+    busy = waiting = None
+    # Only a generator that sleeps when idle and reads its run-queue wait (sclient, asyncio)
+    # says here whether it was saturated; httperf polls by design (its CPU reads ~100 % at
+    # any rate), so the runner's sampler judges the external tools from outside.
+    if window and cpu.get("run_delay_s") is not None:
+        spin_idle = cpu.get("spin_idle_s") or 0.0  # polls that found nothing are idle
+        busy = 100 * (cpu["user_s"] + cpu["sys_s"] - spin_idle) / window / shards
+        waiting = 100 * cpu["run_delay_s"] / window / shards
+    hot = spec.hot_conns if not spec.stream_conns else 0
+    reasons = [
+        late_sends(doc.get("late_sends"), requests.get("scheduled"),
+                   doc.get("late_threshold_us")),
+        generator_saturated(busy, waiting or 0.0),
+        no_local_port(errors.get("no_local_port")),
+        rate_shortfall(doc.get("offered_rate_rps") if hot else None, window, requests.get("sent"),
+                       requests.get("scheduled"), requests.get("dropped"),
+                       poisson=spec.arrivals == "poisson"),
+        no_replies(hot, (doc.get("replies") or {}).get("total")),
+        short_window(window, spec.duration_s) if spec.duration_s else None,
+        refused(errors.get("refused")),
+    ]
+    return [r for r in reasons if r]
+
+
+def server_saturated(reply_rps: float | None, offered_rps: float | None,
+                     server_cpu_pct: float | None, server_cpus: int = 1) -> bool | None:
+    """The server was the bottleneck: it was busy (≥ SERVER_BUSY_PCT of the CPUs it may use)
+    and, under an open loop, its replies fell behind the offered rate. A client- or
+    link-limited point with an idle server is not saturated. None when unmeasured."""
+    if server_cpu_pct is None:
+        return None
+    busy = server_cpu_pct >= SERVER_BUSY_PCT * server_cpus
+    if not offered_rps:
+        return busy
+    if reply_rps is None:
+        return None
+    return busy and reply_rps < KEEP_UP_FRACTION * offered_rps

@@ -1,0 +1,101 @@
+"""The validity rules, each in both directions, and every generator held to them when the
+server is absent or dies mid-run."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import clients
+from clients import validity
+from clients.spec import LoadSpec
+from harness.servers import running
+from tests.clients.conftest import GENERATOR_CPU, server_config
+from tests.conftest import build, free_port
+
+INSTALLED = [g for g in ("sclient", "asyncio", "httperf", "wrk")
+             if g in ("sclient", "asyncio") or shutil.which(g)]
+
+
+def test_late_sends_over_one_percent():
+    assert validity.late_sends(10, 1000, 1000) is None
+    assert "11 of 1,000 scheduled sends (1.1 %)" in validity.late_sends(11, 1000, 1000)
+
+
+def test_generator_saturation_counts_waiting_for_a_cpu():
+    assert validity.generator_saturated(80, 10) is None
+    assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10)
+
+
+def test_rate_shortfall_beyond_tolerance():
+    # httperf sent 1,783 of 2,000 req/s: -11 %
+    assert "1,783 req/s of the 2,000 offered (-10.8 %" in validity.rate_shortfall(
+        2000, 5, 8916)
+    assert validity.rate_shortfall(2000, 5, 9600) is None  # -4 %
+    # requests that waited for a busy connection are the server's doing, not the generator's
+    assert validity.rate_shortfall(2000, 5, 6000, scheduled=10000, blocked=3600) is None
+    # a Poisson draw of 100 expected requests varies by ±10 % on its own
+    assert validity.rate_shortfall(100, 1, 88, poisson=True) is None
+    assert validity.rate_shortfall(100, 1, 60, poisson=True) is not None
+    assert validity.rate_shortfall(None, 5, 10) is None  # closed loop: nothing offered
+
+
+def test_no_replies_short_window_refused_and_cold_lost():
+    assert validity.no_replies(20, 0) and validity.no_replies(20, 1) is None
+    assert validity.no_replies(0, 0) is None  # cold-only or stream: no replies expected
+    assert "2.60 s of the 5 s asked" in validity.short_window(2.6, 5)
+    assert validity.short_window(4.9, 5) is None
+    assert "3,428 connections refused" in validity.refused(3428)
+    assert validity.refused(0) is None
+    assert validity.cold_lost(999, 1000) and validity.cold_lost(1000, 1000) is None
+
+
+def test_server_saturation_means_the_server_was_the_bottleneck():
+    # BM98 Fig 9's false positive: replies behind the offered rate with the server at 37 %
+    assert validity.server_saturated(20000, 30000, 37.0) is False
+    assert validity.server_saturated(20000, 30000, 99.0) is True
+    assert validity.server_saturated(29900, 30000, 99.0) is False  # busy but keeping up
+    assert validity.server_saturated(50000, None, 98.0) is True  # closed loop: busy server
+    assert validity.server_saturated(50000, None, 33.0) is False
+    assert validity.server_saturated(50000, 60000, 150.0, server_cpus=2) is False
+
+
+def _spec(generator: str, port: int, tmp_path: Path, **kw) -> LoadSpec:
+    kw.setdefault("rate_rps", None if generator == "wrk" else 400)
+    return LoadSpec(generator=generator, targets=[f"127.0.0.1:{port}"], hot_conns=4,
+                    duration_s=kw.pop("duration_s", 2), warmup_s=0.5, cpu=GENERATOR_CPU,
+                    json_path=str(tmp_path / f"{generator}.json"), **kw)
+
+
+@pytest.mark.parametrize("generator", INSTALLED)
+def test_no_server_at_the_target_is_invalid(generator: str, tmp_path: Path):
+    if generator == "sclient":
+        build("build/bin/wb-sclient")
+    if generator == "wrk":  # gives up at once: an error (exit 2 from wanbench load)
+        with pytest.raises(clients.GeneratorFailed, match="Connection refused"):
+            clients.run(_spec(generator, free_port(), tmp_path))
+        return
+    doc = clients.run(_spec(generator, free_port(), tmp_path))
+    assert not doc["valid"]
+    reasons = " ".join(doc["invalid_reasons"])
+    assert "no replies" in reasons or "refused" in reasons, reasons
+
+
+@pytest.mark.parametrize("generator", INSTALLED)
+def test_server_killed_mid_run_is_invalid(generator: str, tmp_path: Path):
+    build("build/bin/wb-server")
+    if generator == "sclient":
+        build("build/bin/wb-sclient")
+    with running(server_config(tmp_path)) as server:
+        threading.Timer(1.5, server.proc.kill).start()  # a second into the 2 s window
+        started = time.monotonic()
+        doc = clients.run(_spec(generator, server.port, tmp_path, duration_s=2))
+    assert time.monotonic() - started < 30
+    assert not doc["valid"], doc["invalid_reasons"]
+    reasons = " ".join(doc["invalid_reasons"])
+    assert any(word in reasons for word in ("refused", "stopped early", "not delivered")), \
+        reasons
