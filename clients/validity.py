@@ -20,7 +20,12 @@ place. The rules (docs/validity.md lists them for users):
 - the server was gone: connections were refused (a listening server never refuses; a full
   backlog drops SYNs instead);
 - the server exited during the point (the runner sees it);
-- cold connections were lost (fewer held to the end than asked).
+- cold connections were lost (fewer held to the end than asked);
+- neighbours interfered: more than STEAL_LIMIT_PCT of the server's or the generator's CPU
+  was stolen by the hypervisor, or the server waited more than WAIT_LIMIT_PCT of the window
+  for its CPU while another task ran there;
+- a closed loop meant to load the server did not: the server was not the bottleneck, so the
+  reply rate measures the generator, the link or the round trips.
 
 Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
 (see its docstring).
@@ -38,6 +43,8 @@ WINDOW_TOLERANCE = 0.95
 POISSON_SIGMAS = 3.0
 SERVER_BUSY_PCT = 90.0  # of the CPUs the server may use
 KEEP_UP_FRACTION = 0.95  # a point keeps up when replies reach 95 % of the offered rate
+STEAL_LIMIT_PCT = 5.0
+WAIT_LIMIT_PCT = 5.0
 
 
 # Sentences that older generator builds wrote for rules judged here now.
@@ -160,3 +167,30 @@ def server_saturated(reply_rps: float | None, offered_rps: float | None,
     if reply_rps is None:
         return None
     return busy and reply_rps < KEEP_UP_FRACTION * offered_rps
+
+
+def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> str | None:
+    worst = max((v for v in (server_cpu_pct, generator_cpu_pct) if v is not None), default=None)
+    if worst is None or worst <= STEAL_LIMIT_PCT:
+        return None
+    parts = [f"{who}'s CPU {value:.1f} %" for who, value in
+             (("server", server_cpu_pct), ("generator", generator_cpu_pct)) if value is not None]
+    return (f"{worst:.0f} % CPU steal during the window ({', '.join(parts)}): the hypervisor "
+            f"ran someone else on these vCPUs")
+
+
+def crowded(server_wait_pct: float | None, server_cpu: int | None) -> str | None:
+    if server_wait_pct is None or server_wait_pct <= WAIT_LIMIT_PCT:
+        return None
+    where = f" CPU {server_cpu}" if server_cpu is not None else " its CPU"
+    return (f"the server waited for its CPU {server_wait_pct:.0f} % of the window: another task "
+            f"ran on{where}")
+
+
+def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
+                          saturated: bool | None, server_cpu_pct: float | None) -> str | None:
+    if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
+        return None
+    return (f"closed loop, but the server was not the bottleneck (server CPU {server_cpu_pct:.0f} "
+            f"%, {SERVER_BUSY_PCT:.0f} % would be): the reply rate measures the generator, the "
+            f"link or the round trips, not the server's capacity")

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.manifest import sysctl
-from harness.metrics import perf
+from harness.metrics import noise, perf
 from harness.paths import BIN_DIR
 from harness.topology.addressing import new_prefix
 from harness.topology.backend_probe import probe_netem
@@ -186,4 +186,10 @@ def main(args: argparse.Namespace) -> int:
             else f"[yellow]{check.shortfall}[/yellow]")
         table.add_row(check.name, status, check.detail, check.fix)
     Console().print(table)
+    noise_table = Table(title="noise sources (nothing is changed; suggestions only)")
+    for column in ("source", "now", "suggestion"):
+        noise_table.add_column(column, overflow="fold")
+    for source in noise.sources():
+        noise_table.add_row(source.name, source.value, source.suggestion or "—")
+    Console().print(noise_table)
     return 1 if any(c.essential and not c.ok for c in results) else 0

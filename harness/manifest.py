@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.metrics import noise
 from harness.paths import REPO_ROOT
 
 SYSCTLS = (
@@ -150,4 +151,5 @@ def collect() -> dict[str, Any]:
         "hostname": platform.node(),
         # Other work on the machine skews results: say how busy it was when the run began.
         "loadavg_at_start": list(os.getloadavg()),
+        "noise_sources": noise.manifest_entry(),
     }

@@ -92,6 +92,11 @@ class RunDir:
         """One finished point × repetition: its row plus its long-format table rows."""
         write_json(self.records_dir / f"{self.record_name(point_id, repetition)}.json", record)
 
+    def write_attempt(self, point_id: str, repetition: int, attempt: int,
+                      record: dict[str, Any]) -> None:
+        """An attempt that was measured again (interference): kept, but not in the tables."""
+        write_json(self.raw_dir(point_id, repetition) / f"attempt-{attempt}.json", record)
+
     def records(self) -> Iterable[dict[str, Any]]:
         for path in sorted(self.records_dir.glob("*.json")):
             yield json.loads(path.read_text())

@@ -28,6 +28,7 @@ SUMMARY_METRICS = {
     "cpu_server_pct": "server CPU %",
     "resp_time_p50_ms": "p50 ms",
     "resp_time_p99_ms": "p99 ms",
+    "steal_pct": "steal %",
 }
 
 

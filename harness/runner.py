@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -146,10 +147,14 @@ async def listeners(prefix: list[str], port: int) -> dict[int, str]:
 class PointRun:
     """One point × repetition, with every process it starts stopped on the way out."""
 
-    def __init__(self, ctx: RunContext, ends: Endpoints, point: Point, repetition: int):
+    def __init__(self, ctx: RunContext, ends: Endpoints, point: Point, repetition: int,
+                 attempt: int = 0):
         self.ctx, self.ends, self.point, self.repetition = ctx, ends, point, repetition
-        self.config = point.config
-        self.raw = ctx.run_dir.raw_dir(point.point_id, repetition, fresh=True)
+        self.config, self.attempt = point.config, attempt
+        self.raw = ctx.run_dir.raw_dir(point.point_id, repetition, fresh=attempt == 0)
+        if attempt:  # the earlier attempts' logs stay beside this one's
+            self.raw = self.raw / f"attempt-{attempt}"
+            self.raw.mkdir()
         self.children: list[asyncio.subprocess.Process] = []
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
@@ -334,7 +339,7 @@ class PointRun:
             server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
             generator_pids=[p.pid for p in (hot, cold_proc) if p is not None],
             tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
-            profile=cfg.profile))
+            profile=cfg.profile, generator_cpu=cfg.cpus.generator))
         stats_before = await self._server_stats()
         await sampler.start()
         await asyncio.sleep(cfg.duration_s)
@@ -365,6 +370,9 @@ class PointRun:
         path = self.raw / "cold.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
+    def _single_process_server(self) -> bool:
+        return isinstance(self.config.server, WbServer) and self.config.server.workers == 1
+
     def _server_cpus(self) -> int:
         """CPUs the server may use: one when pinned, else its workers (at most the machine's)."""
         if self.config.cpus.server is not None:
@@ -393,12 +401,22 @@ class PointRun:
         if cold_doc is not None:
             row["cold_held"] = (cold_doc.get("cold") or {}).get("held")
             reasons.append(validity.cold_lost(row["cold_held"], self.config.cold.conns))
-        reasons = [r for r in reasons if r]
-        row["valid"] = not reasons
-        row["invalid_reason"] = "; ".join(reasons) or None
         row["server_saturated"] = validity.server_saturated(
             row.get("reply_rate_rps"), doc.get("offered_rate_rps"), row.get("cpu_server_pct"),
             self._server_cpus())
+        interference = [r for r in (
+            validity.stolen(row.get("steal_server_cpu_pct"), row.get("steal_generator_cpu_pct")),
+            # a server's own workers share its CPU: their waits are not interference
+            validity.crowded(row.get("server_wait_pct"), self.config.cpus.server)
+            if self._server_cpus() == 1 and self._single_process_server() else None) if r]
+        reasons.append(validity.closed_loop_elsewhere(
+            doc.get("offered_rate_rps"), row.get("hot_conns"), row["server_saturated"],
+            row.get("cpu_server_pct")) if self.config.stream is None else None)
+        reasons = [r for r in reasons if r]
+        row["valid"] = not (reasons or interference)
+        row["invalid_reason"] = "; ".join(reasons + interference) or None
+        row["interference_only"] = bool(interference) and not reasons
+        row["attempt"] = self.attempt
         timeline = [{**ids, "t_s": entry["t_s"], "source": "generator", "metric": key,
                      "value": entry[key]}
                     for entry in doc.get("timeline") or [] for key in entry if key != "t_s"]
@@ -547,7 +565,20 @@ class TopologyCache:
 
 
 def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
-    return [(point, rep) for point in points(scenario) for rep in range(scenario.repetitions)
+    """The point × repetitions still to measure, in the scenario's order (scenario.order)."""
+    grid = points(scenario)
+    if scenario.order == "grouped":
+        todo = [(point, rep) for point in grid for rep in range(scenario.repetitions)]
+    else:
+        todo = []
+        for rep in range(scenario.repetitions):
+            round_ = list(grid)
+            if scenario.order == "shuffled":
+                random.Random(f"{scenario.order_seed}/{rep}").shuffle(round_)
+            else:  # points sharing a topology stay together: one bring-up each per round
+                round_.sort(key=lambda point: point.topology_key)
+            todo += [(point, rep) for point in round_]
+    return [(point, rep) for point, rep in todo
             if RunDir.record_name(point.point_id, rep) not in done]
 
 
@@ -557,11 +588,17 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
     cache = TopologyCache(ctx)
     try:
         for point, rep in todo:
-            ends = cache.get(point)
-            try:
-                record = await PointRun(ctx, ends, point, rep).run()
-            except PointFailed as exc:
-                record = failed_record(ctx, point, rep, str(exc))
+            for attempt in range(ctx.scenario.interference_retries + 1):
+                ends = cache.get(point)
+                try:
+                    record = await PointRun(ctx, ends, point, rep, attempt).run()
+                except PointFailed as exc:
+                    record = failed_record(ctx, point, rep, str(exc))
+                if not record["point"].get("interference_only"):
+                    break
+                ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
+                ctx.on_event(f"{point.axis_values} rep {rep} attempt {attempt}: "
+                             f"{record['point']['invalid_reason']}")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
             progress(point, rep, record["point"])

@@ -203,6 +203,14 @@ class Scenario(Strict):
     duration_s: float = Field(5.0, gt=0)
     cpus: Cpus = Field(default_factory=Cpus)
     profile: bool = False
+    # Repetition rounds: every point once per round, so a noisy minute on a shared machine
+    # hits one repetition of many points, not every repetition of one. "grouped" runs each
+    # point's repetitions back to back; "shuffled" also shuffles each round (seeded).
+    order: Literal["interleaved", "grouped", "shuffled"] = "interleaved"
+    order_seed: int = 1
+    # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
+    # up to this many times; every attempt stays in its raw directory.
+    interference_retries: int = Field(0, ge=0, le=10)
 
 
 # Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -61,25 +62,36 @@ class TreeCpu:
 
 
 class TreeSchedstat:
-    """CPU time (ns, /proc/PID/task/TID/schedstat: time on CPU, run periods) of a process
-    tree, summed over its threads. Exact to the nanosecond, where /proc/PID/stat counts
-    10 ms ticks; a thread that exits keeps counting at its last reading."""
+    """CPU time (ns, /proc/PID/task/TID/schedstat: time on CPU, time waiting on a run queue,
+    run periods) of process trees, summed over their threads. Exact to the nanosecond, where
+    /proc/PID/stat counts 10 ms ticks; a thread that exits keeps counting at its last
+    reading."""
 
-    def __init__(self, root: int):
-        self.root = root
-        self.last: dict[tuple[int, str], tuple[int, int]] = {}
+    def __init__(self, *roots: int):
+        self.roots = roots
+        self.last: dict[tuple[int, str], tuple[int, int, int]] = {}
+
+    def _update(self) -> None:
+        for root in self.roots:
+            for pid in process_tree(root):
+                for tid in task_ids(pid):
+                    try:
+                        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                            ran_ns, waited_ns, periods = (int(v) for v in f.read().split()[:3])
+                    except (OSError, ValueError):
+                        continue
+                    self.last[(pid, tid)] = (ran_ns, waited_ns, periods)
 
     def read(self) -> tuple[float, int]:
-        for pid in process_tree(self.root):
-            for tid in task_ids(pid):
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                        ran_ns, _, periods = (int(v) for v in f.read().split()[:3])
-                except (OSError, ValueError):
-                    continue
-                self.last[(pid, tid)] = (ran_ns, periods)
-        return (sum(r for r, _ in self.last.values()) / 1e9,
-                sum(p for _, p in self.last.values()))
+        """Seconds on a CPU and run periods."""
+        self._update()
+        return (sum(r for r, _, _ in self.last.values()) / 1e9,
+                sum(p for _, _, p in self.last.values()))
+
+    def waited_s(self) -> float:
+        """Seconds runnable but waiting for a CPU (another task ran there, or a sibling)."""
+        self._update()
+        return sum(w for _, w, _ in self.last.values()) / 1e9
 
 
 @dataclass(frozen=True)
@@ -97,26 +109,38 @@ class CpuTimes:
         return sum(self.seconds.values())
 
 
-def cpu_times(cpu: int) -> CpuTimes:
-    prefix = f"cpu{cpu} "
-    with open("/proc/stat") as file:
-        lines = file.read().splitlines()
-    for line in lines:
-        if line.startswith(prefix):
-            values = [int(v) / CLOCK_TICKS for v in line.split()[1:1 + len(CPU_FIELDS)]]
-            return CpuTimes(dict(zip(CPU_FIELDS, values, strict=False)))
-    raise ValueError(f"cpu{cpu} is not in /proc/stat (this machine has {os.cpu_count()} CPUs)")
+PROC_STAT = Path("/proc/stat")
+
+
+def all_cpu_times(proc_stat: Path = PROC_STAT) -> dict[int, CpuTimes]:
+    """Every CPU's times from one read of /proc/stat (a test may hand it another file)."""
+    times = {}
+    for line in proc_stat.read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit():
+            values = [int(v) / CLOCK_TICKS for v in rest.split()[:len(CPU_FIELDS)]]
+            times[int(name[3:])] = CpuTimes(dict(zip(CPU_FIELDS, values, strict=False)))
+    return times
+
+
+def cpu_times(cpu: int, proc_stat: Path = PROC_STAT) -> CpuTimes:
+    times = all_cpu_times(proc_stat)
+    if cpu not in times:
+        raise ValueError(f"cpu{cpu} is not in /proc/stat (this machine has {os.cpu_count()} "
+                         f"CPUs)")
+    return times[cpu]
 
 
 def cpu_percentages(before: CpuTimes, after: CpuTimes) -> dict[str, float | None]:
     """Share of the CPU's time in each state between two readings, in %."""
     elapsed = after.total_s - before.total_s
     if elapsed <= 0:
-        return {f"{name}_pct": None for name in ("user", "system", "softirq", "idle")}
+        return {f"{name}_pct": None for name in ("user", "system", "softirq", "idle", "steal")}
     delta = {k: after.seconds[k] - before.seconds[k] for k in after.seconds}
     return {
         "user_pct": 100 * (delta["user"] + delta["nice"]) / elapsed,
         "system_pct": 100 * (delta["system"] + delta["irq"]) / elapsed,
         "softirq_pct": 100 * delta["softirq"] / elapsed,
         "idle_pct": 100 * (delta["idle"] + delta["iowait"]) / elapsed,
+        "steal_pct": 100 * delta.get("steal", 0.0) / elapsed,
     }

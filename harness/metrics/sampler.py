@@ -11,6 +11,7 @@ from typing import Any
 
 from harness import procs
 from harness.metrics import cpu, net, perf, profile
+from harness.metrics.interference import Interference
 
 
 @dataclass
@@ -23,6 +24,8 @@ class SamplerConfig:
     hardware_counters: bool = False
     profile: bool = False
     interval_s: float = 1.0
+    generator_cpu: int | None = None
+    proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
 
 
 @dataclass
@@ -45,6 +48,9 @@ class WindowSampler:
         self._perf: list[tuple[str, asyncio.subprocess.Process, Path]] = []
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
+        self._interference = Interference(config.server_pid, config.server_cpu,
+                                          config.generator_pids, config.generator_cpu,
+                                          config.proc_stat)
 
     def _read(self) -> _Reading:
         c = self.config
@@ -56,7 +62,7 @@ class WindowSampler:
             t=time.monotonic(),
             server_cpu_s=self._server_cpu.read(),
             generator_cpu_s=self._generator_cpu.read(),
-            cpu=cpu.cpu_times(c.server_cpu),
+            cpu=cpu.cpu_times(c.server_cpu, c.proc_stat),
             net=counters,
         )
 
@@ -72,6 +78,7 @@ class WindowSampler:
             self._perf.append(("record", await procs.spawn(
                 profile.record_argv(c.server_cpu, out), stderr=asyncio.subprocess.DEVNULL), out))
         self._first = self._read()
+        self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
 
     async def _loop(self, first: _Reading) -> None:
@@ -92,10 +99,11 @@ class WindowSampler:
         """End the window; returns its totals as point-record columns."""
         assert self._first is not None and self._task is not None, "start() first"
         last = self._read()
+        interference = self._interference.stop(last.t - self._first.t)
         self._task.cancel()
         for _, proc, _ in self._perf:
             await procs.stop(proc, signal.SIGINT, timeout=30)
-        return self._totals(self._first, last)
+        return {**self._totals(self._first, last), **interference}
 
     def profile_rows(self) -> list[dict[str, Any]]:
         return [row for kind, _, out in self._perf if kind == "record" for row in

@@ -81,7 +81,7 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     run, stdout = run_scenario(tmp_path, SMALL)
     manifest = json.loads((run / "manifest.json").read_text())
     for key in ("schema_version", "run_id", "scenario", "kernel", "sysctls", "cpu", "tools",
-                "git_revision", "topology", "perf", "sweep_axes"):
+                "git_revision", "topology", "perf", "sweep_axes", "noise_sources"):
         assert key in manifest, key
     assert manifest["kernel"]["release"] == os.uname().release
     assert manifest["topology"]["backend"] == "none"
@@ -220,7 +220,8 @@ def test_doctor_lists_every_capability():
     for name in ("network namespaces", "netem", "userspace link emulator",
                  "perf hardware counters", "perf record", "httperf", "wrk", "wrk2",
                  "RLIMIT_NOFILE", "RLIMIT_SIGPENDING", "io_uring", "somaxconn",
-                 "ephemeral port range"):
+                 "ephemeral port range", "CPU steal now", "isolated CPUs",
+                 "frequency governor", "network IRQ affinity", "kernel command line"):
         assert name in done.stdout, name
     assert done.returncode in (0, 1)
 

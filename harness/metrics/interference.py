@@ -1,0 +1,93 @@
+"""What neighbours did to one measured window: CPU steal (the hypervisor gave the vCPU to
+someone else), time the server waited for its own CPU (another task ran there), and the CPU
+clock. Read at the window's start and end only, so it costs nothing in between."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.metrics import cpu
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_mhz(which: int) -> float | None:
+    """The CPU's current clock: cpufreq where the kernel has it, else /proc/cpuinfo."""
+    freq = Path(f"/sys/devices/system/cpu/cpu{which}/cpufreq/scaling_cur_freq")
+    try:
+        return int(freq.read_text()) / 1000
+    except (OSError, ValueError):
+        pass
+    try:
+        blocks = CPUINFO.read_text().split("\n\n")
+    except OSError:
+        return None
+    for block in blocks:
+        if re.search(rf"^processor\s*:\s*{which}$", block, re.MULTILINE):
+            found = re.search(r"^cpu MHz\s*:\s*([\d.]+)", block, re.MULTILINE)
+            return float(found.group(1)) if found else None
+    return None
+
+
+@dataclass
+class _Snapshot:
+    cpus: dict[int, cpu.CpuTimes]
+    server_ran_s: float
+    server_waited_s: float
+    generator_waited_s: float
+    mhz: float | None
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return 100 * part / whole if whole > 0 else None
+
+
+class Interference:
+    """Start at the window's start, stop at its end: the point's interference columns."""
+
+    def __init__(self, server_pid: int, server_cpu: int, generator_pids: list[int],
+                 generator_cpu: int | None, proc_stat: Path = cpu.PROC_STAT):
+        self.server_cpu, self.generator_cpu, self.proc_stat = server_cpu, generator_cpu, proc_stat
+        self._server = cpu.TreeSchedstat(server_pid)
+        self._generators = cpu.TreeSchedstat(*generator_pids)
+        self._first: _Snapshot | None = None
+
+    def _snapshot(self) -> _Snapshot:
+        ran_s, _ = self._server.read()
+        return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, self._server.waited_s(),
+                         self._generators.waited_s(), cpu_mhz(self.server_cpu))
+
+    def start(self) -> None:
+        self._first = self._snapshot()
+
+    def stop(self, window_s: float) -> dict[str, Any]:
+        assert self._first is not None, "start() first"
+        first, last = self._first, self._snapshot()
+
+        def delta(which: int, *states: str) -> float:
+            return sum(last.cpus[which].seconds[s] - first.cpus[which].seconds[s]
+                       for s in states)
+
+        def elapsed(which: int) -> float:
+            return last.cpus[which].total_s - first.cpus[which].total_s
+
+        steal = {n: _pct(delta(n, "steal"), elapsed(n)) for n in last.cpus}
+        total_elapsed = sum(elapsed(n) for n in last.cpus)
+        served = self.server_cpu
+        busy_here = delta(served, "user", "nice", "system")
+        others = max(0.0, busy_here - (last.server_ran_s - first.server_ran_s))
+        mhz = [m for m in (first.mhz, last.mhz) if m is not None]
+        return {
+            "steal_pct": _pct(sum(delta(n, "steal") for n in last.cpus), total_elapsed),
+            "steal_server_cpu_pct": steal.get(served),
+            "steal_generator_cpu_pct": (steal.get(self.generator_cpu)
+                                        if self.generator_cpu is not None else None),
+            "server_wait_pct": _pct(last.server_waited_s - first.server_waited_s, window_s),
+            "generator_wait_pct": _pct(last.generator_waited_s - first.generator_waited_s,
+                                       window_s),
+            "other_server_cpu_pct": _pct(others, elapsed(served)),
+            "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
+        }

@@ -1,0 +1,197 @@
+"""Interference recorded per point and judged by the one validity definition: steal fed to the
+sampler, a CPU hog beside the server, and a closed loop whose server was not the bottleneck."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from clients import validity
+from harness.metrics.sampler import SamplerConfig, WindowSampler
+from tests.conftest import build
+from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
+
+
+def _stat(steal_ticks: int, idle_ticks: int) -> str:
+    # cpu0: the server's; cpu1: the generator's; 100 ticks a second
+    return (f"cpu  0 0 0 {2 * idle_ticks} 0 0 0 {steal_ticks}\n"
+            f"cpu0 0 0 0 {idle_ticks - steal_ticks} 0 0 0 {steal_ticks}\n"
+            f"cpu1 0 0 0 {idle_ticks} 0 0 0 0\n")
+
+
+def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
+    stat = tmp_path / "stat"
+    stat.write_text(_stat(0, 1000))
+    sleeper = subprocess.Popen(["sleep", "30"])
+
+    async def window() -> dict:
+        sampler = WindowSampler(SamplerConfig(server_pid=sleeper.pid, server_cpu=0,
+                                              workdir=tmp_path, generator_cpu=1,
+                                              proc_stat=stat))
+        await sampler.start()
+        # 1 s passes on each CPU; the hypervisor took 0.21 s of cpu0's
+        stat.write_text(_stat(21, 1100))
+        return await sampler.stop()
+
+    try:
+        totals = asyncio.run(window())
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert totals["steal_server_cpu_pct"] == pytest.approx(21)
+    assert totals["steal_generator_cpu_pct"] == 0
+    assert totals["steal_pct"] == pytest.approx(10.5)
+    reason = validity.stolen(totals["steal_server_cpu_pct"], totals["steal_generator_cpu_pct"])
+    assert reason.startswith("21 % CPU steal during the window (server's CPU 21.0 %")
+    assert validity.stolen(1.0, 0.5) is None  # what a quiet machine shows
+
+
+def test_interference_verdicts_in_both_directions():
+    assert validity.crowded(30.0, 0).startswith("the server waited for its CPU 30 %")
+    assert validity.crowded(1.2, 0) is None
+    assert validity.closed_loop_elsewhere(None, 32, False, 14.0).startswith(
+        "closed loop, but the server was not the bottleneck (server CPU 14 %")
+    assert validity.closed_loop_elsewhere(None, 32, True, 99.0) is None
+    assert validity.closed_loop_elsewhere(2000.0, 32, False, 14.0) is None  # open loop
+
+
+POINT = """
+name: interference
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: sclient, conns: 4, rate_rps: 4000}
+repetitions: 1
+warmup_s: 0.3
+duration_s: 3
+cpus: {server: 0, generator: 1}
+"""
+
+
+def _run(tmp_path: Path, text: str) -> pd.DataFrame:
+    build("build/bin/wb-server")
+    build("build/bin/wb-sclient")
+    out = tmp_path / "results"
+    done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, text)), "--out",
+                                      str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    (run,) = run_dirs(out)
+    return pd.read_parquet(run / "points.parquet")
+
+
+@pytest.mark.timing
+def test_a_cpu_hog_beside_the_server_makes_the_point_invalid(tmp_path: Path):
+    # Two busy loops on the server's CPU for part of the window: the server waits for its CPU.
+    hogs: list[subprocess.Popen] = []
+
+    def start_hogs() -> None:
+        hogs.extend(subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c",
+                                      "while True: pass"]) for _ in range(2))
+
+    timer = threading.Timer(1.5, start_hogs)  # warm-up and start-up first
+    timer.start()
+    try:
+        points = _run(tmp_path, POINT)
+    finally:
+        timer.cancel()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    point = points.iloc[0]
+    assert point["server_wait_pct"] > validity.WAIT_LIMIT_PCT
+    assert not point["valid"]
+    assert "the server waited for its CPU" in point["invalid_reason"]
+
+
+def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path: Path):
+    point = _run(tmp_path, POINT).iloc[0]
+    for column in ("steal_pct", "steal_server_cpu_pct", "steal_generator_cpu_pct",
+                   "server_wait_pct", "generator_wait_pct", "other_server_cpu_pct"):
+        assert column in point and point[column] >= 0, column
+    reason = point["invalid_reason"] or ""
+    # a neighbour may steal during any test; only then may it say so
+    if point["steal_server_cpu_pct"] <= validity.STEAL_LIMIT_PCT:
+        assert "steal" not in reason, reason
+
+
+@pytest.mark.timing
+def test_a_closed_loop_whose_server_idles_says_the_server_was_not_the_bottleneck(
+        tmp_path: Path):
+    # one connection, one request at a time: the round trip, not the server, sets the rate
+    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 1")).iloc[0]
+    assert point["cpu_server_pct"] < validity.SERVER_BUSY_PCT
+    assert not point["valid"]
+    assert "the server was not the bottleneck" in point["invalid_reason"]
+
+
+@pytest.mark.timing
+def test_a_closed_loop_that_saturates_the_server_is_valid_of_it(tmp_path: Path):
+    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")).iloc[0]
+    assert point["server_saturated"], point["cpu_server_pct"]
+    assert "the server was not the bottleneck" not in (point["invalid_reason"] or "")
+
+
+ORDERED = """
+name: ordered
+hot: {conns: 2, rate_rps: 100}
+sweep:
+  server.dispatch: [select, poll, epoll]
+repetitions: 2
+"""
+
+
+def _order(tmp_path: Path, extra: str = "") -> list[tuple[str, int]]:
+    from harness.runner import pending
+    from harness.scenario import load
+
+    scenario = load(write_scenario(tmp_path, ORDERED + extra), [])
+    return [(p.axis_values["server.dispatch"], rep) for p, rep in pending(scenario, set())]
+
+
+def test_repetitions_are_interleaved_by_default(tmp_path: Path):
+    assert _order(tmp_path) == [("select", 0), ("poll", 0), ("epoll", 0),
+                                ("select", 1), ("poll", 1), ("epoll", 1)]
+    assert _order(tmp_path, "order: grouped\n")[:2] == [("select", 0), ("select", 1)]
+    shuffled = _order(tmp_path, "order: shuffled\norder_seed: 7\n")
+    assert shuffled == _order(tmp_path, "order: shuffled\norder_seed: 7\n")  # seeded
+    assert sorted(shuffled) == sorted(_order(tmp_path))
+    assert [rep for _, rep in shuffled] == [0, 0, 0, 1, 1, 1]  # still in rounds
+
+
+def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_kept(
+        tmp_path: Path, monkeypatch):
+    from harness import runner
+    from harness.results import RunDir
+    from harness.scenario import load
+
+    scenario = load(write_scenario(tmp_path, ORDERED + "interference_retries: 2\n"
+                                   "repetitions: 1\nsweep: {}\n"), [])
+    run_dir = RunDir.create(tmp_path, "ordered", "r1")
+    ctx = runner.RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
+                            run_id="r1-kernel", tsc_hz=None, hardware_counters=False,
+                            on_event=lambda _: None)
+    attempts: list[int] = []
+
+    async def measure(self) -> dict:
+        attempts.append(self.attempt)
+        noisy = self.attempt < 1
+        row = {"point_id": self.point.point_id, "repetition": 0, "attempt": self.attempt,
+               "valid": not noisy, "interference_only": noisy,
+               "invalid_reason": "21 % CPU steal during the window" if noisy else None}
+        return {"point": row, "timeseries": [], "histograms": [], "profiles": []}
+
+    monkeypatch.setattr(runner.PointRun, "run", measure)
+    todo = runner.pending(scenario, set())
+    asyncio.run(runner.run_points(ctx, todo, lambda *_: None))
+    assert attempts == [0, 1]
+    (record,) = run_dir.records()
+    assert record["point"]["attempt"] == 1 and record["point"]["valid"]
+    (kept,) = run_dir.raw_root.glob("*/attempt-0.json")
+    assert "steal" in kept.read_text()
