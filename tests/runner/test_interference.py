@@ -7,7 +7,6 @@ import asyncio
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
