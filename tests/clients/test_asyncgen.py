@@ -12,6 +12,7 @@ from clients.asyncgen import ResponseFramer
 from tests.clients.conftest import GENERATOR_CPU, stop_generator, wait_line
 
 
+@pytest.mark.timing
 def test_fixed_rate_within_2_percent_and_valid_schema(server, tmp_path):
     doc = run(LoadSpec(generator="asyncio", targets=[server.address], hot_conns=50, rate_rps=2000,
                        duration_s=3, warmup_s=0.5, cpu=GENERATOR_CPU,

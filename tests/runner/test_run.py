@@ -77,6 +77,7 @@ profile: true
 """
 
 
+@pytest.mark.timing
 def test_run_writes_a_complete_results_directory(tmp_path: Path):
     run, stdout = run_scenario(tmp_path, SMALL)
     manifest = json.loads((run / "manifest.json").read_text())
@@ -202,6 +203,7 @@ duration_s: 1
 """
 
 
+@pytest.mark.timing
 def test_external_nginx_scenario_runs(tmp_path: Path, port: int):
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
@@ -238,6 +240,7 @@ duration_s: 1.5
 """
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespace topologies need root")
 def test_run_through_an_emulated_wan(tmp_path: Path):
     build("build/bin/wb-linkem")
@@ -268,6 +271,7 @@ duration_s: 1.5
 """
 
 
+@pytest.mark.timing
 def test_stream_point_measures_throughput_and_has_no_request_columns(tmp_path: Path):
     run, stdout = run_scenario(tmp_path, STREAM)
     points = pd.read_parquet(run / "points.parquet")

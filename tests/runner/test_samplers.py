@@ -36,6 +36,7 @@ def _sample(config: SamplerConfig, seconds: float) -> tuple[dict, list[dict]]:
     return asyncio.run(window())
 
 
+@pytest.mark.timing
 def test_pinned_busy_loop_reads_busy_on_its_cpu(busy_loop, tmp_path: Path):
     totals, series = _sample(SamplerConfig(server_pid=busy_loop.pid, server_cpu=BUSY_CPU,
                                            workdir=tmp_path, tsc_hz=2e9), 2.0)
