@@ -26,6 +26,7 @@ from typing import Any
 
 from clients.schema import ERROR_KINDS, Histogram, skeleton
 from harness.atomic import write_atomic
+from harness.targets import check_request_path
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; not exported by the socket module
 TCP_INFO_RTT_OFFSET = 68  # linux/tcp.h struct tcp_info: 8 bytes of u8 fields, 15 u32s, tcpi_rtt
@@ -489,6 +490,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--stream-mbps", type=float)
     p.add_argument("--json")
     a = p.parse_args(argv)
+    try:
+        check_request_path(a.path)
+    except ValueError as exc:
+        p.error(f"--path: {exc}")
     if a.stream:
         p.error("--stream: the asyncio generator has no stream mode; use wb-sclient")
     if not (a.hot_conns or a.cold):

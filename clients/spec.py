@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from harness.targets import check_target, split_host_port
+from harness.targets import TargetRefused, check_request_path, check_target, split_host_port
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -53,6 +53,7 @@ class LoadSpec:
             raise ValueError("targets is empty: give at least one HOST:PORT")
         for t in self.targets:
             split_host_port(t)
+        self.path = check_request_path(self.path)
         if self.arrivals not in ("fixed", "poisson"):
             raise ValueError(f"arrivals {self.arrivals!r} is not fixed or poisson")
         if not (self.hot_conns or self.cold_conns or self.stream_conns):
@@ -122,6 +123,25 @@ def native_argv(spec: LoadSpec) -> list[str]:
     for flag, value in opts:
         if value is not None:
             argv += [flag, str(value)]
+    return check_native_argv(spec, argv)
+
+
+def check_native_argv(spec: LoadSpec, argv: list[str]) -> list[str]:
+    """The last look at wb-sclient's/asyncgen's argv: every --target is one of the spec's
+    checked targets and --path is a request path (however the argv came to be built)."""
+    targets = spec.resolved_targets()
+    found = 0
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag == "--target":
+            host, port = split_host_port(value)
+            if (check_target(host, spec.allow_any_target), port) not in targets:
+                raise TargetRefused(f"refusing to run: the generator's --target {value} is not "
+                                    f"one of the spec's targets {spec.targets}")
+            found += 1
+        elif flag == "--path":
+            check_request_path(value)
+    if not found:
+        raise TargetRefused("refusing to run: the generator's argv names no --target")
     return argv
 
 

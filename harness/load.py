@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="measured seconds (0: hold cold connections until Ctrl-C)")
     p.add_argument("--warmup", type=float, default=1.0, metavar="S")
     p.add_argument("--requests-per-conn", type=int, metavar="N", help="default: persistent")
-    p.add_argument("--path", default="/")
+    p.add_argument("--path", default="/",
+                   help="request path: starts with /, printable ASCII without @ \\ \" "
+                        "(percent-encode those); the host goes in --target")
     p.add_argument("--connect-timeout", type=float, default=5.0, metavar="S")
     p.add_argument("--response-timeout", type=float, default=5.0, metavar="S")
     p.add_argument("--cold", type=int, default=0, metavar="N", help="idle connections to hold")

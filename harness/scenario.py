@@ -27,6 +27,7 @@ from pydantic import (
 from clients.spec import GENERATORS, check_sclient_only
 from harness.paths import REPO_ROOT
 from harness.servers import DISPATCHES, check_rt_signal_queue
+from harness.targets import check_request_path
 
 
 class ScenarioError(ValueError):
@@ -100,6 +101,11 @@ class Hot(Strict):
     # sclient: poll instead of sleeping from spin_us before each send until its reply, so
     # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU)
     spin_us: int = Field(0, ge=0, le=1_000_000)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return check_request_path(value)
 
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:

@@ -1,9 +1,16 @@
-"""The load-target policy: only loopback and the benchmarking range 198.18.0.0/15."""
+"""The load-target policy: only loopback and the benchmarking range 198.18.0.0/15.
+
+Two rules live here and nowhere else: which hosts load may go to (check_target) and what
+a request path may hold (check_request_path). check_url is the last look at a URL a
+generator's driver built: it must name a checked target and a checked path, nothing more.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import urllib.parse
+from collections.abc import Iterable
 
 BENCHMARK_NET = ipaddress.ip_network("198.18.0.0/15")
 ALLOW_FLAG = "--allow-any-target"
@@ -41,6 +48,90 @@ def check_target(host: str, allow_any: bool = False) -> str:
         f"(127.0.0.0/8, ::1) and the benchmarking range {BENCHMARK_NET} used by its "
         f"namespace topologies. If you own {addr} and mean it, pass {ALLOW_FLAG}."
     )
+
+
+def check_request_path(path: str) -> str:
+    """Return path if it is an origin-form request path, else raise ValueError naming the fix.
+
+    A path starts with '/' and holds printable ASCII only: no whitespace or control
+    characters (they would end the request line or add headers), no '@' (after HOST:PORT in
+    a URL it turns the target into user info and names another host) and no '\\' or '"'
+    (some URL parsers read '\\' as '/'; wb-sclient refuses both). Non-ASCII characters
+    must be percent-encoded, as must any of the refused ones the server should see
+    (%40 for '@'). '?' (query), '#' and '%XX' escapes are kept and sent as written.
+    """
+    if not isinstance(path, str):
+        raise ValueError(f"path {path!r} is not a string; fix: give a request path such as /")
+    if not path.startswith("/"):
+        raise ValueError(f"path {path!r} is not a request path: it must start with '/'; "
+                         f"fix: give only the path, e.g. /index.html (the host and port go in "
+                         f"the target)")
+    for char in path:
+        if char in '@\\"' or not 0x21 <= ord(char) <= 0x7E:
+            if char == "@":
+                what = "'@', which after HOST:PORT in a URL names another host"
+            elif ord(char) > 0x7E:
+                what = f"the non-ASCII character {char!r}"
+            elif ord(char) < 0x21 or ord(char) == 0x7F:
+                what = f"whitespace or a control character ({char!r}), which ends the request"
+            elif char == "\\":
+                what = "'\\', which some URL parsers read as '/'"
+            else:
+                what = "'\"', which wb-sclient refuses (it would break its JSON result)"
+            raise ValueError(f"path {path!r} holds {what}; fix: percent-encode it "
+                             f"({_escaped(char)}) if the server should see it")
+    return path
+
+
+def _escaped(char: str) -> str:
+    return "".join(f"%{b:02X}" for b in char.encode("utf-8"))
+
+
+def check_url(url: str, targets: Iterable[tuple[str, int]], allow_any: bool = False) -> str:
+    """Return url if it is exactly http://ADDRESS:PORT/PATH for one of the already checked
+    targets (address, port) and a valid request path; refuse anything else.
+
+    The defence in depth behind the spec's own checks: whatever built the URL, the host a
+    tool will connect to is the one named here."""
+    targets = list(targets)
+    problem = _url_problem(url, targets, allow_any)
+    if problem:
+        raise TargetRefused(f"refusing to run: the generator's URL {url!r} {problem}; the "
+                            f"target must be one of "
+                            f"{', '.join(_host_port(h, p) for h, p in targets) or '(none)'}")
+    return url
+
+
+def _url_problem(url: str, targets: list[tuple[str, int]], allow_any: bool) -> str | None:
+    if any(not 0x21 <= ord(c) <= 0x7E for c in url):
+        return "holds whitespace, control or non-ASCII characters"
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http":
+        return "is not an http:// URL"
+    if "@" in parts.netloc or parts.username is not None:
+        return "names user info ('@'), which makes its host another one"
+    try:
+        port = parts.port
+    except ValueError:
+        return "has no valid port"
+    if not parts.hostname or port is None:
+        return "names no HOST:PORT"
+    if url[len("http://") + len(parts.netloc):] == "":
+        return "has no path"
+    check_target(parts.hostname, allow_any)
+    if (str(resolve(parts.hostname)), port) not in targets:
+        return f"connects to {_host_port(parts.hostname, port)}, which is not the target"
+    check_request_path(url[len("http://") + len(parts.netloc):])
+    return None
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def url_for(host: str, port: int, path: str) -> str:
+    """http://HOST:PORT/PATH with an IPv6 address in brackets."""
+    return f"http://{_host_port(host, port)}{check_request_path(path)}"
 
 
 def split_host_port(target: str) -> tuple[str, int]:

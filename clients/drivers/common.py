@@ -6,6 +6,7 @@ import re
 import shutil
 
 from clients.spec import LoadSpec
+from harness.targets import TargetRefused, check_request_path, check_target, check_url
 
 _TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
@@ -25,6 +26,33 @@ def tool_path(name: str) -> str:
 def prefix(spec: LoadSpec) -> list[str]:
     """Pin the tool with taskset when the spec names a CPU (it has no option of its own)."""
     return ["taskset", "-c", str(spec.cpu)] if spec.cpu is not None else []
+
+
+def check_command(spec: LoadSpec, argv: list[str]) -> list[str]:
+    """The last look at a tool's argv before it runs, whatever built it: every URL in it
+    (wrk, wrk2) and httperf's --server/--port/--uri must name one of the spec's checked
+    targets and a valid request path. Refuses an argv that names no destination at all."""
+    targets = spec.resolved_targets()
+    found = 0
+    options = dict(a.split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+    for arg in argv:
+        if "://" in arg:
+            check_url(arg, targets, spec.allow_any_target)
+            found += 1
+    if "--server" in options or "--port" in options:
+        host, port = options.get("--server", ""), options.get("--port", "")
+        address = check_target(host, spec.allow_any_target) if host else ""
+        if not port.isdigit() or (address, int(port)) not in targets:
+            raise TargetRefused(f"refusing to run: {spec.generator} would connect to "
+                                f"{host or '?'}:{port or '?'}, which is not the target "
+                                f"{spec.targets[0]}")
+        found += 1
+    if "--uri" in options:
+        check_request_path(options["--uri"])
+    if not found:
+        raise TargetRefused(f"refusing to run: the {spec.generator} command names no "
+                            f"destination to check: {argv}")
+    return argv
 
 
 def refuse(spec: LoadSpec, tool: str, *, cold: bool = True, stream: bool = True) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from clients.drivers.common import Unsupported, prefix, refuse, search, tool_path
+from clients.drivers.common import (
+    Unsupported,
+    check_command,
+    prefix,
+    refuse,
+    search,
+    tool_path,
+)
 from clients.schema import null_histogram, skeleton
 from clients.spec import LoadSpec
 
@@ -49,7 +56,7 @@ def command(spec: LoadSpec) -> list[str]:
                  f"--rate={spec.rate_rps / spec.requests_per_conn:g}"]
         if spec.arrivals == "poisson":
             argv[-1] = f"--period=e{spec.requests_per_conn / spec.rate_rps:.6f}"
-    return argv + (["--hog"] if spec.hog else [])
+    return check_command(spec, argv + (["--hog"] if spec.hog else []))
 
 
 def _ints(pattern: str, text: str) -> list[int]:

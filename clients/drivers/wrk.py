@@ -7,6 +7,7 @@ from typing import Any
 
 from clients.drivers.common import (
     Unsupported,
+    check_command,
     duration_us,
     prefix,
     refuse,
@@ -16,6 +17,7 @@ from clients.drivers.common import (
 )
 from clients.schema import ERROR_KINDS, null_histogram, skeleton
 from clients.spec import LoadSpec
+from harness.targets import url_for
 
 TOOL = "wrk"
 PERCENTILE_KEYS = {"50": "p50_us", "90": "p90_us", "99": "p99_us", "99.9": "p999_us",
@@ -24,7 +26,7 @@ PERCENTILE_KEYS = {"50": "p50_us", "90": "p90_us", "99": "p99_us", "99.9": "p999
 
 def url(spec: LoadSpec) -> str:
     host, port = spec.resolved_targets()[0]
-    return f"http://{host}:{port}{spec.path}"
+    return url_for(host, port, spec.path)
 
 
 def base_argv(spec: LoadSpec, tool: str, binary: str) -> list[str]:
@@ -44,7 +46,7 @@ def command(spec: LoadSpec) -> list[str]:
     if spec.rate_rps is not None:
         raise Unsupported("wrk has no constant-rate mode (closed loop only); use wrk2 when "
                           "installed, or sclient/asyncio for an open loop")
-    return [*base_argv(spec, TOOL, "wrk"), url(spec)]
+    return check_command(spec, [*base_argv(spec, TOOL, "wrk"), url(spec)])
 
 
 def parse_common(spec: LoadSpec, stdout: str, tool: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from clients.drivers.common import Unsupported
+from clients.drivers.common import Unsupported, check_command
 from clients.drivers.wrk import base_argv, parse_common, percentiles, url
 from clients.schema import null_histogram
 from clients.spec import LoadSpec
@@ -19,7 +19,8 @@ def command(spec: LoadSpec) -> list[str]:
         raise Unsupported("wrk2 needs a rate (it is an open-loop tool); use wrk for a closed loop")
     if spec.arrivals != "fixed":
         raise Unsupported("wrk2 sends at fixed intervals only; use sclient for Poisson arrivals")
-    return [*base_argv(spec, TOOL, "wrk2"), f"-R{spec.rate_rps:g}", "-U", url(spec)]
+    return check_command(spec, [*base_argv(spec, TOOL, "wrk2"), f"-R{spec.rate_rps:g}", "-U",
+                                url(spec)])
 
 
 def spectrum(block: str) -> dict[str, Any]:
