@@ -77,8 +77,30 @@ class WbServer(Strict):
                          f"positive number N (at most N accepts per readiness)")
 
 
+def check_file_name(name: str) -> str:
+    """Return name if it is a plain file name inside an external server's work directory.
+
+    The runner writes each `files:` entry to WORKDIR/NAME as root, so a name is one plain
+    path component: not empty, not absolute, no '/', not '.' or '..', no NUL. (Subdirectories
+    are not created for them; refer to the files as {workdir}/NAME in the command.)"""
+    problem = ("is empty" if not name
+               else "holds a NUL character" if "\0" in name
+               else "is absolute" if name.startswith("/")
+               else "climbs out of the work directory" if ".." in name.split("/")
+               else "names a directory" if name in (".", "..") or name.endswith("/")
+               else "holds '/'" if "/" in name
+               else None)
+    if problem:
+        raise ValueError(f"file name {name!r} {problem}: files are written into the server's "
+                         f"work directory and nowhere else; fix: give a plain file name such "
+                         f"as nginx.conf and refer to it as {{workdir}}/NAME")
+    return name
+
+
 class ExternalServer(Strict):
-    """Any server started by a command, e.g. nginx; ready when its port accepts."""
+    """Any server started by a command, e.g. nginx; ready when its port accepts.
+
+    Its command runs as root, as written; its files land in the run's work directory."""
 
     kind: Literal["external"]
     name: str
@@ -87,6 +109,13 @@ class ExternalServer(Strict):
     port: int = Field(ge=1, le=65535)
     reply_bytes: int | None = None
     ready_timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            check_file_name(name)
+        return value
 
 
 class Hot(Strict):

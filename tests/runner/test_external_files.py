@@ -1,0 +1,78 @@
+"""An external server's `files:` are written into its work directory and nowhere else: a
+name that is absolute or climbs out is refused at validation (file:line: field, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import ScenarioError, parse
+from tests.conftest import REPO
+
+SCENARIO = """name: escape
+topology: {{file: topologies/loopback.yaml}}
+server:
+  kind: external
+  name: short-lived
+  port: 9
+  ready_timeout_s: 1
+  command: ["true"]
+  files:
+    {name}: "written by the escape test"
+hot: {{generator: sclient, conns: 1, rate_rps: 10}}
+warmup_s: 0
+duration_s: 0.2
+"""
+
+
+def scenario_text(name: str) -> str:
+    return SCENARIO.format(name=json.dumps(name))  # a JSON string is a YAML flow scalar
+
+
+def outside_names(tmp_path: Path) -> dict[str, Path]:
+    """File names that would land outside the work directory, and where they would land."""
+    target = tmp_path / "outside"
+    climb = "../" * 16 + str(tmp_path / "climbed").lstrip("/")  # deeper than any run dir
+    return {str(target / "absolute"): target / "absolute",
+            climb: tmp_path / "climbed"}
+
+
+def test_run_refuses_names_outside_the_work_directory(tmp_path: Path):
+    (tmp_path / "outside").mkdir()
+    for name, lands in outside_names(tmp_path).items():
+        scenario = tmp_path / "escape.yaml"
+        scenario.write_text(scenario_text(name))
+        out = tmp_path / "out"
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario),
+                               "--out", str(out)], capture_output=True, text=True, timeout=120,
+                              cwd=REPO)
+        assert not lands.exists(), f"{name!r} was written outside the work directory"
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert f"{scenario}:9: server.files: file name {name!r}" in done.stderr
+        assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("name", ["/etc/wanbench-test", "../x", "../../x", "a/../../x", "..",
+                                  ".", "", "a\0b", "sub/x", "a/", "./x", "a//b"])
+def test_bad_file_names_are_refused(name: str):
+    with pytest.raises(ScenarioError) as refused:
+        parse(scenario_text(name), "s.yaml")
+    message = str(refused.value)
+    assert message.startswith("s.yaml:9: server.files: file name ")
+    assert "fix:" in message
+
+
+@pytest.mark.parametrize("name", ["nginx.conf", ".htpasswd", "a..b", "my-file_1.txt"])
+def test_plain_file_names_are_kept(name: str):
+    assert name in parse(scenario_text(name)).server.files
+
+
+def test_swept_files_are_checked_too():
+    text = scenario_text("nginx.conf") + "sweep:\n  server.files: [{a: x}, {../b: y}]\n"
+    with pytest.raises(ScenarioError, match=r"server.files: file name '../b'"):
+        parse(text, "s.yaml")
