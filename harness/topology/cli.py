@@ -10,7 +10,7 @@ import sys
 from harness.paths import MissingBinary
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
-from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run
+from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run, untrusted
 from harness.topology.ledger import Ledger, is_alive
 from harness.topology.model import TopologyError, load_topology, parse_override
 
@@ -41,7 +41,8 @@ def register(subparsers) -> None:
     down.add_argument("--prefix", help="which topology, when more than one is up")
     down.set_defaults(func=cmd_down)
 
-    sub.add_parser("clean", help="remove what crashed or detached runs left (ledgers only)"
+    sub.add_parser("clean", help="remove what crashed or detached runs left: their "
+                   "namespaces (and what runs in them), emulators and ledgers"
                    ).set_defaults(func=cmd_clean)
 
 
@@ -72,6 +73,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _describe(ledger: Ledger, present: set[str]) -> dict:
+    problem = ledger.problem()
+    if problem:
+        return {"ledger": str(ledger.path), "ignored": problem}
     hosts = ledger.data["info"].get("hosts", {})
     owner = ledger.data.get("owner")
     return {"prefix": ledger.prefix, "topology": ledger.data.get("topology_file"),
@@ -92,7 +96,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _pick(prefix: str | None) -> Ledger:
-    ledgers = Ledger.load_all()
+    ledgers = [ledger for ledger in Ledger.load_all() if not ledger.problem()]
     if prefix:
         ledgers = [ledger for ledger in ledgers if ledger.prefix == prefix]
     if len(ledgers) != 1:
@@ -123,7 +127,11 @@ def cmd_down(args: argparse.Namespace) -> int:
     if ledger.owner_alive():
         return _fail(f"topology {ledger.prefix} belongs to live pid "
                      f"{ledger.data['owner']['pid']}; stop that process (it tears down on exit)")
-    for item in remove_run(ledger):
+    try:
+        removed = remove_run(ledger)
+    except TopologyError as exc:
+        return _fail(str(exc))
+    for item in removed:
         print(f"removed {item}")
     return 0
 
@@ -133,9 +141,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
     for prefix, removed in clean_dead_runs(ledgers).items():
         for item in removed or ["nothing left"]:
             print(f"{prefix}: removed {item}")
-    live = [ledger.prefix for ledger in ledgers if ledger.owner_alive()]
+    live = [ledger.prefix for ledger in ledgers if ledger.owner_alive() and not ledger.problem()]
     if live:
         print(f"left alone (owner alive): {', '.join(live)}")
+    for path, problem in untrusted(ledgers).items():
+        print(f"left alone (not a ledger of ours, nothing it names was touched): {path}: "
+              f"{problem}; fix: remove the file if you know where it came from")
     return 0
 
 

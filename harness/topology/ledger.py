@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.atomic import write_atomic
+from harness.topology.addressing import check_prefix
 from harness.topology.model import TopologyError
 
 DEFAULT_STATE_DIR = Path("/run/wanbench/topologies")
@@ -29,15 +30,26 @@ def process_start_time(pid: int) -> int | None:
     return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
+def process_exe(pid: int) -> str | None:
+    """The executable a process runs (/proc/PID/exe), None when gone or unreadable. A binary
+    replaced on disk since (a rebuild) reads as its old path."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
 def process_identity(pid: int) -> dict:
-    return {"pid": pid, "start_time": process_start_time(pid)}
+    """What tells this process from a later one with its pid: start time and executable."""
+    return {"pid": pid, "start_time": process_start_time(pid), "exe": process_exe(pid)}
 
 
 def is_alive(identity: dict | None) -> bool:
     """True when the process with this pid and start time still runs."""
-    if not identity or "pid" not in identity:
+    if not isinstance(identity, dict) or not isinstance(identity.get("pid"), int):
         return False
-    return process_start_time(identity["pid"]) == identity["start_time"]
+    start_time = identity.get("start_time")
+    return start_time is not None and process_start_time(identity["pid"]) == start_time
 
 
 @dataclass
@@ -78,14 +90,33 @@ class Ledger:
             if "-linkem-" in path.name:
                 continue
             try:
-                ledgers.append(cls.load(path))
-            except (OSError, json.JSONDecodeError):
+                ledger = cls.load(path)
+            except (OSError, json.JSONDecodeError, UnicodeDecodeError):
                 continue  # being written by its owner right now (rename is atomic) or foreign
+            if isinstance(ledger.data, dict):
+                ledgers.append(ledger)
         return ledgers
 
     @property
     def prefix(self) -> str:
-        return self.data["prefix"]
+        return str(self.data.get("prefix"))
+
+    def problem(self) -> str | None:
+        """Why this ledger must not be acted on (None: it is one wanbench wrote).
+
+        Cleaning trusts a ledger only as far as this: its prefix is a valid run prefix and
+        its file is named after it, so it can only ever name objects of its own run."""
+        prefix = self.data.get("prefix")
+        try:
+            check_prefix(prefix if isinstance(prefix, str) and prefix.isalnum() else repr(prefix))
+        except TopologyError:
+            return f"{prefix!r} is not a run prefix (wb then 2-8 lowercase letters or digits)"
+        if self.path.name != f"{prefix}.json":
+            return f"it records prefix {prefix}, but a ledger of that run is named {prefix}.json"
+        objects = self.data.get("objects")
+        if not isinstance(objects, list) or not all(isinstance(e, dict) for e in objects):
+            return "its objects are not a list of entries"
+        return None
 
     def save(self) -> None:
         write_atomic(self.path, json.dumps(self.data, indent=1).encode())
@@ -110,6 +141,10 @@ class Ledger:
 
     def owner_alive(self) -> bool:
         return is_alive(self.data.get("owner"))
+
+    def entries(self, kind: str) -> list[dict]:
+        return [e for e in self.data.get("objects") or [] if isinstance(e, dict)
+                and e.get("kind") == kind]
 
     def remove(self) -> None:
         self.path.with_suffix(".tmp").unlink(missing_ok=True)  # a save cut short by a crash
