@@ -7,7 +7,13 @@
  * With --busy-poll-us N a thread that has just forwarded keeps polling its TUN for N us
  * (yielding to any runnable task between polls) before it sleeps: no wake-up per burst. It
  * pauses polling while other tasks' runnable count exceeds the CPUs (it would take their time).
- * Counters go to --stats as JSON on exit (SIGINT/SIGTERM). */
+ * Counters go to --stats as JSON on exit (SIGINT/SIGTERM).
+ *
+ * Release lateness (write time minus release time) has two owners. The machine's share is
+ * time the thread was kept from running when it had asked to: its timer fired late, or it
+ * was preempted, or the host took its virtual CPU (the thread's CPU clock does not advance
+ * then). The rest is the emulator's own: sleeping past a release or working too long
+ * before it. Counters keep both, so a late packet says whose it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if.h>
@@ -34,6 +40,8 @@
 #define CHECK_NS 200000      /* while busy-polling, sample the machine's runnable tasks this often */
 #define PAUSE_NS 50000000LL  /* first busy-poll pause on contended CPUs; doubles while it lasts */
 #define PAUSE_MAX_SHIFT 5    /* ... up to 1.6 s */
+#define RESOLUTION_NS 1000000 /* promised: no release later than this by the emulator's own doing */
+#define LATE_BUCKETS 16      /* late_log2_us: [0] < 1 us, [i] < 2^i us, the last one the rest */
 
 enum jitter_dist { DIST_UNIFORM, DIST_NORMAL };
 
@@ -57,6 +65,16 @@ struct counters {
     uint64_t dropped_oversize, write_errors, max_queue_depth, wakeups; /* wakeups: sleeps ended */
     uint64_t busy_poll_pauses;
     int64_t late_ns_sum, late_ns_max; /* release accuracy: write time minus release time */
+    uint64_t late_log2_us[LATE_BUCKETS];
+    uint64_t late_over_res;     /* releases later than RESOLUTION_NS ... */
+    uint64_t own_late_over_res; /* ... of which the emulator's own share was (should be 0) */
+    int64_t own_late_ns_max;    /* lateness less the machine's share */
+    int64_t stall_ns_max;       /* the machine's largest share of one release's lateness */
+};
+
+struct wake { /* the thread's last ppoll */
+    int64_t entered_ns, armed_ns; /* armed_ns: when it asked to wake; INT64_MAX for never */
+    int64_t woke_ns, cpu_ns;      /* when it returned; the thread's CPU clock then, or -1 */
 };
 
 struct direction {
@@ -72,6 +90,7 @@ struct direction {
     size_t held, heap_cap, next_seq;
     unsigned char **free_slots;
     size_t free_count, free_cap;
+    struct wake wake;
     struct counters c;
 };
 
@@ -93,6 +112,12 @@ static int others_runnable(void) {
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -201,12 +226,45 @@ static void admit(struct direction *d, unsigned char *data, uint16_t len, int64_
     if (d->held > d->c.max_queue_depth) d->c.max_queue_depth = d->held;
 }
 
-static void release_due(struct direction *d, int64_t now) {
-    while (d->held && d->heap[0].release_ns <= now) {
+/* The machine's share of a release at `at` due at `release`: sleep past both the armed wake-up
+ * and the release, plus time off the CPU since waking (wall time the thread's CPU clock did
+ * not see), counting only what fell after the release. */
+static int64_t machine_share(const struct wake *w, int64_t release, int64_t at, int64_t cpu) {
+    int64_t share = 0, from = w->armed_ns > release ? w->armed_ns : release;
+    if (w->armed_ns != INT64_MAX && w->woke_ns > from) share += w->woke_ns - from;
+    if (w->cpu_ns >= 0) {
+        int64_t off = (at - w->woke_ns) - (cpu - w->cpu_ns);
+        int64_t after = at - (w->woke_ns > release ? w->woke_ns : release);
+        share += off < after ? (off > 0 ? off : 0) : after;
+    }
+    return share < at - release ? share : at - release;
+}
+
+/* Lateness below the resolution is all counted as the emulator's own: splitting it would
+ * cost a CPU clock read per packet. *cpu caches that read for one release round. */
+static void account_lateness(struct direction *d, int64_t release, int64_t at, int64_t *cpu) {
+    int64_t late = at - release, own = late;
+    d->c.late_ns_sum += late;
+    if (late > d->c.late_ns_max) d->c.late_ns_max = late;
+    int bucket = 0;
+    for (int64_t us = late / 1000; us > 0 && bucket < LATE_BUCKETS - 1; us >>= 1) bucket++;
+    d->c.late_log2_us[bucket]++;
+    if (late > RESOLUTION_NS) {
+        if (*cpu < 0) *cpu = thread_cpu_ns();
+        int64_t machine = machine_share(&d->wake, release, at, *cpu);
+        own = late - machine;
+        d->c.late_over_res++;
+        if (own > RESOLUTION_NS) d->c.own_late_over_res++;
+        if (machine > d->c.stall_ns_max) d->c.stall_ns_max = machine;
+    }
+    if (own > d->c.own_late_ns_max) d->c.own_late_ns_max = own;
+}
+
+static void release_due(struct direction *d) {
+    int64_t cpu = -1;
+    while (d->held && d->heap[0].release_ns <= now_ns()) {
         struct packet p = heap_pop(d);
-        int64_t late = now_ns() - p.release_ns;
-        d->c.late_ns_sum += late;
-        if (late > d->c.late_ns_max) d->c.late_ns_max = late;
+        account_lateness(d, p.release_ns, now_ns(), &cpu);
         if (write(d->out_fd, p.data, p.len) == p.len) {
             d->c.forwarded++;
             d->c.forwarded_bytes += p.len;
@@ -297,8 +355,12 @@ static void *run_direction(void *arg) {
         }
         int may_sleep = !timeout || ts.tv_sec || ts.tv_nsec;
         if (may_sleep) atomic_fetch_sub(&awake, 1);
+        d->wake.entered_ns = now_ns();
+        d->wake.armed_ns = timeout ? d->wake.entered_ns + ts.tv_sec * 1000000000LL + ts.tv_nsec
+                                   : INT64_MAX;
         int n = ppoll(fds, 2, timeout, NULL);
         if (n < 0 && errno != EINTR) die("ppoll");
+        d->wake.woke_ns = now_ns();
         if (may_sleep) {
             atomic_fetch_add(&awake, 1);
             d->c.wakeups++;
@@ -306,8 +368,11 @@ static void *run_direction(void *arg) {
         if (fds[1].revents) break;
         if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) break;
         int got = (fds[0].revents & POLLIN) != 0;
+        /* Only a round that may release needs the CPU clock (an empty busy poll does not). */
+        d->wake.cpu_ns = got || d->held ? thread_cpu_ns() : -1;
+        release_due(d); /* what is due goes first: reading a full batch takes a while */
         if (got && read_batch(d) < 0) break;
-        release_due(d, now_ns());
+        release_due(d); /* then what the batch made due at once */
         if (got) bp.last_read_ns = now_ns(); /* the window starts when the work is done */
         if (busy) sched_yield(); /* whoever else can run here goes first */
     }
@@ -374,21 +439,29 @@ static void direction_free(struct direction *d) {
 }
 
 static void print_counters(FILE *f, const struct direction *d, const char *sep) {
+    const struct counters *c = &d->c;
     fprintf(f, "  \"%s\": {\"received\": %llu, \"forwarded\": %llu, \"forwarded_bytes\": %llu, "
             "\"dropped_loss\": %llu, \"dropped_queue\": %llu, \"dropped_oversize\": %llu, "
             "\"write_errors\": %llu, \"max_queue_depth\": %llu, \"wakeups\": %llu, "
             "\"held_at_exit\": %zu, \"late_us_mean\": %.1f, \"late_us_max\": %.1f, "
-            "\"queue_limit\": %zu, \"busy_poll_us\": %lld, \"busy_poll_pauses\": %llu, "
-            "\"sched\": \"%s\", \"sched_applied\": %s}%s\n", d->name,
-            (unsigned long long)d->c.received, (unsigned long long)d->c.forwarded,
-            (unsigned long long)d->c.forwarded_bytes, (unsigned long long)d->c.dropped_loss,
-            (unsigned long long)d->c.dropped_queue, (unsigned long long)d->c.dropped_oversize,
-            (unsigned long long)d->c.write_errors, (unsigned long long)d->c.max_queue_depth,
-            (unsigned long long)d->c.wakeups, d->held,
-            d->c.forwarded ? d->c.late_ns_sum / 1e3 / (double)d->c.forwarded : 0.0,
-            d->c.late_ns_max / 1e3, d->shape.limit, (long long)(d->busy_poll_ns / 1000),
-            (unsigned long long)d->c.busy_poll_pauses, d->sched,
-            d->sched_applied ? "true" : "false", sep);
+            "\"resolution_us\": %d, \"late_over_resolution\": %llu, "
+            "\"own_late_over_resolution\": %llu, \"own_late_us_max\": %.1f, "
+            "\"stall_us_max\": %.1f, \"late_log2_us\": [", d->name,
+            (unsigned long long)c->received, (unsigned long long)c->forwarded,
+            (unsigned long long)c->forwarded_bytes, (unsigned long long)c->dropped_loss,
+            (unsigned long long)c->dropped_queue, (unsigned long long)c->dropped_oversize,
+            (unsigned long long)c->write_errors, (unsigned long long)c->max_queue_depth,
+            (unsigned long long)c->wakeups, d->held,
+            c->forwarded ? c->late_ns_sum / 1e3 / (double)c->forwarded : 0.0,
+            c->late_ns_max / 1e3, RESOLUTION_NS / 1000, (unsigned long long)c->late_over_res,
+            (unsigned long long)c->own_late_over_res, c->own_late_ns_max / 1e3,
+            c->stall_ns_max / 1e3);
+    for (int i = 0; i < LATE_BUCKETS; i++)
+        fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)c->late_log2_us[i]);
+    fprintf(f, "], \"queue_limit\": %zu, \"busy_poll_us\": %lld, \"busy_poll_pauses\": %llu, "
+            "\"sched\": \"%s\", \"sched_applied\": %s}%s\n", d->shape.limit,
+            (long long)(d->busy_poll_ns / 1000), (unsigned long long)c->busy_poll_pauses,
+            d->sched, d->sched_applied ? "true" : "false", sep);
 }
 
 static void usage(void) {
