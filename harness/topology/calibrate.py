@@ -1,24 +1,50 @@
-"""Measured vs configured RTT and rate per link, right after bring-up; refusal past tolerance."""
+"""Measured vs configured RTT and rate per link, right after bring-up; refusal past tolerance.
+
+An emulator only adds delay, and on a given machine it cannot forward faster than its
+threads wake up: a link's RTT is what was configured plus that floor. So each link's probes
+alternate with probes of its floor, an unshaped copy of the same path (same backend, same
+emulator scheduling) between two throwaway network namespaces, and the link is accepted
+within [configured - tolerance, configured + floor + tolerance] (Bounds).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import select
 import statistics
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from harness.paths import binary
+from harness.procs import die_with_parent
 from harness.topology.addressing import AddressPlan, LinkPlan
-from harness.topology.commands import LINK_LAYER_BYTES, ns_exec
+from harness.topology.commands import (
+    LINK_LAYER_BYTES,
+    NETNS_DIR,
+    TIMED_SCHED,
+    UNTIMED_SCHED,
+    ns_exec,
+)
 from harness.topology.model import MTU_BYTES, Link, Topology, TopologyError
 
 AGENT = Path(__file__).with_name("rtt_agent.py")
-PINGS, CONNECTS = 20, 5
+PINGS, CONNECTS = 20, 10
 RTT_TOLERANCE_FRACTION, RTT_TOLERANCE_MS = 0.01, 0.2
 RATE_TOLERANCE_FRACTION = 0.05
 TCP_IP_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamps 12
 PROBE_PACKET_BYTES = 60  # a SYN with options, or a ping byte with its headers
+# The floor path lives in namespaces nobody else sees, so these never meet a real address.
+FLOOR_DEVICES = ("wbfloora", "wbfloorb")
+FLOOR_ADDRESSES = ("10.255.255.1", "10.255.255.2")
+FLOOR_PREFIXLEN = 30
+START_TIMEOUT_S = 5.0
 
 
 class CalibrationError(TopologyError):
@@ -58,57 +84,223 @@ def bulk_seconds(rtt_ms: float) -> float:
     return max(1.5, 30 * rtt_ms / 1000)
 
 
-def _agent(netns: str, *args: str) -> list[str]:
-    return ns_exec(netns, [sys.executable, str(AGENT), *args])
+@dataclass(frozen=True)
+class Ends:
+    """The two ends of a measured path: how to run a command in each end's namespace (a
+    command that exec()s it: ip netns exec, nsenter), a's namespace file, b's address."""
+
+    enter_a: list[str]
+    enter_b: list[str]
+    netns_a: str
+    b_addr: str
+    what: str
 
 
-def measure_link(plan: AddressPlan, link: LinkPlan, upload_s: float, download_s: float) -> dict:
-    """Connect and ping-pong RTTs and bulk goodput from host a to host b across the link."""
-    ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
-    server = subprocess.Popen(_agent(ns_b, "serve", "--bind", link.b_addr),
-                              stdout=subprocess.PIPE, text=True)
+def _agent(enter: list[str], *args: str) -> list[str]:
+    return [*enter, sys.executable, str(AGENT), *args]
+
+
+def _child(argv: list[str], **kwargs) -> subprocess.Popen:
+    """A helper that dies with this process, SIGKILL included (the parent-death signal
+    survives the exec of ip netns exec and nsenter): a killed runner must not leave an agent
+    holding a namespace that `topo clean` has deleted."""
+    return subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
     try:
-        port = server.stdout.readline().strip()
-        if not port:
-            raise CalibrationError(f"link {link.name}: measurement agent did not start in "
-                                   f"{ns_b}", {})
+        proc.wait(timeout=START_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _first_line(proc: subprocess.Popen) -> str:
+    """The process's first line of output, or '' if none comes in time."""
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+    return proc.stdout.readline().strip() if ready else ""
+
+
+def _serve(stack: ExitStack, path: Ends) -> str:
+    """Starts the agent's server at path's b end; returns its port."""
+    server = _child(_agent(path.enter_b, "serve", "--bind", path.b_addr),
+                    stdout=subprocess.PIPE, text=True)
+    stack.callback(_stop, server)
+    port = _first_line(server)
+    if not port:
+        raise CalibrationError(f"{path.what}: measurement agent did not start", {})
+    return port
+
+
+def measure(path: Ends, floor: Ends, upload_s: float = 0.0, download_s: float = 0.0) -> dict:
+    """Connect and ping-pong RTTs across path, each probe followed by one across floor (so
+    both see the machine in the same moments: its load comes in bursts), then bulk goodput
+    across path. The floor's samples are under "floor"."""
+    with ExitStack() as stack:
+        port, floor_port = _serve(stack, path), _serve(stack, floor)
         out = subprocess.run(
-            _agent(ns_a, "measure", "--host", link.b_addr, "--port", port,
+            _agent(path.enter_a, "measure", "--host", path.b_addr, "--port", port,
                    "--pings", str(PINGS), "--connects", str(CONNECTS),
-                   "--upload-s", str(upload_s), "--download-s", str(download_s)),
-            capture_output=True, text=True, timeout=30 + upload_s + download_s)
-    finally:
-        server.terminate()
-        server.wait()
+                   "--upload-s", str(upload_s), "--download-s", str(download_s),
+                   "--pair-netns", floor.netns_a, "--pair-host", floor.b_addr,
+                   "--pair-port", floor_port),
+            capture_output=True, text=True, timeout=30 + upload_s + download_s,
+            preexec_fn=die_with_parent)
     if out.returncode != 0:
-        raise CalibrationError(f"link {link.name}: measurement failed: {out.stderr.strip()}",
-                               {})
+        raise CalibrationError(f"{path.what}: measurement failed: {out.stderr.strip()}", {})
     return json.loads(out.stdout)
 
 
-def judge(name: str, spec: Link, backend: str, raw: dict) -> dict:
-    """Compares an agent's measurements of link `name` with its configuration."""
+def link_path(plan: AddressPlan, link: LinkPlan) -> Ends:
+    ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
+    return Ends(ns_exec(ns_a, []), ns_exec(ns_b, []), str(NETNS_DIR / ns_a), link.b_addr,
+                f"link {link.name}")
+
+
+# ---- the floor: the same path without shaping ----
+
+def _enter(holder: subprocess.Popen) -> list[str]:
+    return ["nsenter", f"--net=/proc/{holder.pid}/ns/net", "--"]
+
+
+def _scratch_netns(stack: ExitStack) -> subprocess.Popen:
+    """A process alone in a new network namespace; the namespace goes when it does (it dies
+    with us), so a killed calibration leaves nothing for `topo clean` to find."""
+    holder = _child(["unshare", "--net", "sh", "-c", "echo ready; exec sleep infinity"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stack.callback(_stop, holder)
+    # Printed after unshare(): until then /proc/PID/ns/net would be our own namespace.
+    if _first_line(holder) != "ready" or (os.stat(f"/proc/{holder.pid}/ns/net").st_ino
+                                          == os.stat("/proc/self/ns/net").st_ino):
+        raise CalibrationError("floor: could not create a scratch network namespace: "
+                               f"{holder.stderr.read() if holder.poll() is not None else ''}",
+                               {})
+    return holder
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CalibrationError(f"floor: `{' '.join(argv)}` failed: {done.stderr.strip()}", {})
+
+
+def _emulator_argv(spec: Link, ns_a: int, ns_b: int, stats: Path) -> list[str]:
+    """wb-linkem as the link runs it (scheduling, busy-polling), with no shaping."""
+    timed = any(spec.direction(d).is_timed for d in ("a_to_b", "b_to_a"))
+    argv = [str(binary("wb-linkem")),
+            "--a-netns", f"/proc/{ns_a}/ns/net", "--a-dev", FLOOR_DEVICES[0],
+            "--b-netns", f"/proc/{ns_b}/ns/net", "--b-dev", FLOOR_DEVICES[1],
+            "--sched", TIMED_SCHED if timed else UNTIMED_SCHED, "--stats", str(stats)]
+    return argv + (["--busy-poll-us", str(spec.busy_poll_us)] if spec.busy_poll_us else [])
+
+
+def _floor_wire(stack: ExitStack, spec: Link, backend: str, a: subprocess.Popen,
+                b: subprocess.Popen) -> str:
+    """Joins the two namespaces as the backend joins a link's ends; returns what it is."""
+    if backend != "userspace":
+        _run([*_enter(a), "ip", "link", "add", FLOOR_DEVICES[0], "type", "veth", "peer",
+              "name", FLOOR_DEVICES[1], "netns", str(b.pid)])
+        return "veth pair"
+    stats = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "floor.json"
+    argv = _emulator_argv(spec, a.pid, b.pid, stats)
+    emulator = _child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stack.callback(_stop, emulator)
+    if _first_line(emulator) != "ready":
+        _stop(emulator)
+        raise CalibrationError(f"floor: wb-linkem did not start: {emulator.stderr.read()}", {})
+    return f"wb-linkem {argv[argv.index('--sched') + 1]}, unshaped"
+
+
+@contextmanager
+def floor_path(spec: Link, backend: str) -> Iterator[tuple[Ends, str]]:
+    """An unshaped copy of the link's path (same backend, same emulator scheduling) between
+    two throwaway namespaces; yields its ends and what joins them."""
+    with ExitStack() as stack:
+        a, b = _scratch_netns(stack), _scratch_netns(stack)
+        wire = _floor_wire(stack, spec, backend, a, b)
+        for holder, dev, addr in ((a, FLOOR_DEVICES[0], FLOOR_ADDRESSES[0]),
+                                  (b, FLOOR_DEVICES[1], FLOOR_ADDRESSES[1])):
+            _run([*_enter(holder), "ip", "addr", "add", f"{addr}/{FLOOR_PREFIXLEN}", "dev", dev])
+            _run([*_enter(holder), "ip", "link", "set", dev, "up"])
+        yield Ends(_enter(a), _enter(b), f"/proc/{a.pid}/ns/net", FLOOR_ADDRESSES[1],
+                   "floor"), wire
+
+
+def floor_summary(samples: dict, wire: str) -> dict:
+    """The floor as the manifest records it: median RTTs across the unshaped path."""
+    return {"ping_rtt_median_ms": statistics.median(samples["ping_ms"]),
+            "connect_rtt_median_ms": statistics.median(samples["connect_ms"]),
+            "samples": {"ping": len(samples["ping_ms"]), "connect": len(samples["connect_ms"])},
+            "path": f"{wire} between two scratch namespaces, probed alternately with the link"}
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Accepted RTTs: the median no lower than configured - tolerance (an emulator cannot
+    take delay away); no higher than configured + floor + tolerance, judged on the fastest
+    probe when the link does not jitter (what delays a probe besides the link, wake-ups, a
+    busy CPU's scheduler tick, a stall, only ever adds, while a delay the link adds is in
+    every probe), else on the median (jitter spreads the probes by design)."""
+
+    configured: float
+    floor: float
+    tolerance: float
+    jitters: bool
+
+    def problem(self, name: str, kind: str, samples: list[float]) -> str | None:
+        """What was measured against what, and what would fix it; None within bounds."""
+        median, fastest = statistics.median(samples), min(samples)
+        low, high = self.configured - self.tolerance, self.configured + self.floor + self.tolerance
+        judged, what = (median, "the median") if self.jitters else (
+            fastest, f"the fastest of {len(samples)} probes")
+        numbers = (f"link {name}: {kind} RTT median {median:.3f} ms vs configured "
+                   f"{self.configured:.3f} ms (fastest {fastest:.3f} ms; floor {self.floor:.3f} "
+                   "ms, measured on the same path unshaped; tolerance "
+                   f"±{self.tolerance:.3f} ms)")
+        if median < low:
+            return (f"{numbers}: the median is below {low:.3f} ms, the link delays less than "
+                    "configured, which an emulator applying the delay cannot do; fix: check "
+                    "the backend's commands (`wanbench topo up --dry-run`) and the emulator")
+        if judged > high:
+            return (f"{numbers}: {what} is above {high:.3f} ms, the link adds "
+                    f"{judged - self.configured - self.floor:.3f} ms beyond its configuration "
+                    "and the floor; fix: if the emulator's lateness below shows stalls, the "
+                    "machine was busy: rerun when other load has ended; otherwise the link is "
+                    "not shaped as configured")
+        return None
+
+
+def judge(name: str, spec: Link, backend: str, raw: dict, floor: dict | None = None) -> dict:
+    """Compares an agent's measurements of link `name` with its configuration, given the
+    floor (floor_summary) of the same path unshaped; None: judged as if the floor were 0."""
     # A rate limit also serialises the probe packets themselves, once each way.
     configured = spec.rtt_ms() + sum(
         PROBE_PACKET_BYTES * 8 / (spec.direction(d).rate_mbit * 1e3)
         for d in ("a_to_b", "b_to_a") if spec.direction(d).rate_mbit)
-    tolerance = rtt_tolerance_ms(configured, jitter_sigma_ms(spec), len(raw["ping_ms"]))
+    sigma = jitter_sigma_ms(spec)
+    tolerance = rtt_tolerance_ms(configured, sigma, len(raw["ping_ms"]))
     result = {
         "configured_rtt_ms": configured,
         "ping_rtt_median_ms": statistics.median(raw["ping_ms"]),
         "connect_rtt_median_ms": statistics.median(raw["connect_ms"]),
+        "ping_rtt_fastest_ms": min(raw["ping_ms"]),
+        "connect_rtt_fastest_ms": min(raw["connect_ms"]),
         "rtt_tolerance_ms": tolerance,
+        "floor": floor,
+        "upper_bound_on": "median" if sigma else "fastest probe",
         "samples": {"ping": len(raw["ping_ms"]), "connect": len(raw["connect_ms"])},
         "rate": {},
         "problems": [],
     }
     for kind in ("ping", "connect"):
-        measured = result[f"{kind}_rtt_median_ms"]
-        result[f"{kind}_rtt_error_ms"] = measured - configured
-        if abs(measured - configured) > tolerance:
-            result["problems"].append(
-                f"link {name}: {kind} RTT median {measured:.3f} ms vs configured "
-                f"{configured:.3f} ms (tolerance ±{tolerance:.3f} ms)")
+        result[f"{kind}_rtt_error_ms"] = result[f"{kind}_rtt_median_ms"] - configured
+        bounds = Bounds(configured, floor[f"{kind}_rtt_median_ms"] if floor else 0.0, tolerance,
+                        bool(sigma))
+        problem = bounds.problem(name, kind, raw[f"{kind}_ms"])
+        if problem:
+            result["problems"].append(problem)
     for direction, key in (("a_to_b", "upload_bps"), ("b_to_a", "download_bps")):
         rate = spec.direction(direction).rate_mbit
         if not rate:
@@ -135,9 +327,11 @@ def judge(name: str, spec: Link, backend: str, raw: dict) -> dict:
 def calibrate_link(topology: Topology, plan: AddressPlan, link: LinkPlan, backend: str) -> dict:
     spec = topology.links[link.name]
     seconds = bulk_seconds(spec.max_rtt_ms())
-    raw = measure_link(plan, link, seconds if rate_measurable(spec, "a_to_b") else 0.0,
-                       seconds if rate_measurable(spec, "b_to_a") else 0.0)
-    return judge(link.name, spec, backend, raw)
+    with floor_path(spec, backend) as (floor, wire):
+        raw = measure(link_path(plan, link), floor,
+                      seconds if rate_measurable(spec, "a_to_b") else 0.0,
+                      seconds if rate_measurable(spec, "b_to_a") else 0.0)
+    return judge(link.name, spec, backend, raw, floor_summary(raw["floor"], wire))
 
 
 def calibrate_link_twice(topology: Topology, plan: AddressPlan, link: LinkPlan,

@@ -3,6 +3,9 @@
 serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK (report the
                        received goodput) and SOURCE SECONDS (send bulk) connections.
 measure --host --port  connect times, ping-pong RTTs and bulk goodput, printed as JSON.
+        [--pair-netns FILE --pair-host --pair-port]
+                       each connect and ping also done once to a second server, from the
+                       namespace FILE (the floor path); its samples are under "floor".
 
 Round trips are timed by the kernel so process wake-ups do not count: a connect by the
 SYN/SYN-ACK sample in TCP_INFO, a ping by the pong's receive timestamp minus the send
@@ -12,17 +15,22 @@ time, less the echo's own turnaround (receive timestamp to send), which the pong
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import socket
 import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 CHUNK = 65536
 SO_TIMESTAMPNS = 35  # Linux; also the control message type
 TCPI_RTT_OFFSET = 68  # struct tcp_info: 8 one-byte fields, then tcpi_rtt is the 16th u32
 TURNAROUND = struct.Struct("d")
+CLONE_NEWNET = 0x40000000
 
 
 def timestamped_recv(sock: socket.socket, size: int) -> tuple[bytes, float | None]:
@@ -108,21 +116,77 @@ def command_conn(host: str, port: int, line: bytes) -> socket.socket:
     return sock
 
 
+@contextmanager
+def netns(path: str | None) -> Iterator[None]:
+    """Sockets made inside stay in namespace path for good; None: this process's own."""
+    if path is None:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def enter(fd: int, what: str) -> None:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {what}")
+
+    home, there = os.open("/proc/self/ns/net", os.O_RDONLY), os.open(path, os.O_RDONLY)
+    try:
+        enter(there, path)
+        try:
+            yield
+        finally:
+            enter(home, "back home")
+    finally:
+        os.close(home)
+        os.close(there)
+
+
+def connect_rtt_ms(host: str, port: int, namespace: str | None) -> float:
+    with netns(namespace):
+        sock = socket.create_connection((host, port))
+    with sock:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        return struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000
+
+
+def ping_ms(sock: socket.socket) -> float:
+    sent = time.time()
+    sock.sendall(b"p")
+    pong, arrived = timestamped_recv(sock, 1 + TURNAROUND.size)
+    while len(pong) < 1 + TURNAROUND.size:
+        pong += sock.recv(1 + TURNAROUND.size - len(pong))
+    turnaround = TURNAROUND.unpack(pong[1:])[0]
+    return (arrived - sent - turnaround) * 1000
+
+
+def probe_rtts(targets: list[tuple[str, int, str | None]], connects: int,
+               pings: int) -> list[dict]:
+    """Connect and ping RTTs to each (host, port, namespace), taking turns probe by probe so
+    every target sees the machine in the same moments."""
+    results: list[dict] = [{"connect_ms": [], "ping_ms": []} for _ in targets]
+    for _ in range(connects):
+        for (host, port, namespace), result in zip(targets, results, strict=True):
+            result["connect_ms"].append(connect_rtt_ms(host, port, namespace))
+    socks = []
+    try:
+        for host, port, namespace in targets:
+            with netns(namespace):
+                socks.append(command_conn(host, port, b"ECHO\n"))
+        for _ in range(pings):
+            for sock, result in zip(socks, results, strict=True):
+                result["ping_ms"].append(ping_ms(sock))
+    finally:
+        for sock in socks:
+            sock.close()
+    return results
+
+
 def measure(args: argparse.Namespace) -> dict:
-    result: dict = {"connect_ms": [], "ping_ms": []}
-    for _ in range(args.connects):
-        with socket.create_connection((args.host, args.port)) as sock:
-            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-            result["connect_ms"].append(struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000)
-    with command_conn(args.host, args.port, b"ECHO\n") as sock:
-        for _ in range(args.pings):
-            sent = time.time()
-            sock.sendall(b"p")
-            pong, arrived = timestamped_recv(sock, 1 + TURNAROUND.size)
-            while len(pong) < 1 + TURNAROUND.size:
-                pong += sock.recv(1 + TURNAROUND.size - len(pong))
-            turnaround = TURNAROUND.unpack(pong[1:])[0]
-            result["ping_ms"].append((arrived - sent - turnaround) * 1000)
+    targets = [(args.host, args.port, None)]
+    if args.pair_netns:
+        targets.append((args.pair_host, args.pair_port, args.pair_netns))
+    result, *pair = probe_rtts(targets, args.connects, args.pings)
+    if pair:
+        result["floor"] = pair[0]
     if args.upload_s:
         with command_conn(args.host, args.port, b"SINK\n") as sock:
             send_for(sock, args.upload_s)
@@ -145,6 +209,9 @@ def main() -> None:
     m.add_argument("--connects", type=int, default=5)
     m.add_argument("--upload-s", type=float, default=0.0)
     m.add_argument("--download-s", type=float, default=0.0)
+    m.add_argument("--pair-netns")
+    m.add_argument("--pair-host")
+    m.add_argument("--pair-port", type=int)
     args = parser.parse_args()
     if args.mode == "serve":
         serve(args.bind)
