@@ -79,7 +79,7 @@ def _document(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
 def judged(spec: LoadSpec, doc: dict[str, Any]) -> dict[str, Any]:
     """Applies the validity rules to the document's facts. Reasons only the generator can
     know (a shard that did not finish, httperf out of descriptors) are kept beside them."""
-    own = [r for r in doc.get("invalid_reasons") or [] if not r.startswith(validity.COMMON)]
+    own = doc.get("invalid_reasons") or []
     doc["invalid_reasons"] = validity.judge_document(doc, spec) + own
     doc["valid"] = not doc["invalid_reasons"]
     return doc

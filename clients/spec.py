@@ -37,7 +37,7 @@ class LoadSpec:
     json_path: str | None = None
     max_outstanding: int = 1
     late_us: float | None = None  # None: the generator's default
-    spin_us: int = 0
+    spin_us: int = 0  # sclient: fixed poll lead; 0: adaptive (clients/README.md)
     coalesce_us: int = 0  # sclient: never sleep for less (fewer wake-ups at high rates)
     workers: int = 0  # sclient shards; 0: automatic from RLIMIT_NOFILE
     hog: bool = False  # httperf --hog: only when asked (it spins when ports run out)

@@ -47,17 +47,20 @@ STEAL_LIMIT_PCT = 5.0
 WAIT_LIMIT_PCT = 5.0
 
 
-# Sentences that older generator builds wrote for rules judged here now.
-COMMON = ("late sends:", "generator CPU saturated", "the generator ran out of local ports")
 
-
-def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None) -> str | None:
+def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None,
+               waited_pct: float | None = None) -> str | None:
+    """waited_pct: the generator's run-queue wait, % of the window; named when it is the
+    likely cause (another task ran on the generator's CPU)."""
     if not scheduled or late is None or late / scheduled <= LATE_LIMIT:
         return None
     threshold = f"{threshold_us:,.0f} us" if threshold_us else "the late threshold"
     share = 100 * late / scheduled
+    waited = (f" (it waited for its CPU {waited_pct:.0f} % of the window)"
+              if waited_pct is not None and waited_pct >= 1 else "")
     return (f"late sends: {late:,} of {scheduled:,} scheduled sends ({share:.1f} %) went out "
-            f"more than {threshold} after their intended time; the generator fell behind")
+            f"more than {threshold} after their intended time; the generator fell behind"
+            f"{waited}")
 
 
 def generator_saturated(busy_pct: float | None, waiting_pct: float = 0.0,
@@ -139,7 +142,7 @@ def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
     hot = spec.hot_conns if not spec.stream_conns else 0
     reasons = [
         late_sends(doc.get("late_sends"), requests.get("scheduled"),
-                   doc.get("late_threshold_us")),
+                   doc.get("late_threshold_us"), waiting),
         generator_saturated(busy, waiting or 0.0),
         no_local_port(errors.get("no_local_port")),
         # A generator that counts its schedule (sclient, asyncio) shows its own shortfall as

@@ -49,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=0, help="sclient shards (0: automatic)")
     p.add_argument("--spin-us", type=int, default=0, metavar="US",
                    help="sclient: poll instead of sleeping from US before each send until its "
-                        "reply (µs-level latency at low rates, costs CPU)")
+                        "reply (µs-level latency at low rates, costs CPU); 0 (default): the "
+                        "lead before each send adapts to the machine's wake-up lateness")
     p.add_argument("--coalesce-us", type=int, default=0, metavar="US",
                    help="sclient: never sleep for less (fewer wake-ups at high rates)")
     p.add_argument("--hog", action="store_true", help="httperf --hog (spins when ports run out)")

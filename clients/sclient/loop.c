@@ -1,5 +1,6 @@
 /* One shard's event loop: hot (open or closed loop), cold and stream connections on epoll. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
@@ -24,6 +25,27 @@
 #define RETRY_NS 10000000LL     /* pause before reconnecting after a failed connect */
 #define STREAM_TICK_NS 200000LL
 #define STREAM_BURST_NS 50000000LL
+/* Adaptive lead (no --spin-us): sleep until the next scheduled send minus the lead, then poll.
+ * The lead covers the recent 99th percentile of how late sleeps return (slow vCPU wake-ups),
+ * plus the loop's own work before the send. */
+#define LEAD_INIT_NS 100000LL   /* until enough wake-ups are measured */
+#define LEAD_MARGIN_NS 10000LL
+#define WAKE_BUCKET_NS 4096     /* wake-up lateness kept in 4 us buckets up to LEAD_MAX_NS */
+#define WAKE_BUCKETS ((int)(LEAD_MAX_NS / WAKE_BUCKET_NS) + 1)
+#define WAKE_MIN_SAMPLES 32
+#define WAKE_DECAY_NS 1000000000LL /* counts halve every second: recent wake-ups decide */
+/* Polling only pays while this CPU is otherwise idle: with another task runnable here it takes
+ * that task's time, the scheduler then treats the generator as CPU-bound and preempts it, and
+ * its sends go out later than after a plain sleep. So no lead for a while after the generator
+ * waited for its CPU more than CONTENDED_SHARE of a CONTENTION_CHECK_NS period, or a poll was
+ * held up PREEMPTED_NS by another task (not by the hypervisor: that is no run-queue wait). */
+#define CONTENTION_CHECK_NS 100000000LL
+#define CONTENDED_SHARE 0.05
+#define CONTENDED_BACKOFF_NS 1000000000LL
+#define PREEMPTED_NS 200000LL
+/* A sleep this much late is checked against the run-queue wait: if another task held the CPU,
+ * polling longer would not have helped, so it does not raise the lead. */
+#define WAKE_CHECK_NS 100000LL
 
 enum kind { HOT, COLD, STREAM };
 enum state { CLOSED, CONNECTING, OPEN };
@@ -59,6 +81,12 @@ struct loop {
     struct rusage ru_window;
     uint64_t run_delay_window;
     int64_t spin_idle_ns; /* polls that found nothing to do: spinning, not work */
+    /* adaptive lead: recent wake-up lateness, decaying (see wake_observed) */
+    int64_t lead_ns, wake_decay_at;
+    int64_t check_at, calm_at; /* next run-queue look; no lead before calm_at */
+    uint64_t wait_at_check, wait_seen;
+    int sched_fd; /* /proc/self/schedstat, read often (see sched_wait) */
+    uint32_t wake_total, wake_counts[WAKE_BUCKETS];
     uint32_t hot_awaiting; /* hot requests sent and not yet answered */
     int64_t last_hot_send;
     int window_open;
@@ -121,6 +149,18 @@ static uint64_t run_delay_ns(void) {
         if (fscanf(f, "%llu %llu", &run, &wait) != 2) wait = 0;
         fclose(f);
     }
+    return wait;
+}
+
+/* The same as run_delay_ns, cheaply enough for the loop: one pread on a descriptor kept open
+ * (opened by each shard itself, so a forked shard reads its own). */
+static uint64_t sched_wait(struct loop *L) {
+    char buf[128];
+    unsigned long long run = 0, wait = 0;
+    ssize_t n = L->sched_fd >= 0 ? pread(L->sched_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return run_delay_ns();
+    buf[n] = 0;
+    if (sscanf(buf, "%llu %llu", &run, &wait) != 2) return 0;
     return wait;
 }
 
@@ -588,6 +628,73 @@ static void run_streams(struct loop *L) {
     }
 }
 
+/* ---- adaptive lead ---- */
+
+static int contended(struct loop *L) { return L->now < L->calm_at; }
+
+/* The lead is the smallest bucket bound with at most 1 % of the recent wake-ups above it. */
+static void lead_update(struct loop *L) {
+    if (L->wake_total < WAKE_MIN_SAMPLES) return;
+    uint32_t seen = 0, keep = L->wake_total - (uint32_t)((double)L->wake_total * (1 - LEAD_QUANTILE));
+    int b = 0;
+    while (b < WAKE_BUCKETS - 1 && (seen += L->wake_counts[b]) < keep) b++;
+    int64_t lead = (int64_t)(b + 1) * WAKE_BUCKET_NS + LEAD_MARGIN_NS;
+    L->lead_ns = lead < LEAD_MAX_NS ? lead : LEAD_MAX_NS;
+}
+
+/* A sleep returned late_ns after the time it asked for: what waking this CPU costs now. */
+static void wake_observed(struct loop *L, int64_t late_ns) {
+    if (late_ns < 0) late_ns = 0;
+    if (L->window_open && L->now < L->window_end) hist_record(&L->r->wake_late, (uint64_t)late_ns);
+    if (L->o->spin_fixed || contended(L)) return; /* then it is mostly run-queue wait */
+    if (late_ns > WAKE_CHECK_NS) {
+        uint64_t wait = sched_wait(L);
+        int queued = (double)(wait - L->wait_seen) >= (double)late_ns / 2;
+        L->wait_seen = wait;
+        if (queued) return;
+    }
+    int64_t b = late_ns / WAKE_BUCKET_NS;
+    L->wake_counts[b < WAKE_BUCKETS ? b : WAKE_BUCKETS - 1]++;
+    L->wake_total++;
+    lead_update(L);
+}
+
+/* Old wake-ups fade; a loop that no longer sleeps (its lead covers every gap) forgets them
+ * and falls back to LEAD_INIT_NS, so it measures again instead of polling for ever. */
+static void wake_decay(struct loop *L) {
+    if (L->now < L->wake_decay_at) return;
+    L->wake_decay_at = L->now + WAKE_DECAY_NS;
+    L->wake_total = 0;
+    for (int b = 0; b < WAKE_BUCKETS; b++) L->wake_total += L->wake_counts[b] /= 2;
+    if (L->wake_total < WAKE_MIN_SAMPLES && L->lead_ns > LEAD_INIT_NS) L->lead_ns = LEAD_INIT_NS;
+    else lead_update(L);
+}
+
+/* Another task wanted this CPU lately (see CONTENDED_SHARE): sleep instead of polling.
+ * held_ns: a poll just took this long, so look now. */
+static void contention_check(struct loop *L, int64_t held_ns) {
+    if (L->o->spin_fixed || (!held_ns && L->now < L->check_at)) return;
+    uint64_t wait = sched_wait(L);
+    int64_t span = L->now - L->check_at + CONTENTION_CHECK_NS;
+    double waited = (double)(wait - L->wait_at_check);
+    if (contended(L) && L->window_open && L->now < L->window_end)
+        L->r->contended_s += (double)span / 1e9;
+    if (waited > CONTENDED_SHARE * (double)span || (held_ns && waited >= (double)held_ns / 2))
+        L->calm_at = L->now + CONTENDED_BACKOFF_NS;
+    L->wait_at_check = L->wait_seen = wait;
+    L->check_at = L->now + CONTENTION_CHECK_NS;
+}
+
+/* When to stop sleeping: fixed --spin-us before any deadline, or the adaptive lead before the
+ * next scheduled send (other deadlines, timeouts and the like, need no polling). */
+static int64_t wake_time(struct loop *L, int64_t due) {
+    if (L->o->spin_fixed) return due - (int64_t)L->o->spin_us * 1000;
+    if (L->s->hot && L->s->rate > 0 && L->next_tick < L->end && !contended(L) &&
+        L->next_tick - L->lead_ns < due)
+        return L->next_tick - L->lead_ns;
+    return due;
+}
+
 /* ---- setup and the loop ---- */
 
 static void build_requests(struct loop *L) {
@@ -693,6 +800,11 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
     L->window_end = hold_forever ? INT64_MAX / 2 : L->window_start + (int64_t)(o->duration_s * 1e9);
     L->end = L->window_end;
     L->stream_last = L->start;
+    L->lead_ns = o->spin_fixed ? (int64_t)o->spin_us * 1000 : LEAD_INIT_NS;
+    L->wake_decay_at = L->start + WAKE_DECAY_NS;
+    L->check_at = L->start + CONTENTION_CHECK_NS;
+    L->sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
+    L->wait_at_check = L->wait_seen = sched_wait(L);
     setup_conns(L);
     if (!s->cold) cold_announce(L); /* a shard without cold connections is ready at once */
     if (s->hot && s->rate > 0) {
@@ -714,19 +826,34 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
         if (s->hot && s->rate > 0) run_hot_schedule(L);
         run_cold_ramp(L);
         run_streams(L);
-        /* sleep until spin_us before the next deadline, then poll without sleeping; also
-           poll for up to spin_us after a send while its reply is due, so waking this CPU
-           stays out of the measured latency */
+        /* sleep until the lead before the next deadline, then poll without sleeping: a
+           vCPU's slow wake-up stays out of the send time. --spin-us also polls for up to
+           spin_us after a send while its reply is due, so it stays out of the latency too. */
+        wake_decay(L);
+        contention_check(L, 0);
+        int64_t t = (int64_t)now_ns(), due = next_wakeup(L), wake = wake_time(L, due);
         int64_t spin_ns = (int64_t)o->spin_us * 1000;
-        int64_t wait = next_wakeup(L) - (int64_t)now_ns() - spin_ns;
-        if (wait < 0 || (L->hot_awaiting && L->now - L->last_hot_send < spin_ns)) wait = 0;
+        int64_t wait = wake - t;
+        if (wait < 0 ||
+            (o->spin_fixed && L->hot_awaiting && L->now - L->last_hot_send < spin_ns))
+            wait = 0;
         else if (wait < (int64_t)o->coalesce_us * 1000) wait = (int64_t)o->coalesce_us * 1000;
+        if (wait && wake < due && L->window_open && L->now < L->window_end) {
+            int64_t lead = L->lead_ns; /* this sleep ends early for a send */
+            L->r->lead_sum_ns += (double)lead;
+            L->r->lead_sleeps++;
+            if ((uint64_t)lead > L->r->lead_max_ns) L->r->lead_max_ns = (uint64_t)lead;
+        }
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int64_t polled = (int64_t)now_ns();
         int n = epoll_pwait2(L->ep, events, 1024, &ts, &waitmask);
         if (n < 0 && errno != EINTR) { perror("wb-sclient: epoll_pwait2"); return 1; }
         L->now = (int64_t)now_ns();
-        if (!wait && !n && L->window_open) L->spin_idle_ns += L->now - polled;
+        /* an empty poll ahead of the deadline is idle time, up to the deadline only */
+        if (!wait && !n && polled < due && L->window_open)
+            L->spin_idle_ns += (L->now < due ? L->now : due) - polled;
+        if (wait && !n) wake_observed(L, L->now - (polled + wait));
+        if (!wait && L->now - polled > PREEMPTED_NS) contention_check(L, L->now - polled);
         for (int i = 0; i < n; i++) on_event(L, &L->conns[events[i].data.u32], events[i].events);
     }
 
@@ -743,10 +870,6 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
         r->cpu_window_sys_s = r->cpu_sys_s - tv_s(L->ru_window.ru_stime);
         r->run_delay_window_s = (double)(run_delay_ns() - L->run_delay_window) / 1e9;
         r->spin_idle_s = (double)L->spin_idle_ns / 1e9;
-        /* saturated: working or waiting to run nearly all the time (empty polls are idle) */
-        double wanted = r->cpu_window_user_s + r->cpu_window_sys_s + r->run_delay_window_s -
-                        r->spin_idle_s;
-        r->cpu_saturated = r->window_s > 0 && wanted > 0.95 * r->window_s;
     }
     r->cold_requested = (uint64_t)s->cold;
     r->cold_held = (uint64_t)L->cold_open;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -28,7 +29,7 @@ static const char usage[] =
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --path P --connect-timeout S\n"
     "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
-    "        --coalesce-us US\n"
+    "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N\n"
     "stream: --stream N --stream-mbps B (0: unpaced)\n";
@@ -116,14 +117,14 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
         {"requests-per-conn", 1, 0, 'n'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
         {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
-        {"spin-us", 1, 0, 'x'}, {"coalesce-us", 1, 0, 'z'}, {"cold", 1, 0, 'k'},
-        {"cold-ramp", 1, 0, 'K'},
+        {"spin-us", 1, 0, 'x'}, {"slice-us", 1, 0, 'L'}, {"coalesce-us", 1, 0, 'z'},
+        {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
                        .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
-                       .max_connecting = 512, .seed = 1};
+                       .max_connecting = 512, .seed = 1, .slice_us = 100};
     const char *sources = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -157,7 +158,11 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'R': o->response_timeout_s = num(name, optarg, 0.001, 1e6); break;
         case 'm': o->max_outstanding = (int)num(name, optarg, 1, 1024); break;
         case 'l': o->late_us = num(name, optarg, 1, 1e9); break;
-        case 'x': o->spin_us = (int)num(name, optarg, 0, 1e6); break;
+        case 'x':
+            o->spin_us = (int)num(name, optarg, 0, 1e6);
+            o->spin_fixed = 1;
+            break;
+        case 'L': o->slice_us = (int)num(name, optarg, 0, 100000); break;
         case 'z': o->coalesce_us = (int)num(name, optarg, 0, 1e6); break;
         case 'k': o->cold_conns = (int)num(name, optarg, 0, 1e7); break;
         case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
@@ -197,6 +202,34 @@ static int part(int total, int i, int n, int *first) {
     return (int)((long)total * (i + 1) / n) - *first;
 }
 
+/* sched_setattr(2)'s argument; glibc has no wrapper or declaration. */
+struct sched_attr_v1 {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+/* The slice this thread asks of EEVDF, in us (Linux 6.12+ reports it; 0: unknown). */
+static int current_slice(void) {
+    struct sched_attr_v1 a;
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) < 0 || a.policy != 0) return 0;
+    return (int)(a.runtime / 1000);
+}
+
+/* A short slice lets the generator, when woken for a send, preempt a CPU-bound neighbour at
+ * once instead of after the neighbour's slice; its share of the CPU stays the same. Keeps the
+ * policy and nice value it was started with; older kernels ignore it (reported as null). */
+static int set_slice(int us) {
+    struct sched_attr_v1 a;
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) < 0 || a.policy != 0) return 0;
+    a.size = sizeof a;
+    a.runtime = (uint64_t)us * 1000;
+    if (syscall(SYS_sched_setattr, 0, &a, 0) < 0) return 0;
+    return current_slice();
+}
+
 static pid_t children[MAX_SHARDS];
 static int nchildren;
 static void forward_signal(int sig) {
@@ -213,6 +246,7 @@ int main(int argc, char **argv) {
         if (sched_setaffinity(0, sizeof set, &set) < 0) { perror("wb-sclient: --cpu"); return 2; }
     }
     prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
+    o.slice_us_set = o.slice_us ? set_slice(o.slice_us) : current_slice();
 
     long needed = (long)o.hot_conns + o.cold_conns + o.stream_conns;
     long per_shard = o.nofile_limit - FD_RESERVE;
@@ -240,6 +274,7 @@ int main(int argc, char **argv) {
         hist_init(&r->corrected);
         hist_init(&r->uncorrected);
         hist_init(&r->tcp_srtt);
+        hist_init(&r->wake_late);
     }
     for (int i = 0; i < n; i++) {
         struct shard *s = &shards[i];

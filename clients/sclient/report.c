@@ -3,16 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "sclient.h"
 
-#define LATE_LIMIT 0.01 /* more late sends than this and the run is not valid */
-
 void result_merge(struct result *into, const struct result *from) {
 #define SUM(f) into->f += from->f
     SUM(cpu_window_user_s); SUM(cpu_window_sys_s); SUM(cpu_user_s); SUM(cpu_sys_s); SUM(run_delay_window_s);
-    SUM(spin_idle_s);
+    SUM(spin_idle_s); SUM(lead_sum_ns); SUM(lead_sleeps); SUM(contended_s);
     SUM(sent); SUM(queued); SUM(dropped); SUM(replies); SUM(scheduled); SUM(late);
     SUM(err_connect_timeout); SUM(err_refused); SUM(err_reset); SUM(err_response_timeout);
     SUM(err_no_local_port);
@@ -29,10 +28,11 @@ void result_merge(struct result *into, const struct result *from) {
     hist_merge(&into->corrected, &from->corrected);
     hist_merge(&into->uncorrected, &from->uncorrected);
     hist_merge(&into->tcp_srtt, &from->tcp_srtt);
+    hist_merge(&into->wake_late, &from->wake_late);
+    if (from->lead_max_ns > into->lead_max_ns) into->lead_max_ns = from->lead_max_ns;
     if (from->max_slip_ns > into->max_slip_ns) into->max_slip_ns = from->max_slip_ns;
     if (from->window_s > into->window_s) into->window_s = from->window_s;
     if (from->established_s > into->established_s) into->established_s = from->established_s;
-    into->cpu_saturated |= from->cpu_saturated;
 }
 
 static void write_str_list(FILE *f, char **items, int n) {
@@ -56,9 +56,9 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
     if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
     fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
                ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d"
-               ", \"coalesce_us\": %d",
+               ", \"coalesce_us\": %d, \"slice_us\": %d",
             o->path, o->connect_timeout_s, o->response_timeout_s, o->max_outstanding, o->late_us,
-            o->spin_us, o->coalesce_us);
+            o->spin_us, o->coalesce_us, o->slice_us);
     fprintf(f, ", \"cold_conns\": %d, \"cold_ramp_rps\": ", o->cold_conns);
     if (o->cold_ramp > 0) fprintf(f, "%.6g", o->cold_ramp); else fprintf(f, "null");
     fprintf(f, ", \"cold_interval_s\": ");
@@ -74,31 +74,45 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
 
 static double per_s(uint64_t n, double s) { return s > 0 ? (double)n / s : 0; }
 
+/* How sends were timed: the lead polled before each (chosen, or --spin-us), what it cost,
+ * and the wake-up lateness it answered. */
+static void write_schedule(FILE *f, const struct opts *o, const struct result *r, double cpu_wall) {
+    fprintf(f, ", \"schedule\": {\"mode\": \"%s\", \"lead_us\": ", o->spin_fixed ? "fixed" : "adaptive");
+    if (o->spin_fixed)
+        fprintf(f, "%d, \"lead_us_max\": %d", o->spin_us, o->spin_us);
+    else if (r->lead_sleeps)
+        fprintf(f, "%.1f, \"lead_us_max\": %.1f", r->lead_sum_ns / (double)r->lead_sleeps / 1e3,
+                r->lead_max_ns / 1e3);
+    else /* no sleep ended early for a send: none was far enough ahead, or the CPU was busy */
+        fprintf(f, "null, \"lead_us_max\": null");
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (o->spin_fixed) fprintf(f, ", \"lead_quantile\": null, \"lead_limit_us\": null");
+    else fprintf(f, ", \"lead_quantile\": %g, \"lead_limit_us\": %g", LEAD_QUANTILE, LEAD_MAX_NS / 1e3);
+    fprintf(f, ", \"spin_s\": %.3f, \"spin_pct\": %.1f, \"contended_s\": %.3f, \"timer_slack_ns\": ",
+            r->spin_idle_s, cpu_wall > 0 ? 100 * r->spin_idle_s / cpu_wall : 0, r->contended_s);
+    if (slack >= 0) fprintf(f, "%d", slack); else fprintf(f, "null");
+    fprintf(f, ", \"slice_us\": ");
+    if (o->slice_us_set) fprintf(f, "%d", o->slice_us_set); else fprintf(f, "null");
+    const struct hist *w = &r->wake_late;
+    fprintf(f, ", \"wake_late\": {\"count\": %llu", (unsigned long long)w->count);
+    if (w->count)
+        fprintf(f, ", \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, \"max_us\": %.3f}}",
+                hist_quantile_ns(w, 0.5) / 1e3, hist_quantile_ns(w, 0.99) / 1e3,
+                hist_quantile_ns(w, 0.999) / 1e3, w->max_ns / 1e3);
+    else
+        fprintf(f, ", \"p50_us\": null, \"p99_us\": null, \"p999_us\": null, \"max_us\": null}}");
+}
+
 static void write_document(FILE *f, const struct opts *o, const struct result *r, int nshards,
                            double wall_s, int unfinished) {
-    char *reasons[5];
+    /* Facts only: clients/validity.py judges late sends, saturation and local ports (the one
+     * definition, used by `wanbench load` and `wanbench run`). A shard that did not finish is
+     * the one thing only this process knows. */
+    char *reasons[1];
     int nreasons = 0;
-    double late_frac = r->scheduled ? (double)r->late / (double)r->scheduled : 0;
     double cpu_s = r->window_s > 0 ? r->cpu_window_user_s + r->cpu_window_sys_s : r->cpu_user_s + r->cpu_sys_s;
     double cpu_wall = r->window_s > 0 ? r->window_s : wall_s;
     double cpu_pct = cpu_wall > 0 ? 100 * cpu_s / cpu_wall : 0;
-    if (late_frac > LATE_LIMIT &&
-        asprintf(&reasons[nreasons++], "late sends: %llu of %llu scheduled sends (%.1f %%) went out "
-                 "more than %.0f us after their intended time; the generator fell behind",
-                 (unsigned long long)r->late, (unsigned long long)r->scheduled, 100 * late_frac,
-                 o->late_us) < 0)
-        nreasons--;
-    if (r->cpu_saturated &&
-        asprintf(&reasons[nreasons++], "generator CPU saturated in the measured window: it ran "
-                 "%.0f %% and waited for a CPU %.0f %% of the time (over %d shard(s))",
-                 cpu_pct / nshards, 100 * r->run_delay_window_s / cpu_wall / nshards, nshards) < 0)
-        nreasons--;
-    if (r->err_no_local_port &&
-        asprintf(&reasons[nreasons++], "the generator ran out of local ports %llu times "
-                 "(EADDRNOTAVAIL on connect): give it more source addresses (--source), a wider "
-                 "net.ipv4.ip_local_port_range, or net.ipv4.tcp_tw_reuse=1",
-                 (unsigned long long)r->err_no_local_port) < 0)
-        nreasons--;
     if (unfinished &&
         asprintf(&reasons[nreasons++], "%d of %d generator shard(s) did not finish", unfinished,
                  nshards) < 0)
@@ -168,6 +182,7 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             r->window_s > 0 ? r->cpu_window_user_s : r->cpu_user_s,
             r->window_s > 0 ? r->cpu_window_sys_s : r->cpu_sys_s, cpu_pct, r->run_delay_window_s,
             r->spin_idle_s, r->cpu_user_s, r->cpu_sys_s);
+    write_schedule(f, o, r, cpu_wall);
     fprintf(f, ", \"generator_memory\": {\"rss_kb\": %llu, \"bytes_per_cold_conn\": ",
             (unsigned long long)r->rss_end_kb);
     if (o->cold_conns && r->cold_established && r->rss_ready_kb)

@@ -10,6 +10,8 @@
 #define SCLIENT_VERSION "1.0"
 #define MAX_TARGETS 64
 #define PER_SOURCE_CONNS 5000 /* keeps the kernel's port search short */
+#define LEAD_QUANTILE 0.99  /* adaptive lead: covers this share of recent wake-ups (loop.c) */
+#define LEAD_MAX_NS 2000000LL /* at most 2 ms of polling before a send */
 
 struct opts {
     struct sockaddr_in targets[MAX_TARGETS];
@@ -30,7 +32,10 @@ struct opts {
     int max_outstanding;
     double late_us; /* a send whose scheduler slip exceeds this is late */
     int spin_us;    /* busy-poll this close to a scheduled send, and this long after one */
+    int spin_fixed; /* --spin-us given; otherwise the lead before a send adapts (loop.c) */
     int coalesce_us; /* never sleep for less: fewer wake-ups, up to this much send slip */
+    int slice_us;     /* EEVDF slice to ask for (0: leave the kernel's) */
+    int slice_us_set; /* what the kernel reports after asking (0: not reported) */
     /* cold */
     int cold_conns;
     double cold_ramp; /* connection attempts per second; 0: as fast as allowed */
@@ -62,7 +67,10 @@ struct timeline_entry {
 struct result {
     double window_s, established_s, cpu_window_user_s, cpu_window_sys_s, cpu_user_s, cpu_sys_s;
     double run_delay_window_s; /* runnable but not running, in the window */
-    double spin_idle_s;        /* --spin-us polls that found nothing, in the window */
+    double spin_idle_s;        /* polls ahead of a deadline that found nothing, in the window */
+    double lead_sum_ns;        /* lead of each sleep that ended before a scheduled send */
+    uint64_t lead_sleeps, lead_max_ns;
+    double contended_s; /* window time without a lead: another task wanted the CPU */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
     uint64_t by_status[600];
     uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_no_local_port,
@@ -71,9 +79,10 @@ struct result {
     uint64_t cold_requests, cold_replies;
     uint64_t stream_bytes;
     uint64_t rss_before_kb, rss_ready_kb, rss_end_kb;
-    int cpu_saturated, finished;
+    int finished;
     struct hist corrected, uncorrected;
     struct hist tcp_srtt; /* per hot connection: the kernel's smoothed RTT at the window's end */
+    struct hist wake_late; /* how much later than asked each timed-out sleep returned */
     int timeline_len;
     struct timeline_entry timeline[];
 };

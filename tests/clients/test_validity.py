@@ -24,6 +24,26 @@ INSTALLED = [g for g in ("sclient", "asyncio", "httperf", "wrk")
 def test_late_sends_over_one_percent():
     assert validity.late_sends(10, 1000, 1000) is None
     assert "11 of 1,000 scheduled sends (1.1 %)" in validity.late_sends(11, 1000, 1000)
+    # the likely cause is named when the generator waited for its CPU
+    assert validity.late_sends(11, 1000, 1000, 0.4).endswith("fell behind")
+    assert validity.late_sends(11, 1000, 1000, 37.0).endswith(
+        "(it waited for its CPU 37 % of the window)")
+
+
+def test_sclient_reports_facts_and_the_one_definition_judges_them():
+    """wb-sclient's own document no longer carries a copy of the late-sends rule: the same
+    facts come out valid from the generator and invalid once judged."""
+    from clients import LoadSpec, judged
+    spec = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], hot_conns=1, rate_rps=100,
+                    duration_s=1)
+    facts = {"valid": True, "invalid_reasons": [], "duration_s": 1.0, "late_sends": 50,
+             "late_threshold_us": 1000, "requests": {"scheduled": 100, "sent": 100},
+             "replies": {"total": 100}, "errors": {},
+             "generator_cpu": {"user_s": 0.01, "sys_s": 0.01, "run_delay_s": 0.3}}
+    doc = judged(spec, facts)
+    assert doc["valid"] is False
+    assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0)]
+    assert judged(spec, {**facts, "late_sends": 0, "invalid_reasons": []})["valid"] is True
 
 
 def test_generator_saturation_counts_waiting_for_a_cpu():
