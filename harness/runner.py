@@ -232,11 +232,9 @@ class PointRun:
     async def _start_external(self, spec: ExternalServer, address: str) -> str:
         workdir = self.raw / "server-files"
         workdir.mkdir(exist_ok=True)
-        fields = {"workdir": workdir, "address": address, "port": spec.port,
-                  "reply_bytes": spec.reply_bytes or 0, "body": "x" * (spec.reply_bytes or 0)}
-        for name, template in spec.files.items():
-            (workdir / name).write_text(template.format(**fields))
-        argv = [arg.format(**fields) for arg in spec.command]
+        files, argv = spec.render(workdir, address)
+        for path, text in files.items():
+            path.write_text(text)
         prefix = self.ends.prefix(self.ends.server_host)
         self.server = await self._spawn_server(procs.pin_argv(self.config.cpus.server) + argv)
         deadline = time.monotonic() + spec.ready_timeout_s

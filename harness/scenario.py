@@ -117,6 +117,34 @@ class ExternalServer(Strict):
             check_file_name(name)
         return value
 
+    @model_validator(mode="after")
+    def _templates_fill(self) -> ExternalServer:
+        self.render(Path("/workdir"), "198.18.0.1")  # a template that cannot fill fails here
+        return self
+
+    def render(self, workdir: Path, address: str) -> tuple[dict[Path, str], list[str]]:
+        """The files to write (each inside workdir) and the argv, with {workdir}, {address},
+        {port}, {reply_bytes} and {body} filled in."""
+        fields = {"workdir": workdir, "address": address, "port": self.port,
+                  "reply_bytes": self.reply_bytes or 0, "body": "x" * (self.reply_bytes or 0)}
+
+        def fill(template: str, where: str) -> str:
+            try:
+                return template.format(**fields)
+            except KeyError as e:
+                raise ValueError(f"{where} uses {{{e.args[0]}}}, which is not one of "
+                                 f"{', '.join('{' + f + '}' for f in fields)}; fix: use one of "
+                                 f"those, or write a literal brace as {{{{ or }}}}") from None
+            except (ValueError, IndexError) as e:
+                raise ValueError(f"{where} is not a valid template ({e}); fix: write a literal "
+                                 f"brace as {{{{ or }}}}") from None
+
+        files = {workdir / check_file_name(name): fill(text, f"files.{name}")
+                 for name, text in self.files.items()}
+        if any(path.parent != workdir for path in files):  # check_file_name's promise, kept
+            raise ValueError("a file name leaves the work directory")
+        return files, [fill(arg, f"command[{i}]") for i, arg in enumerate(self.command)]
+
 
 class Hot(Strict):
     generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
@@ -128,7 +156,8 @@ class Hot(Strict):
     connect_timeout_s: float = Field(2.0, gt=0)
     response_timeout_s: float = Field(5.0, gt=0)
     # sclient: poll instead of sleeping from spin_us before each send until its reply, so
-    # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU)
+    # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU);
+    # 0: the lead before each send adapts to the machine (clients/README.md)
     spin_us: int = Field(0, ge=0, le=1_000_000)
 
     @field_validator("path")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from harness.topology.model import ALLOWED_NET, Topology, TopologyError
 
-PREFIX_RE = re.compile(r"^wb[0-9a-z]{2,8}$")
+PREFIX_RE = re.compile(r"wb[0-9a-z]{2,8}")
 LINK_SUBNETS = ipaddress.ip_network("198.18.0.0/16")   # link k: 198.18.k.0/24
 HOST_BLOCKS = ipaddress.ip_network("198.19.0.0/16")    # host i: 198.19.i.0/24 on its lo
 
@@ -19,7 +19,7 @@ def new_prefix() -> str:
 
 
 def check_prefix(prefix: str) -> str:
-    if not PREFIX_RE.match(prefix):
+    if not PREFIX_RE.fullmatch(prefix):  # match() with $ would let "wbab\n" through
         raise TopologyError(f"run prefix {prefix!r}: use 'wb' then 2-8 lowercase letters or "
                             "digits (it starts every namespace and interface name)")
     return prefix

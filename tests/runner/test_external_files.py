@@ -76,3 +76,31 @@ def test_swept_files_are_checked_too():
     text = scenario_text("nginx.conf") + "sweep:\n  server.files: [{a: x}, {../b: y}]\n"
     with pytest.raises(ScenarioError, match=r"server.files: file name '../b'"):
         parse(text, "s.yaml")
+
+
+@pytest.mark.parametrize(("field", "template", "says"), [
+    ("command", '["nginx", "-c", "{workdir}/{conf}"]', "command[2] uses {conf}"),
+    ("command", '["sh", "-c", "echo {"]', "command[2] is not a valid template"),
+    ("file", '"server { listen {port}; }"', "files.nginx.conf is not a valid template"),
+])
+def test_a_template_that_cannot_fill_is_refused_at_validation(field: str, template: str,
+                                                              says: str):
+    """Before: an unknown {name} or a lone brace was a KeyError traceback in the runner, after
+    the topology was up."""
+    text = scenario_text("nginx.conf")
+    if field == "command":
+        text = text.replace('command: ["true"]', f"command: {template}")
+    else:
+        text = text.replace('"written by the escape test"', template)
+    with pytest.raises(ScenarioError) as refused:
+        parse(text, "s.yaml")
+    assert says in str(refused.value) and "fix:" in str(refused.value)
+
+
+def test_templates_fill_and_files_stay_in_the_work_directory(tmp_path: Path):
+    text = scenario_text("nginx.conf").replace(
+        '"written by the escape test"', '"http {{ listen {address}:{port}; }}"').replace(
+        'command: ["true"]', 'command: ["nginx", "-c", "{workdir}/nginx.conf"]')
+    files, argv = parse(text).server.render(tmp_path, "198.18.0.2")
+    assert files == {tmp_path / "nginx.conf": "http { listen 198.18.0.2:9; }"}
+    assert argv == ["nginx", "-c", f"{tmp_path}/nginx.conf"]

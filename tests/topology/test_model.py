@@ -125,7 +125,8 @@ def test_addresses_all_in_benchmark_range_and_distinct():
         assert all(a.startswith(("198.18.", "198.19.")) for a in seen)
 
 
-@pytest.mark.parametrize("prefix", ["xx12", "wb", "wbTOOLONGNAME", "wb-1"])
+# "wbab\n": `match` with `$` let a trailing newline through
+@pytest.mark.parametrize("prefix", ["xx12", "wb", "wbTOOLONGNAME", "wb-1", "wbab\n", "xwbab"])
 def test_bad_prefix_is_refused(prefix):
     with pytest.raises(TopologyError, match="run prefix"):
         check_prefix(prefix)
