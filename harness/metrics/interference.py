@@ -1,6 +1,7 @@
 """What neighbours did to one measured window: CPU steal (the hypervisor gave the vCPU to
-someone else), time the server waited for its own CPU (another task ran there), and the CPU
-clock. Read at the window's start and end only, so it costs nothing in between."""
+someone else), time the server waited for its own CPU (another task ran there), softirq
+time on the generator's CPU, and the CPU clock. Read at the window's start and end only, so
+it costs nothing in between."""
 
 from __future__ import annotations
 
@@ -89,5 +90,9 @@ class Interference:
             "generator_wait_pct": _pct(last.generator_waited_s - first.generator_waited_s,
                                        window_s),
             "other_server_cpu_pct": _pct(others, elapsed(served)),
+            # the server CPU's softirq share is cpu_softirq_pct (the CPU sampler's)
+            "softirq_generator_cpu_pct": (_pct(delta(self.generator_cpu, "softirq"),
+                                               elapsed(self.generator_cpu))
+                                          if self.generator_cpu is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
         }

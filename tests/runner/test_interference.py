@@ -47,6 +47,7 @@ def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
     assert totals["steal_server_cpu_pct"] == pytest.approx(21)
     assert totals["steal_generator_cpu_pct"] == 0
     assert totals["steal_pct"] == pytest.approx(10.5)
+    assert totals["softirq_generator_cpu_pct"] == 0
     reason = validity.stolen(totals["steal_server_cpu_pct"], totals["steal_generator_cpu_pct"])
     assert reason.startswith("21 % CPU steal during the window (server's CPU 21.0 %")
     assert validity.stolen(1.0, 0.5) is None  # what a quiet machine shows
@@ -112,7 +113,8 @@ def test_a_cpu_hog_beside_the_server_makes_the_point_invalid(tmp_path: Path):
 def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path: Path):
     point = _run(tmp_path, POINT).iloc[0]
     for column in ("steal_pct", "steal_server_cpu_pct", "steal_generator_cpu_pct",
-                   "server_wait_pct", "generator_wait_pct", "other_server_cpu_pct"):
+                   "server_wait_pct", "generator_wait_pct", "other_server_cpu_pct",
+                   "softirq_generator_cpu_pct"):
         assert column in point and point[column] >= 0, column
     reason = point["invalid_reason"] or ""
     # a neighbour may steal during any test; only then may it say so
