@@ -194,6 +194,8 @@ def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
                           saturated: bool | None, server_cpu_pct: float | None) -> str | None:
     if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
         return None
-    return (f"closed loop, but the server was not the bottleneck (server CPU {server_cpu_pct:.0f} "
-            f"%, {SERVER_BUSY_PCT:.0f} % would be): the reply rate measures the generator, the "
-            f"link or the round trips, not the server's capacity")
+    # one decimal: 89.6 % rounded to "90 %" read as if it met the 90 % it missed
+    return (f"closed loop, but the server was not the bottleneck (server CPU "
+            f"{server_cpu_pct:.1f} %, under the {SERVER_BUSY_PCT:.0f} % of a bottleneck): the "
+            f"reply rate measures the generator, the link or the round trips, not the server's "
+            f"capacity")

@@ -57,7 +57,8 @@ def test_interference_verdicts_in_both_directions():
     assert validity.crowded(30.0, 0).startswith("the server waited for its CPU 30 %")
     assert validity.crowded(1.2, 0) is None
     assert validity.closed_loop_elsewhere(None, 32, False, 14.0).startswith(
-        "closed loop, but the server was not the bottleneck (server CPU 14 %")
+        "closed loop, but the server was not the bottleneck (server CPU 14.0 %, under the 90 %")
+    assert "89.6 %, under the 90 %" in validity.closed_loop_elsewhere(None, 32, False, 89.6)
     assert validity.closed_loop_elsewhere(None, 32, True, 99.0) is None
     assert validity.closed_loop_elsewhere(2000.0, 32, False, 14.0) is None  # open loop
 
