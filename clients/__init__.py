@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clients import validity
+from clients.paths import binary
 from clients.schema import validate
 from clients.spec import GENERATORS, LoadSpec, native_argv
 
@@ -39,8 +40,6 @@ def _driver(generator: str):
 def command(spec: LoadSpec) -> list[str]:
     """argv of the generator process for spec."""
     if spec.generator == "sclient":
-        from harness.paths import binary
-
         argv = [str(binary("wb-sclient")), *native_argv(spec)]
         return argv + (["--workers", str(spec.workers)] if spec.workers else [])
     if spec.generator == "asyncio":

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.atomic import write_atomic
 from clients.schema import ERROR_KINDS, Histogram, skeleton
-from harness.atomic import write_atomic
-from harness.targets import check_request_path
+from clients.targets import check_request_path
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; not exported by the socket module
 TCP_INFO_RTT_OFFSET = 68  # linux/tcp.h struct tcp_info: 8 bytes of u8 fields, 15 u32s, tcpi_rtt

@@ -15,9 +15,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from clients.paths import BIN_DIR
 from harness.manifest import sysctl
 from harness.metrics import noise, perf
-from harness.paths import BIN_DIR
 from harness.topology.addressing import new_prefix
 from harness.topology.backend_probe import probe_netem
 from harness.topology.ledger import Ledger

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from clients import GENERATORS, GeneratorFailed, LoadSpec, command, parse_result, run
-from harness.paths import MissingBinary
+from clients.paths import MissingBinary
+from clients.targets import TargetRefused
 from harness.procs import forwarding_signals
-from harness.targets import TargetRefused
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clients.paths import REPO_ROOT
 from harness.metrics import noise
-from harness.paths import REPO_ROOT
 
 SYSCTLS = (
     "net.core.somaxconn",

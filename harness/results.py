@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.atomic import write_atomic
+from clients.atomic import write_atomic
 
 SCHEMA_VERSION = 1
 TABLES = ("points", "timeseries", "histograms", "profiles")

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.metrics import perf
-from harness.paths import REPO_ROOT, MissingBinary
 from harness.results import RunDir, new_run_id
 from harness.runner import MissingTool, RunContext, base_manifest, pending, preflight, run_points
 from harness.scenario import Point, Scenario, ScenarioError, load

@@ -19,13 +19,13 @@ from typing import Any
 
 import clients
 from clients import validity
+from clients.paths import binary
+from clients.targets import check_target
 from harness import interrupts, procs, servers, topology
 from harness.metrics.cpu import process_tree
 from harness.metrics.sampler import SamplerConfig, WindowSampler
-from harness.paths import binary
 from harness.results import SCHEMA_VERSION, RunDir
 from harness.scenario import ExternalServer, Point, Scenario, WbServer, points, sweep_columns
-from harness.targets import check_target
 
 SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
                        "sigio_overflows", "fallback_rescans", "requests", "replies",

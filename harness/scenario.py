@@ -24,10 +24,10 @@ from pydantic import (
     model_validator,
 )
 
+from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, check_sclient_only
-from harness.paths import REPO_ROOT
+from clients.targets import check_request_path
 from harness.servers import DISPATCHES, check_rt_signal_queue
-from harness.targets import check_request_path
 
 
 class ScenarioError(ValueError):

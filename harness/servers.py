@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import paths
+from clients import paths
 from harness.procs import forwarding_signals
 
 DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")

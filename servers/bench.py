@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import clients
-from harness import paths
+from clients import paths
 from harness.metrics.cpu import TreeSchedstat
 from harness.servers import DISPATCHES, ServerConfig, running
 from harness.wrk_idle import cpus, measure, raise_fd_limit

@@ -6,7 +6,7 @@ import re
 import shutil
 
 from clients.spec import LoadSpec
-from harness.targets import TargetRefused, check_request_path, check_target, check_url
+from clients.targets import TargetRefused, check_request_path, check_target, check_url
 
 _TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 

@@ -17,7 +17,7 @@ from clients.drivers.common import (
 )
 from clients.schema import ERROR_KINDS, null_histogram, skeleton
 from clients.spec import LoadSpec
-from harness.targets import url_for
+from clients.targets import url_for
 
 TOOL = "wrk"
 PERCENTILE_KEYS = {"50": "p50_us", "90": "p90_us", "99": "p99_us", "99.9": "p999_us",

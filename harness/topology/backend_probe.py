@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from harness.paths import MissingBinary, binary
+from clients.paths import MissingBinary, binary
 from harness.topology.ledger import Ledger
 from harness.topology.model import Topology, TopologyError
 

@@ -10,7 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from harness.paths import binary
+from clients.paths import binary
 from harness.topology import cleanup
 from harness.topology.addressing import (
     AddressPlan,

@@ -22,7 +22,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.paths import binary
+from clients.paths import binary
 from harness.procs import die_with_parent
 from harness.topology.addressing import AddressPlan, LinkPlan
 from harness.topology.commands import (

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from harness.paths import MissingBinary
+from clients.paths import MissingBinary
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
 from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run, untrusted

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.atomic import write_atomic
+from clients.atomic import write_atomic
 from harness.topology.addressing import check_prefix
 from harness.topology.model import TopologyError
 

@@ -130,7 +130,7 @@ def test_every_command_is_checked_after_it_is_built(generator, any_tool, sclient
 @pytest.mark.parametrize("generator", ["wrk", "wrk2"])
 def test_a_built_url_pointing_elsewhere_is_refused(generator, any_tool, monkeypatch):
     from clients.drivers import wrk, wrk2
-    from harness.targets import TargetRefused
+    from clients.targets import TargetRefused
 
     for bad in ("http://127.0.0.1:8080@127.0.0.2:9/", "http://127.0.0.2:9/",
                 "http://192.0.2.1:8080/", "https://127.0.0.1:8080/", "http://127.0.0.1:8080/\n"):
@@ -142,7 +142,7 @@ def test_a_built_url_pointing_elsewhere_is_refused(generator, any_tool, monkeypa
 
 def test_httperf_built_destination_is_checked(any_tool):
     from clients.drivers.common import check_command
-    from harness.targets import TargetRefused
+    from clients.targets import TargetRefused
 
     spec = _spec("httperf")
     argv = clients.command(spec)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import harness.paths
+import clients.paths
 from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.calibrate import CalibrationError, calibrate_link
 from harness.topology.ledger import process_start_time
@@ -234,7 +234,7 @@ def test_same_prefix_twice_is_refused(no_leftovers):
 
 def test_sanitizer_build_forwards_and_exits_clean(no_leftovers, monkeypatch):
     asan_dir = build("build/asan/bin/wb-linkem").parent
-    monkeypatch.setattr(harness.paths, "BIN_DIR", asan_dir)
+    monkeypatch.setattr(clients.paths, "BIN_DIR", asan_dir)
     overrides = {"links.lan.delay_ms": "2", "links.lan.jitter_ms": "1",
                  "links.lan.loss_pct": "5", "links.lan.rate_mbit": "50"}
     with up(no_leftovers, overrides, calibrate=False) as handle:

@@ -1,4 +1,6 @@
-"""Atomic file replacement: readers see the old file or the new one, never half of either."""
+"""Atomic file replacement: readers see the old file or the new one, never half of either.
+
+At the bottom of the tree: generators write their result with it, harness/ its records."""
 
 from __future__ import annotations
 

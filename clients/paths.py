@@ -1,4 +1,5 @@
-"""Where the repository, its built binaries and its data files live."""
+"""Where the repository, its built binaries and its data files live; the one answer clients/
+and harness/ both ask (it imports nothing of either)."""
 
 from __future__ import annotations
 
