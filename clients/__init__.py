@@ -40,8 +40,7 @@ def _driver(generator: str):
 def command(spec: LoadSpec) -> list[str]:
     """argv of the generator process for spec."""
     if spec.generator == "sclient":
-        argv = [str(binary("wb-sclient")), *native_argv(spec)]
-        return argv + (["--workers", str(spec.workers)] if spec.workers else [])
+        return [str(binary("wb-sclient")), *native_argv(spec)]
     if spec.generator == "asyncio":
         return [sys.executable, "-m", "clients.asyncgen", *native_argv(spec)]
     return _driver(spec.generator).command(spec)

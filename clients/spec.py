@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from clients.targets import TargetRefused, check_request_path, check_target, split_host_port
 
@@ -13,36 +16,79 @@ Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
 
 
+NATIVE = ("sclient", "asyncio")  # the generators whose flags are named after these options
+SCLIENT = ("sclient",)
+
+
+def option(flag: str, default: Any = MISSING, *, native: tuple[str, ...] = NATIVE,
+           load: bool = True, **argparse: Any) -> Any:
+    """A LoadSpec field with its command-line face beside it: flag, help, metavar.
+
+    native: the generators that take the option under this flag (native_argv passes it);
+    load: `wanbench load` offers it. argparse: help, metavar and anything the field's type
+    does not say (action, required, a converting type, the command line's own default)."""
+    return field(default=default,
+                 metadata={"flag": flag, "native": native, "load": load, "argparse": argparse})
+
+
+def source_addrs_arg(text: str) -> list[str] | str | None:
+    """--source as given: a CIDR string, a comma list, or 'auto' (None: the generator picks)."""
+    if text == "auto":
+        return None
+    return text if "/" in text else text.split(",")
+
+
 @dataclass
 class LoadSpec:
-    generator: Generator
-    targets: list[str]
-    hot_conns: int = 0
-    rate_rps: float | None = None  # None: closed loop
-    arrivals: Literal["fixed", "poisson"] = "fixed"
-    duration_s: float = 10.0  # measured window; 0 = hold cold connections until signalled
-    warmup_s: float = 1.0
-    requests_per_conn: int | None = None  # None: persistent
-    path: str = "/"
-    connect_timeout_s: float = 5.0
-    response_timeout_s: float = 5.0
-    cold_conns: int = 0
-    cold_ramp_rps: float | None = None  # None: as fast as the generator can open them
-    cold_interval_s: float | None = None  # None: silent
-    source_addrs: list[str] | str | None = None  # list, CIDR string, or None (automatic)
-    stream_conns: int = 0
-    stream_mbps: float | None = None
-    seed: int = 1
-    cpu: int | None = None
-    json_path: str | None = None
-    max_outstanding: int = 1
-    late_us: float | None = None  # None: the generator's default
-    spin_us: int = 0  # sclient: fixed poll lead; 0: adaptive (clients/README.md)
-    coalesce_us: int = 0  # sclient: never sleep for less (fewer wake-ups at high rates)
-    workers: int = 0  # sclient shards; 0: automatic from RLIMIT_NOFILE
-    hog: bool = False  # httperf --hog: only when asked (it spins when ports run out)
+    generator: Generator = option("--generator", native=(), cli_default="sclient",
+                                  help="which load generator runs")
+    targets: list[str] = option("--target", native=(), action="append", required=True,
+                                metavar="HOST:PORT",
+                                help="server to load (repeatable for sclient/asyncio)")
+    hot_conns: int = option("--hot-conns", 0, metavar="N")
+    rate_rps: float | None = option("--rate", None, metavar="R",
+                                    help="requests/s; omit for a closed loop")
+    arrivals: Literal["fixed", "poisson"] = option("--arrivals", "fixed")
+    duration_s: float = option("--duration", 10.0, metavar="S",
+                               help="measured seconds (0: hold cold connections until Ctrl-C)")
+    warmup_s: float = option("--warmup", 1.0, metavar="S")
+    requests_per_conn: int | None = option("--requests-per-conn", None, metavar="N",
+                                           help="default: persistent")
+    path: str = option("--path", "/",
+                       help="request path: starts with /, printable ASCII without @ \\ \" "
+                            "(percent-encode those); the host goes in --target")
+    connect_timeout_s: float = option("--connect-timeout", 5.0, metavar="S")
+    response_timeout_s: float = option("--response-timeout", 5.0, metavar="S")
+    cold_conns: int = option("--cold", 0, metavar="N", help="idle connections to hold")
+    cold_ramp_rps: float | None = option("--cold-ramp", None, metavar="R",
+                                         help="cold connects per second")
+    cold_interval_s: float | None = option(
+        "--cold-interval", None, metavar="S",
+        help="each cold connection sends one request every S seconds")
+    source_addrs: list[str] | str | None = option(
+        "--source", None, type=source_addrs_arg, metavar="LIST|CIDR",
+        help="source addresses (comma list or CIDR)")  # None: automatic
+    stream_conns: int = option("--stream", 0, metavar="N", help="stream connections")
+    stream_mbps: float | None = option("--stream-mbps", None, metavar="B")
+    seed: int = option("--seed", 1)
+    cpu: int | None = option("--cpu", None, help="pin the generator to this CPU")
+    json_path: str | None = option("--json", None, load=False)  # the generator writes here
+    max_outstanding: int = option("--max-outstanding", 1, load=False)
+    late_us: float | None = option("--late-us", None, load=False)  # None: the generator's
+    spin_us: int = option(
+        "--spin-us", 0, native=SCLIENT, metavar="US",
+        help="sclient: poll instead of sleeping from US before each send until its reply "
+             "(µs-level latency at low rates, costs CPU); 0 (default): the lead before each "
+             "send adapts to the machine's wake-up lateness")
+    coalesce_us: int = option("--coalesce-us", 0, native=SCLIENT, metavar="US",
+                              help="sclient: never sleep for less (fewer wake-ups at high rates)")
+    workers: int = option("--workers", 0, native=SCLIENT,
+                          help="sclient shards (0: automatic)")  # from RLIMIT_NOFILE
+    hog: bool = option("--hog", False, native=(),
+                       help="httperf --hog (spins when ports run out)")  # only when asked
     threads: int | None = None  # wrk/wrk2 threads; None: min(hot_conns, 2)
-    allow_any_target: bool = False
+    allow_any_target: bool = option("--allow-any-target", False, native=(),
+                                    help="allow targets outside loopback and 198.18.0.0/15")
 
     def __post_init__(self) -> None:
         if self.generator not in GENERATORS:
@@ -91,38 +137,61 @@ def check_sclient_only(generator: str, **options: int) -> None:
                              f"poll or coalesce its sleeps: use generator: sclient or drop {name}")
 
 
+def options(names: Iterable[str] | None = None) -> list[Field]:
+    """LoadSpec's fields that have a command line, in declaration order (or only names)."""
+    wanted = None if names is None else set(names)
+    return [f for f in fields(LoadSpec)
+            if "flag" in f.metadata and (wanted is None or f.name in wanted)]
+
+
+def load_options() -> list[Field]:
+    """The options `wanbench load` offers."""
+    return [f for f in options() if f.metadata["load"]]
+
+
+def native_options(generator: str) -> list[Field]:
+    """The options generator takes under LoadSpec's flag names (wb-sclient, asyncgen)."""
+    return [f for f in options() if generator in f.metadata["native"]]
+
+
+def add_arguments(parser: argparse.ArgumentParser, opts: Iterable[Field],
+                  defaults: Mapping[str, Any] | None = None) -> None:
+    """One argparse option per field: dest is the field's name, the type, choices or
+    store_true come from its annotation, the default from the field (or defaults)."""
+    hints = get_type_hints(LoadSpec)
+    for f in opts:
+        kw = dict(f.metadata["argparse"])
+        cli_default = kw.pop("cli_default", f.default)
+        kind = _base_type(hints[f.name])
+        if kind is bool:
+            kw.setdefault("action", "store_true")
+        elif get_origin(kind) is Literal:
+            kw.setdefault("choices", get_args(kind))
+        elif kind in (int, float, str):
+            kw.setdefault("type", kind)
+        if not kw.get("required"):
+            kw["default"] = (defaults or {}).get(f.name, cli_default)
+        parser.add_argument(f.metadata["flag"], dest=f.name, **kw)
+
+
+def _base_type(hint: Any) -> Any:
+    """int for `int | None`; other hints as they are."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    return args[0] if isinstance(hint, types.UnionType) and len(args) == 1 else hint
+
+
 def native_argv(spec: LoadSpec) -> list[str]:
-    """Options shared by wb-sclient and the asyncio generator (same flag names)."""
+    """wb-sclient's or the asyncio generator's argv for spec: the checked targets, then every
+    option it takes that is set. An option left at a default of 0 or None is not passed: the
+    generator's own default is the same, and wb-sclient reads a given --spin-us as fixed."""
     argv: list[str] = []
     for host, port in spec.resolved_targets():
         argv += ["--target", f"{host}:{port}"]
-    opts: list[tuple[str, Any]] = [
-        ("--hot-conns", spec.hot_conns or None),
-        ("--rate", spec.rate_rps),
-        ("--arrivals", spec.arrivals),
-        ("--duration", spec.duration_s),
-        ("--warmup", spec.warmup_s),
-        ("--requests-per-conn", spec.requests_per_conn),
-        ("--path", spec.path),
-        ("--connect-timeout", spec.connect_timeout_s),
-        ("--response-timeout", spec.response_timeout_s),
-        ("--max-outstanding", spec.max_outstanding),
-        ("--late-us", spec.late_us),
-        ("--spin-us", spec.spin_us or None),
-        ("--coalesce-us", spec.coalesce_us or None),
-        ("--cold", spec.cold_conns or None),
-        ("--cold-ramp", spec.cold_ramp_rps),
-        ("--cold-interval", spec.cold_interval_s),
-        ("--source", _sources(spec.source_addrs)),
-        ("--stream", spec.stream_conns or None),
-        ("--stream-mbps", spec.stream_mbps),
-        ("--seed", spec.seed),
-        ("--cpu", spec.cpu),
-        ("--json", spec.json_path),
-    ]
-    for flag, value in opts:
-        if value is not None:
-            argv += [flag, str(value)]
+    for f in native_options(spec.generator):
+        value = getattr(spec, f.name)
+        if value is None or (not value and value == f.default):
+            continue
+        argv += [f.metadata["flag"], ",".join(value) if isinstance(value, list) else str(value)]
     return check_native_argv(spec, argv)
 
 
@@ -143,9 +212,3 @@ def check_native_argv(spec: LoadSpec, argv: list[str]) -> list[str]:
     if not found:
         raise TargetRefused("refusing to run: the generator's argv names no --target")
     return argv
-
-
-def _sources(value: list[str] | str | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return ",".join(value)

@@ -10,11 +10,11 @@ import sys
 # default and returns the exit code. Only the invoked command's module is imported, so a
 # command does not pay for the others' imports (pandas, matplotlib, scipy).
 COMMANDS = {
-    "server": "harness.servers",
-    "load": "harness.load",
-    "topo": "harness.topology.cli",
-    "run": "harness.run_cmd",
-    "doctor": "harness.doctor",
+    "server": "harness.commands.server",
+    "load": "harness.commands.load",
+    "topo": "harness.commands.topo",
+    "run": "harness.commands.run",
+    "doctor": "harness.commands.doctor",
     "plot": "harness.analysis.cli",
     "compare": "harness.compare",
 }

@@ -1,8 +1,7 @@
-"""`wanbench doctor`: what this machine can measure, and the fix for what it cannot."""
+"""What this machine can measure, and the fix for what it cannot (`wanbench doctor` shows it)."""
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import resource
@@ -12,12 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from clients.paths import BIN_DIR
 from harness.manifest import sysctl
-from harness.metrics import noise, perf
+from harness.metrics import perf
 from harness.topology.addressing import new_prefix
 from harness.topology.backend_probe import probe_netem
 from harness.topology.ledger import Ledger
@@ -168,28 +164,3 @@ CHECKS: tuple[Callable[[], Check], ...] = (
 
 def run_checks() -> list[Check]:
     return [check() for check in CHECKS]
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("doctor", help="what this machine can measure, and fixes")
-    parser.set_defaults(func=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    results = run_checks()
-    table = Table(title="wanbench doctor")
-    for column in ("capability", "status", "detail", "fix"):
-        table.add_column(column, overflow="fold")
-    for check in results:
-        status = "[green]ok[/green]" if check.ok else (
-            f"[red]{check.shortfall}[/red]" if check.essential
-            else f"[yellow]{check.shortfall}[/yellow]")
-        table.add_row(check.name, status, check.detail, check.fix)
-    Console().print(table)
-    noise_table = Table(title="noise sources (nothing is changed; suggestions only)")
-    for column in ("source", "now", "suggestion"):
-        noise_table.add_column(column, overflow="fold")
-    for source in noise.sources():
-        noise_table.add_row(source.name, source.value, source.suggestion or "—")
-    Console().print(noise_table)
-    return 1 if any(c.essential and not c.ok for c in results) else 0

@@ -25,7 +25,7 @@ with bring_up(load_topology(sys.argv[1]), "userspace", calibrate=False) as handl
 
 
 def topo(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.topology.cli", "topo", *args],
+    return subprocess.run([sys.executable, "-m", "harness.cli", "topo", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
 
 

@@ -75,7 +75,7 @@ def test_userspace_commands_start_one_emulator_per_link(linkem):
 
 
 def test_dry_run_prints_the_planned_commands():
-    out = subprocess.run([sys.executable, "-m", "harness.topology.cli", "topo", "up",
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "topo", "up",
                           str(REPO / "topologies/lan.yaml"), "--dry-run", "--backend", "netem",
                           "--prefix", "wbt2", "--set", "links.lan.delay_ms=7"],
                          capture_output=True, text=True, check=True, cwd=REPO)
@@ -87,7 +87,7 @@ def test_dry_run_prints_the_planned_commands():
 
 
 def test_dry_run_with_bad_override_fails_clearly():
-    out = subprocess.run([sys.executable, "-m", "harness.topology.cli", "topo", "up",
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "topo", "up",
                           str(REPO / "topologies/lan.yaml"), "--dry-run", "--set", "links.lan"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 2

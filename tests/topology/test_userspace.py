@@ -366,7 +366,7 @@ def test_calibration_helpers_die_with_a_killed_runner(no_leftovers, state_dir, s
         time.sleep(0.05)
     left = [cmd for pid, (cmd, t) in helpers.items() if alive(pid, t)]
     no_leftovers.extend(p.stem for p in state_dir.glob("wb*.json"))
-    clean = subprocess.run([sys.executable, "-m", "harness.topology.cli", "topo", "clean"],
+    clean = subprocess.run([sys.executable, "-m", "harness.cli", "topo", "clean"],
                            capture_output=True, text=True, cwd=REPO, timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert left == [], f"still running 2 s after the runner's SIGKILL: {left}"

@@ -148,15 +148,3 @@ def cmd_clean(args: argparse.Namespace) -> int:
         print(f"left alone (not a ledger of ours, nothing it names was touched): {path}: "
               f"{problem}; fix: remove the file if you know where it came from")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.topology.cli topo ...`: the topo commands without the other stages."""
-    parser = argparse.ArgumentParser(prog="wanbench")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

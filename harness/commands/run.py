@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="exit 0 even when some point × repetition is invalid")
     parser.epilog = EXIT_STATUSES
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.set_defaults(func=main)
+    parser.set_defaults(func=handle)
 
 
 EXIT_STATUSES = """exit status:
@@ -78,7 +78,7 @@ def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
     return load(args.scenario, args.set), args.scenario.resolve().parent, None
 
 
-def main(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     try:
         scenario, scenario_dir, run_dir = _load(args)

@@ -1,0 +1,36 @@
+"""`wanbench doctor`: the machine's checks and noise sources as two tables."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.doctor import run_checks
+from harness.metrics import noise
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("doctor", help="what this machine can measure, and fixes")
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    results = run_checks()
+    table = Table(title="wanbench doctor")
+    for column in ("capability", "status", "detail", "fix"):
+        table.add_column(column, overflow="fold")
+    for check in results:
+        status = "[green]ok[/green]" if check.ok else (
+            f"[red]{check.shortfall}[/red]" if check.essential
+            else f"[yellow]{check.shortfall}[/yellow]")
+        table.add_row(check.name, status, check.detail, check.fix)
+    Console().print(table)
+    noise_table = Table(title="noise sources (nothing is changed; suggestions only)")
+    for column in ("source", "now", "suggestion"):
+        noise_table.add_column(column, overflow="fold")
+    for source in noise.sources():
+        noise_table.add_row(source.name, source.value, source.suggestion or "—")
+    Console().print(noise_table)
+    return 1 if any(c.essential and not c.ok for c in results) else 0

@@ -1,0 +1,86 @@
+"""`wanbench load`: run one load generator against a target and summarise its result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from clients import GeneratorFailed, LoadSpec, command, parse_result, run
+from clients.paths import MissingBinary
+from clients.spec import add_arguments, load_options
+from clients.targets import TargetRefused
+from harness.procs import forwarding_signals
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "load", help="run a load generator (sclient, asyncio, httperf, wrk, wrk2)",
+        description="Run one load generator and write its result document (clients/SCHEMA.md).")
+    add_arguments(p, load_options())
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the result document here")
+    p.set_defaults(func=handle)
+
+
+def spec_from_args(args: argparse.Namespace, json_path: str) -> LoadSpec:
+    return LoadSpec(**{f.name: getattr(args, f.name) for f in load_options()},
+                    json_path=json_path)
+
+
+def hold(spec: LoadSpec) -> dict[str, Any]:
+    """Cold-only hold until Ctrl-C: relay the generator's events, stop it, read its result."""
+    proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
+    # On SIGTERM the generator writes its result and exits, which ends its stdout.
+    with forwarding_signals(proc, (signal.SIGINT, signal.SIGTERM), send=signal.SIGTERM):
+        for line in proc.stdout or ():
+            print(line.rstrip(), flush=True)
+        proc.wait()
+    return parse_result(spec, "", "")
+
+
+def summary(doc: dict[str, Any]) -> str:
+    def fmt(v: Any, unit: str = "") -> str:
+        return "n/a" if v is None else (f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}")
+
+    corrected, uncorrected = doc["latency"]["corrected"], doc["latency"]["uncorrected"]
+    cold = doc["cold"]
+    lines = [
+        f"{doc['generator']}: {'valid' if doc['valid'] else 'NOT VALID'} over "
+        f"{fmt(doc['duration_s'], ' s')}",
+        f"  offered {fmt(doc['offered_rate_rps'], ' req/s')}, sent "
+        f"{fmt(doc['request_rate_rps'], ' req/s')}, replies {fmt(doc['reply_rate_rps'], ' /s')}",
+        f"  errors {doc['errors']}",
+        f"  latency p50/p99 corrected {fmt(corrected['p50_us'])}/{fmt(corrected['p99_us'])} us, "
+        f"uncorrected {fmt(uncorrected['p50_us'])}/{fmt(uncorrected['p99_us'])} us",
+        f"  late sends {fmt(doc['late_sends'])}, "
+        f"max slip {fmt(doc['max_schedule_slip_us'], ' us')}",
+    ]
+    if cold.get("requested"):
+        lines.append(f"  cold: {cold['established']} established, {cold['held']} held, "
+                     f"{cold['reconnected']} reconnected, {cold['failed']} failed")
+    if doc.get("stream"):
+        lines.append(f"  stream: {fmt(doc['stream']['achieved_mbps'], ' Mbit/s')}")
+    lines += [f"  not valid: {reason}" for reason in doc["invalid_reasons"]]
+    return "\n".join(lines)
+
+
+def handle(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="wb-load-") as tmp:
+        try:
+            spec = spec_from_args(args, os.path.join(tmp, "result.json"))
+            doc = hold(spec) if spec.duration_s == 0 else run(spec)
+        except (TargetRefused, ValueError, GeneratorFailed, FileNotFoundError,
+                MissingBinary) as exc:
+            print(f"wanbench load: {exc}", file=sys.stderr)
+            return 2
+    print(summary(doc))
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"result: {args.json}")
+    return 0 if doc["valid"] else 1
