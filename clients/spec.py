@@ -72,9 +72,12 @@ class LoadSpec:
     stream_mbps: float | None = option("--stream-mbps", None, metavar="B")
     seed: int = option("--seed", 1)
     cpu: int | None = option("--cpu", None, help="pin the generator to this CPU")
-    json_path: str | None = option("--json", None, load=False)  # the generator writes here
-    max_outstanding: int = option("--max-outstanding", 1, load=False)
-    late_us: float | None = option("--late-us", None, load=False)  # None: the generator's
+    json_path: str | None = option("--json", None, load=False, metavar="PATH",
+                                   help="write the result document here")
+    max_outstanding: int = option("--max-outstanding", 1, load=False, metavar="N")
+    late_us: float | None = option("--late-us", None, load=False, metavar="US",
+                                   help="a send later than this is late (default: the "
+                                        "generator's)")
     spin_us: int = option(
         "--spin-us", 0, native=SCLIENT, metavar="US",
         help="sclient: poll instead of sleeping from US before each send until its reply "

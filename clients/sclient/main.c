@@ -94,7 +94,9 @@ static void parse_sources(struct opts *o, const char *spec) {
     free(copy);
 }
 
-/* Loopback answers from all of 127.0.0.0/8: give each PER_SOURCE_CONNS connections their own. */
+/* Loopback answers from all of 127.0.0.0/8: give each PER_SOURCE_CONNS connections their own.
+ * The rule is clients/sources.py's (loopback_fallback); tests/clients/test_sources.py holds
+ * this copy to it. */
 static void auto_sources(struct opts *o) {
     int total = o->hot_conns + o->cold_conns + o->stream_conns;
     for (int i = 0; i < o->ntargets; i++)

@@ -9,7 +9,7 @@
 
 #define SCLIENT_VERSION "1.0"
 #define MAX_TARGETS 64
-#define PER_SOURCE_CONNS 5000 /* keeps the kernel's port search short */
+#define PER_SOURCE_CONNS 5000 /* sources.CONNS_PER_SOURCE: keeps the kernel's port search short */
 #define LEAD_QUANTILE 0.99  /* adaptive lead: covers this share of recent wake-ups (loop.c) */
 #define LEAD_MAX_NS 2000000LL /* at most 2 ms of polling before a send */
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from clients import LoadSpec, command, parse_result, run, validate
-from clients.asyncgen import ResponseFramer
+from clients.asyncgen.conn import ResponseFramer
 from tests.clients.conftest import GENERATOR_CPU, stop_generator, wait_line
 
 

@@ -1,0 +1,52 @@
+"""`python -m clients.asyncgen`: run the asyncio generator, write its result document."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from clients.asyncgen.generator import Generator
+from clients.asyncgen.options import parse_args
+from clients.atomic import write_atomic
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    gen = Generator(args)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        gen.ctx.loop.add_signal_handler(sig, gen.stop)
+    doc = await gen.run()
+    gen.cancel_tasks()
+    return doc
+
+
+def write_json(doc: dict[str, Any], path: str | None) -> None:
+    text = json.dumps(doc) + "\n"
+    if not path:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_atomic(Path(path), text.encode())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    try:
+        import uvloop
+    except ImportError:
+        doc = asyncio.run(amain(args))
+    else:
+        doc = uvloop.run(amain(args))
+    write_json(doc, args.json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
