@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,9 +40,26 @@ def raising() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
+    previous_hook = sys.unraisablehook
+
+    def swallowed(unraisable: sys.UnraisableHookArgs) -> None:
+        # The handler ran where Python ignores exceptions (a fork hook of subprocess, a
+        # __del__): the Interrupted would be printed and lost, and the bring-up go on.
+        # Deliver the signal again a little later (sent at once, its handler would run here
+        # again); the handler then raises at the main thread's next ordinary line, and should
+        # it land in such a place again, this hook tries once more.
+        if isinstance(unraisable.exc_value, Interrupted):
+            again = threading.Timer(0.01, os.kill, (os.getpid(), unraisable.exc_value.signum))
+            again.daemon = True
+            again.start()
+        else:
+            previous_hook(unraisable)
+
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    sys.unraisablehook = swallowed
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = previous_hook
