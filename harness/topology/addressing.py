@@ -7,11 +7,10 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from harness.topology.model import ALLOWED_NET, Topology, TopologyError
+from clients.targets import BENCHMARK_NET
+from harness.topology.model import Topology, TopologyError
 
 PREFIX_RE = re.compile(r"wb[0-9a-z]{2,8}")
-LINK_SUBNETS = ipaddress.ip_network("198.18.0.0/16")   # link k: 198.18.k.0/24
-HOST_BLOCKS = ipaddress.ip_network("198.19.0.0/16")    # host i: 198.19.i.0/24 on its lo
 
 
 def new_prefix() -> str:
@@ -90,8 +89,8 @@ def _check_disjoint(hosts: dict[str, HostPlan], links: list[LinkPlan]) -> None:
     nets = [(f"hosts.{h.name}", h.block) for h in hosts.values()]
     nets += [(f"links.{lk.name}", lk.subnet) for lk in links]
     for i, (where, net) in enumerate(nets):
-        if not net.subnet_of(ALLOWED_NET):
-            raise TopologyError(f"{where}: {net} is outside {ALLOWED_NET}")
+        if not net.subnet_of(BENCHMARK_NET):
+            raise TopologyError(f"{where}: {net} is outside {BENCHMARK_NET}")
         for other, net2 in nets[i + 1:]:
             if net.overlaps(net2):
                 raise TopologyError(f"{where} ({net}) overlaps {other} ({net2}); "

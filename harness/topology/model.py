@@ -10,7 +10,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-ALLOWED_NET = ipaddress.ip_network("198.18.0.0/15")
+from clients.targets import BENCHMARK_NET
+
 ROLES = ("server", "hot", "cold")
 MTU_BYTES = 1500
 QUEUE_FLOOR_PACKETS = 1000
@@ -164,9 +165,9 @@ def _check_allowed(where: str, text: str) -> None:
         net = ipaddress.ip_network(text, strict=False)
     except ValueError as exc:
         raise ValueError(f"{where}: {text!r} is not an IPv4 address or subnet ({exc})") from None
-    if net.version != 4 or not net.subnet_of(ALLOWED_NET):
-        raise ValueError(f"{where}: {text} is outside {ALLOWED_NET}; wanbench only uses "
-                         f"addresses in {ALLOWED_NET} (RFC 2544 benchmarking range)")
+    if net.version != 4 or not net.subnet_of(BENCHMARK_NET):
+        raise ValueError(f"{where}: {text} is outside {BENCHMARK_NET}; wanbench only uses "
+                         f"addresses in {BENCHMARK_NET} (RFC 2544 benchmarking range)")
 
 
 def apply_override(data: dict, key: str, value: str) -> None:
