@@ -83,15 +83,6 @@ def contained_pid(pid: int) -> int | None:
     return None if init is None else _only_child(init)
 
 
-def pin_argv(cpu: int | None) -> list[str]:
-    """Prefix that pins a command to one CPU (taskset), or nothing."""
-    if cpu is None:
-        return []
-    if cpu >= (os.cpu_count() or 1):
-        raise ValueError(f"CPU {cpu} does not exist (this machine has {os.cpu_count()} CPUs)")
-    return ["taskset", "-c", str(cpu)]
-
-
 @contextmanager
 def forwarding_signals(proc: subprocess.Popen, signals: tuple[int, ...],
                        send: int | None = None) -> Iterator[None]:
