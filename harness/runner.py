@@ -20,6 +20,7 @@ from typing import Any
 import clients
 from clients import validity
 from clients.paths import binary
+from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import interrupts, procs, servers, topology
 from harness.metrics.cpu import process_tree
@@ -236,7 +237,7 @@ class PointRun:
         for path, text in files.items():
             path.write_text(text)
         prefix = self.ends.prefix(self.ends.server_host)
-        self.server = await self._spawn_server(procs.pin_argv(self.config.cpus.server) + argv)
+        self.server = await self._spawn_server(pin_argv(self.config.cpus.server) + argv)
         deadline = time.monotonic() + spec.ready_timeout_s
         while time.monotonic() < deadline:
             if self.server.returncode is not None:
