@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 
+from clients.pinning import pin_argv
 from clients.spec import LoadSpec
 from clients.targets import TargetRefused, check_request_path, check_target, check_url
 
@@ -25,7 +26,7 @@ def tool_path(name: str) -> str:
 
 def prefix(spec: LoadSpec) -> list[str]:
     """Pin the tool with taskset when the spec names a CPU (it has no option of its own)."""
-    return ["taskset", "-c", str(spec.cpu)] if spec.cpu is not None else []
+    return pin_argv(spec.cpu)
 
 
 def check_command(spec: LoadSpec, argv: list[str]) -> list[str]:
