@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from harness.procs import forwarding_signals
@@ -41,10 +42,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    cfg = ServerConfig(dispatch=args.dispatch, accept=args.accept, reply_bytes=args.reply_bytes,
-                       listen=args.listen, backlog=args.backlog, workers=args.workers,
-                       cpu=args.cpu, stats_path=args.stats, sink=args.sink,
-                       rt_signal_queue=args.rt_signal_queue)
+    try:
+        cfg = ServerConfig(dispatch=args.dispatch, accept=args.accept,
+                           reply_bytes=args.reply_bytes, listen=args.listen,
+                           backlog=args.backlog, workers=args.workers, cpu=args.cpu,
+                           stats_path=args.stats, sink=args.sink,
+                           rt_signal_queue=args.rt_signal_queue)
+    except ValueError as exc:
+        print(f"wanbench server: {exc}", file=sys.stderr)
+        return 2
     proc = subprocess.Popen(cfg.argv())
     with forwarding_signals(proc, FORWARDED):
         return proc.wait()
