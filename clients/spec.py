@@ -14,6 +14,9 @@ from clients.targets import TargetRefused, check_request_path, check_target, spl
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
+# Connections of each kind (hot, cold, stream) one run may ask for; wb-sclient's own guard
+# (MAX_CONNS in sclient/main.c) is tested against it.
+MAX_CONNS = 1_000_000
 
 
 NATIVE = ("sclient", "asyncio")  # the generators whose flags are named after these options
@@ -105,6 +108,9 @@ class LoadSpec:
         self.path = check_request_path(self.path)
         if self.arrivals not in ("fixed", "poisson"):
             raise ValueError(f"arrivals {self.arrivals!r} is not fixed or poisson")
+        for kind in ("hot_conns", "cold_conns", "stream_conns"):
+            if not 0 <= getattr(self, kind) <= MAX_CONNS:
+                raise ValueError(f"{kind} {getattr(self, kind)} is outside 0..{MAX_CONNS}")
         if not (self.hot_conns or self.cold_conns or self.stream_conns):
             raise ValueError("nothing to run: set hot_conns, cold_conns or stream_conns")
         if self.rate_rps is not None and self.rate_rps <= 0:
