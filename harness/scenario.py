@@ -25,9 +25,15 @@ from pydantic import (
 )
 
 from clients.paths import REPO_ROOT
-from clients.spec import GENERATORS, check_sclient_only
+from clients.spec import GENERATORS, MAX_CONNS, check_sclient_only
 from clients.targets import check_request_path
-from harness.servers import DISPATCHES, check_rt_signal_queue
+from harness.servers import (
+    DISPATCHES,
+    MAX_REPLY_BYTES,
+    MAX_WORKERS,
+    check_accept,
+    check_rt_signal_queue,
+)
 
 
 class ScenarioError(ValueError):
@@ -55,8 +61,8 @@ class WbServer(Strict):
     kind: Literal["wb-server"] = "wb-server"
     dispatch: Literal[DISPATCHES] = "epoll"  # type: ignore[valid-type]
     accept: str = "multi"
-    reply_bytes: int = Field(92, ge=0, le=1 << 24)
-    workers: int = Field(1, ge=1, le=64)
+    reply_bytes: int = Field(92, ge=0, le=MAX_REPLY_BYTES)
+    workers: int = Field(1, ge=1, le=MAX_WORKERS)
     backlog: int | None = Field(None, ge=1)
     port: int = Field(8080, ge=1, le=65535)
     # RLIMIT_SIGPENDING for the server; the papers' Linux 2.4 queued at most 1024 RT signals
@@ -70,11 +76,7 @@ class WbServer(Strict):
     @field_validator("accept", mode="before")
     @classmethod
     def _accept(cls, value: Any) -> str:
-        text = str(value)
-        if text in ("single", "multi") or (text.isdigit() and int(text) > 0):
-            return text
-        raise ValueError(f"accept {value!r} is not allowed; allowed: single, multi, or a "
-                         f"positive number N (at most N accepts per readiness)")
+        return check_accept(str(value))  # YAML reads `accept: 4` as a number
 
 
 def check_file_name(name: str) -> str:
@@ -148,7 +150,7 @@ class ExternalServer(Strict):
 
 class Hot(Strict):
     generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
-    conns: int = Field(10, ge=0)
+    conns: int = Field(10, ge=0, le=MAX_CONNS)
     rate_rps: float | None = Field(None, gt=0)
     arrivals: Literal["fixed", "poisson"] = "fixed"
     requests_per_conn: int | None = Field(None, ge=1)
@@ -172,13 +174,13 @@ class Hot(Strict):
 
 
 class Cold(Strict):
-    conns: int = Field(0, ge=0, le=1_000_000)
+    conns: int = Field(0, ge=0, le=MAX_CONNS)
     ramp_rps: float = Field(20_000, gt=0)
     interval_s: float | None = Field(None, gt=0)
 
 
 class Stream(Strict):
-    conns: int = Field(ge=1)
+    conns: int = Field(ge=1, le=MAX_CONNS)
     mbps: float = Field(gt=0)
 
 

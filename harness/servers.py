@@ -17,13 +17,22 @@ from typing import Any
 
 from clients import paths
 
+# wb-server's choices and limits, decided here for every Python caller (ServerConfig, the
+# scenario, `wanbench server`). servers/main.c keeps its own guards; tests/servers/test_cli.py
+# holds the binary to these.
 DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
+MAX_REPLY_BYTES = 64 << 20  # 64 MiB: every worker builds its replies in memory up front
+MAX_WORKERS = 64
+MAX_ACCEPT = 2**31 - 1  # --accept N is a C int
 
 
 def check_accept(accept: str) -> str:
-    if accept in ("single", "multi") or (accept.isdigit() and int(accept) > 0):
+    """single (one accept per listener readiness), multi (until EAGAIN) or N (at most N)."""
+    if accept in ("single", "multi") or (
+            accept.isascii() and accept.isdigit() and 0 < int(accept) <= MAX_ACCEPT):
         return accept
-    raise ValueError(f"accept strategy {accept!r} is not single, multi or a positive count")
+    raise ValueError(f"accept {accept!r} is not allowed; allowed: single, multi, or a "
+                     f"positive number N up to {MAX_ACCEPT} (at most N accepts per readiness)")
 
 
 @dataclass
@@ -45,8 +54,10 @@ class ServerConfig:
         if self.dispatch not in DISPATCHES:
             raise ValueError(f"dispatch {self.dispatch!r} is not one of {', '.join(DISPATCHES)}")
         check_accept(self.accept)
-        if self.reply_bytes < 0 or self.workers < 1:
-            raise ValueError("reply_bytes must be >= 0 and workers >= 1")
+        if not 0 <= self.reply_bytes <= MAX_REPLY_BYTES:
+            raise ValueError(f"reply_bytes {self.reply_bytes} is outside 0..{MAX_REPLY_BYTES}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"workers {self.workers} is outside 1..{MAX_WORKERS}")
         if self.rt_signal_queue is not None:
             check_rt_signal_queue(self.rt_signal_queue)
 
