@@ -21,6 +21,9 @@
 #define FD_RESERVE 64 /* descriptors kept for stdio, epoll, pipes */
 #define HOLD_TIMELINE_S 86400
 #define MAX_SHARDS 64 /* about 1.27 million connections at RLIMIT_NOFILE 20,000 */
+/* Connections of each kind (hot, cold, stream): clients/spec.py MAX_CONNS decides it, and
+ * tests/clients/test_limits.py holds this guard to it. */
+#define MAX_CONNS 1000000
 
 static const char usage[] =
     "usage: wb-sclient --target ADDR:PORT [--target ...] [options]\n"
@@ -145,7 +148,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'w': o->warmup_s = num(name, optarg, 0, 1e6); break;
         case 's': o->seed = (uint64_t)num(name, optarg, 0, 1e18); break;
         case 'c': o->cpu = (int)num(name, optarg, 0, CPU_SETSIZE - 1); break;
-        case 'H': o->hot_conns = (int)num(name, optarg, 0, 1e7); break;
+        case 'H': o->hot_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
         case 'r': o->rate = num(name, optarg, 0, 1e9); break;
         case 'a':
             if (strcmp(optarg, "fixed") && strcmp(optarg, "poisson")) die("--arrivals %s: expected fixed or poisson", optarg);
@@ -166,11 +169,11 @@ static void parse_args(struct opts *o, int argc, char **argv) {
             break;
         case 'L': o->slice_us = (int)num(name, optarg, 0, 100000); break;
         case 'z': o->coalesce_us = (int)num(name, optarg, 0, 1e6); break;
-        case 'k': o->cold_conns = (int)num(name, optarg, 0, 1e7); break;
+        case 'k': o->cold_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
         case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
         case 'I': o->cold_interval_s = num(name, optarg, 0, 1e6); break;
         case 'M': o->max_connecting = (int)num(name, optarg, 1, 1e6); break;
-        case 'b': o->stream_conns = (int)num(name, optarg, 0, 1e6); break;
+        case 'b': o->stream_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
         case 'B': o->stream_mbps = num(name, optarg, 0, 1e6); break;
         case 'j': o->json_path = optarg; break;
         case 'W': o->workers = (int)num(name, optarg, 0, MAX_SHARDS); break;
