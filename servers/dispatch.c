@@ -2,6 +2,7 @@
 #include "dispatch.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,15 @@ const struct dispatch_ops *dispatch_find(const char *name)
         if (strcmp(backends[i]->name, name) == 0)
             return backends[i];
     return NULL;
+}
+
+const char *dispatch_names(char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0] && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "|" : "", backends[i]->name);
+    return buf;
 }
 
 int dispatch_open(struct dispatch *d, const struct dispatch_ops *ops, int setsize,

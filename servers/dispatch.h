@@ -8,6 +8,8 @@
 #ifndef WB_DISPATCH_H
 #define WB_DISPATCH_H
 
+#include <stddef.h>
+
 #include "stats.h"
 
 #define DISPATCH_NONE 0
@@ -56,6 +58,8 @@ extern const struct dispatch_ops dispatch_select, dispatch_poll, dispatch_devpol
 
 /* The backend called `name`, or NULL. */
 const struct dispatch_ops *dispatch_find(const char *name);
+/* Every backend's name, in table order, joined by '|' into buf (for usage and errors). */
+const char *dispatch_names(char *buf, size_t size);
 
 int dispatch_open(struct dispatch *d, const struct dispatch_ops *ops, int setsize,
                   int listen_fd, struct stats *stats);

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,21 @@
 
 #include "server.h"
 
+/* wb-server's own guards. harness/servers.py decides the same limits for Python (MAX_WORKERS,
+ * MAX_REPLY_BYTES, check_accept, DISPATCHES); tests/servers/test_cli.py holds the two together. */
 #define MAX_WORKERS 64
 #define MAX_REPLY_BYTES (64L << 20)
 
-static const char usage[] =
-    "usage: wb-server --dispatch select|poll|devpoll|epoll|rtsig|uring\n"
-    "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
-    "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n";
+/* The backends are listed from their table in dispatch.c. */
+static void print_usage(FILE *f)
+{
+    char names[128];
+    fprintf(f,
+            "usage: wb-server --dispatch %s\n"
+            "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
+            "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n",
+            dispatch_names(names, sizeof names));
+}
 
 struct options {
     struct server_config server;
@@ -40,12 +49,15 @@ static struct stats *slots; /* one per worker, shared with the workers */
 static struct stats_info info;
 static volatile sig_atomic_t child_exited;
 
-static _Noreturn void bad_usage(const char *fmt, const char *what)
+static _Noreturn __attribute__((format(printf, 1, 2))) void bad_usage(const char *fmt, ...)
 {
+    va_list args;
+    va_start(args, fmt);
     fputs("wb-server: ", stderr);
-    fprintf(stderr, fmt, what);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
     fputs("\n", stderr);
-    fputs(usage, stderr);
+    print_usage(stderr);
     exit(2);
 }
 
@@ -54,11 +66,8 @@ static long parse_count(const char *flag, const char *s, long min, long max)
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "wb-server: %s: '%s' is not a whole number from %ld to %ld\n%s",
-                flag, s, min, max, usage);
-        exit(2);
-    }
+    if (errno || end == s || *end || v < min || v > max)
+        bad_usage("%s: '%s' is not a whole number from %ld to %ld", flag, s, min, max);
     return v;
 }
 
@@ -139,9 +148,11 @@ static void parse_args(int argc, char **argv)
         switch (c) {
         case 'd':
             opt.server.ops = dispatch_find(optarg);
-            if (!opt.server.ops)
-                bad_usage("--dispatch: '%s' is not select, poll, devpoll, epoll, rtsig or uring",
-                          optarg);
+            if (!opt.server.ops) {
+                char names[128];
+                bad_usage("--dispatch: '%s' is not one of %s", optarg,
+                          dispatch_names(names, sizeof names));
+            }
             break;
         case 'a':
             opt.accept_name = optarg;
@@ -160,7 +171,7 @@ static void parse_args(int argc, char **argv)
         case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
         case 'c': parse_cpus(optarg); break;
         case 'k': opt.server.sink = 1; break;
-        case 'h': fputs(usage, stdout); exit(0);
+        case 'h': print_usage(stdout); exit(0);
         case ':': bad_usage("flag %s needs a value", argv[optind - 1]);
         default: bad_usage("unknown flag %s", argv[optind - 1]);
         }

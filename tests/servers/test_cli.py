@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import DISPATCHES, ServerConfig, read_stats, running, wait_ready
+from harness.servers import (
+    DISPATCHES,
+    MAX_ACCEPT,
+    MAX_REPLY_BYTES,
+    MAX_WORKERS,
+    ServerConfig,
+    read_stats,
+    running,
+    wait_ready,
+)
 
 from .http_client import Client, request
 
@@ -55,6 +65,43 @@ def test_listens_on_ipv6(normal_binary: Path, tmp_path: Path, dispatch: str) -> 
             assert c.get().status == 200
             assert c.get().status == 200
         assert server.snapshot()["requests"] == 2
+
+
+def test_the_binary_lists_the_backends_python_knows(normal_binary: Path) -> None:
+    out = subprocess.run([str(normal_binary), "--help"], capture_output=True, text=True,
+                         timeout=10)
+    listed = re.search(r"--dispatch (\S+)", out.stdout)
+    assert listed and tuple(listed.group(1).split("|")) == DISPATCHES
+
+
+def binary_takes(binary: Path, flag: str, value: str) -> bool:
+    """Whether wb-server's parser takes `flag value`; the unknown flag after it stops the
+    run at parsing either way."""
+    out = subprocess.run([str(binary), flag, value, "--not-a-flag"], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode == 2, out.stderr
+    return "unknown flag --not-a-flag" in out.stderr
+
+
+def python_takes(flag: str, value: str) -> bool:
+    field = flag.removeprefix("--").replace("-", "_")
+    try:
+        ServerConfig(**{field: value if field in ("dispatch", "accept") else int(value)})
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    *(("--dispatch", d) for d in (*DISPATCHES, "kqueue")),
+    *(("--accept", a) for a in ("single", "multi", "some", "0", "1", "01", "-1",
+                                str(MAX_ACCEPT), str(MAX_ACCEPT + 1))),
+    *(("--reply-bytes", str(n)) for n in (-1, 0, MAX_REPLY_BYTES, MAX_REPLY_BYTES + 1)),
+    *(("--workers", str(n)) for n in (0, 1, MAX_WORKERS, MAX_WORKERS + 1)),
+])
+def test_the_binary_refuses_what_python_refuses(normal_binary: Path, flag: str,
+                                                value: str) -> None:
+    assert binary_takes(normal_binary, flag, value) == python_takes(flag, value)
 
 
 def test_server_config_refuses_unknown_values() -> None:
