@@ -89,8 +89,9 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert manifest["sweep_axes"] == ["dispatch"]
     points = pd.read_parquet(run / "points.parquet")
     assert sorted(points["dispatch"]) == ["epoll", "select"]
-    # On a busy machine the generator may be descheduled and say so; nothing else may fail.
-    reasons = points.loc[~points["valid"], "invalid_reason"]
+    # On a busy machine the generator may be descheduled, or another test crowd the server's
+    # CPU, and the point says so; nothing else may fail.
+    reasons = points.loc[~points["valid"] & ~points["interference_only"], "invalid_reason"]
     assert all("generator fell behind" in r for r in reasons), reasons.tolist()
     # 500 req/s offered, answered: the reply rate is measured, not assumed.
     assert points["reply_rate_rps"].between(450, 550).all()

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,32 @@ def test_idle_process_reads_near_zero(tmp_path: Path):
         sleeper.kill()
         sleeper.wait()
     assert totals["cpu_server_pct"] < 2
+
+
+# 1 ms of CPU every 250 ms: 0.4 % and a bit, less than one 10 ms tick in a 1 s window
+SIPPING = """
+import time
+while True:
+    start = time.process_time()
+    while time.process_time() - start < 0.001:
+        pass
+    time.sleep(0.25)
+"""
+
+
+@pytest.mark.timing
+def test_a_server_using_less_than_a_tick_a_second_reads_what_it_used(tmp_path: Path):
+    """Before: the total counted 10 ms ticks, and such a server (a few hundred requests a
+    second) read 0 % or 1 %; schedstat counts nanoseconds."""
+    sipper = subprocess.Popen([sys.executable, "-c", SIPPING])
+    try:
+        time.sleep(0.5)  # the interpreter's start-up stays out of the window
+        totals, _ = _sample(SamplerConfig(server_pid=sipper.pid, server_cpu=0,
+                                          workdir=tmp_path, tsc_hz=2e9), 1.0)
+    finally:
+        sipper.kill()
+        sipper.wait()
+    assert 0.3 < totals["cpu_server_pct"] < 0.9  # ticks: 0 % or 1 %
 
 
 def test_process_tree_includes_children():
