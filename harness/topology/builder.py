@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import threading
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from clients.paths import binary
@@ -29,20 +30,19 @@ from harness.topology.model import Topology, TopologyError
 READY_TIMEOUT_S = 5.0
 
 
-class TopologyHandle:
-    """A live topology: where hosts are, how to run in them, what was measured; tears down."""
+class TopologyHandle(ABC):
+    """A live topology: where hosts are, how to run in them, what was measured; tears down.
+
+    bring_up gives a LoopbackHandle (every host on this machine's lo) or a NamespaceHandle
+    (a network namespace per host); its callers need not know which."""
 
     def __init__(self, topology: Topology, backend: str, probe: dict, prefix: str,
-                 plan: AddressPlan | None, ledger: Ledger | None) -> None:
+                 addresses: dict[str, tuple[str, ...]]) -> None:
         self.topology, self.backend, self.probe, self.prefix = topology, backend, probe, prefix
-        self.plan, self.ledger = plan, ledger
         self.calibration: dict = {}
         self.emulator_counters: dict = {}
         self.hosts = list(topology.hosts)
-        self._loopback = loopback_addresses(topology) if plan is None else {}
-        self._emulators: dict[str, tuple[subprocess.Popen, Path]] = {}
-        self._previous_handlers: dict[int, object] = {}
-        self._torn_down = False
+        self._addresses = addresses
 
     # ---- where things are ----
     def role_hosts(self, role: str) -> list[str]:
@@ -50,22 +50,23 @@ class TopologyHandle:
 
     def addresses(self, host: str) -> list[str]:
         """The host's addresses, first the one others reach it at; clients may bind any."""
-        self._check_host(host)
-        if self.plan is None:
-            return list(self._loopback[host])
-        return list(self.plan.hosts[host].addresses)
+        return list(self._addresses[self._check_host(host)])
 
     def address(self, host: str) -> str:
         """IPv4 address the other hosts reach host at (127.0.0.1 for a loopback server)."""
         return self.addresses(host)[0]
 
+    @abstractmethod
     def exec_prefix(self, host: str) -> list[str]:
-        self._check_host(host)
-        return [] if self.plan is None else ["ip", "netns", "exec", self.plan.hosts[host].netns]
+        """The argv prefix that runs a command in host's network."""
 
+    @abstractmethod
     def netns(self, host: str) -> str | None:
-        self._check_host(host)
-        return None if self.plan is None else self.plan.hosts[host].netns
+        """The host's network namespace; None when it is this machine's own."""
+
+    @abstractmethod
+    def _queue_limits(self, link: str) -> dict[str, int]:
+        """Queue limit in packets per direction of link, as the builder set it."""
 
     def _check_host(self, host: str) -> str:
         if host not in self.topology.hosts:
@@ -75,7 +76,7 @@ class TopologyHandle:
     def manifest(self) -> dict:
         links = {}
         for name, spec in self.topology.links.items():
-            limits = queue_limits(self.topology, self._link_plan(name)) if self.plan else {}
+            limits = self._queue_limits(name)
             links[name] = {"a": spec.a, "b": spec.b, "configured_rtt_ms": spec.rtt_ms(),
                            **{d: {**spec.direction(d).model_dump(),
                                   "queue_limit_packets": limits.get(d)}
@@ -89,9 +90,6 @@ class TopologyHandle:
             "emulator_counters": self.emulator_counters,
         }
 
-    def _link_plan(self, name: str):
-        return next(lk for lk in self.plan.links if lk.name == name)
-
     # ---- lifetime ----
     def __enter__(self) -> TopologyHandle:
         return self
@@ -99,12 +97,64 @@ class TopologyHandle:
     def __exit__(self, *exc) -> None:
         self.teardown()
 
+    @abstractmethod
     def detach(self) -> None:
         """Leaves the topology up after this process exits (`wanbench topo up`)."""
+
+    @abstractmethod
+    def teardown(self) -> None:
+        """Takes down what bring_up built, keeping what it measured. Idempotent."""
+
+
+class LoopbackHandle(TopologyHandle):
+    """Every host on this machine's lo: nothing was built, so nothing runs elsewhere or stays."""
+
+    def __init__(self, topology: Topology, backend: str, probe: dict, prefix: str) -> None:
+        super().__init__(topology, backend, probe, prefix, loopback_addresses(topology))
+
+    def exec_prefix(self, host: str) -> list[str]:
+        self._check_host(host)
+        return []
+
+    def netns(self, host: str) -> None:
+        self._check_host(host)
+        return None
+
+    def _queue_limits(self, link: str) -> dict[str, int]:
+        return {}  # a loopback topology has no links
+
+    def detach(self) -> None:
+        pass  # nothing was built: nothing is left up
+
+    def teardown(self) -> None:
+        pass  # nor taken down
+
+
+class NamespaceHandle(TopologyHandle):
+    """A network namespace per host, joined by emulated links; the ledger records all of it."""
+
+    def __init__(self, topology: Topology, backend: str, probe: dict, prefix: str,
+                 plan: AddressPlan, ledger: Ledger) -> None:
+        super().__init__(topology, backend, probe, prefix,
+                         {name: host.addresses for name, host in plan.hosts.items()})
+        self.plan, self.ledger = plan, ledger
+        self._emulators: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._previous_handlers: dict[int, object] = {}
+        self._torn_down = False
+
+    def exec_prefix(self, host: str) -> list[str]:
+        return ["ip", "netns", "exec", self.netns(host)]
+
+    def netns(self, host: str) -> str:
+        return self.plan.hosts[self._check_host(host)].netns
+
+    def _queue_limits(self, link: str) -> dict[str, int]:
+        return queue_limits(self.topology, next(lk for lk in self.plan.links if lk.name == link))
+
+    def detach(self) -> None:
         self._restore_signals()
         atexit.unregister(self.teardown)
-        if self.ledger:
-            self.ledger.detach()
+        self.ledger.detach()
         self._torn_down = True
 
     def teardown(self) -> None:
@@ -114,8 +164,6 @@ class TopologyHandle:
         self._torn_down = True
         self._restore_signals()
         atexit.unregister(self.teardown)
-        if self.ledger is None:
-            return
         cleanup.stop_emulators(self.ledger)
         for link, (proc, stats) in self._emulators.items():
             log = stats.with_suffix(".log")
@@ -187,10 +235,6 @@ def linkem_path(backend: str) -> Path:
     return binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
 
 
-def plan_for(topology: Topology, prefix: str) -> AddressPlan | None:
-    return None if topology.loopback else plan_addresses(topology, prefix)
-
-
 def probe_only(topology: Topology, requested: str) -> tuple[str, dict]:
     """The backend bring_up would choose, probing with a throwaway ledger (for --dry-run)."""
     if topology.loopback:
@@ -208,11 +252,10 @@ def probe_only(topology: Topology, requested: str) -> tuple[str, dict]:
 
 def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]:
     """The exact commands bring_up would run for backend netem or userspace (dry run)."""
-    plan = plan_for(topology, prefix)
-    if plan is None:
+    if topology.loopback:
         return []
-    return [str(s) for s in build_steps(topology, plan, backend, linkem_path(backend),
-                                        state_dir())]
+    return [str(s) for s in build_steps(topology, plan_addresses(topology, prefix), backend,
+                                        linkem_path(backend), state_dir())]
 
 
 def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None = None,
@@ -221,16 +264,16 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
     handle_signals: tear down on SIGINT/SIGTERM by itself; a caller that owns the signals
     (the runner) passes False and tears down through `with`."""
     prefix = check_prefix(run_prefix) if run_prefix else new_prefix()
-    plan = plan_for(topology, prefix)
-    if plan is None:
+    if topology.loopback:
         chosen, probe = choose_backend(backend, topology, None)
-        return TopologyHandle(topology, chosen, probe, prefix, None, None)
+        return LoopbackHandle(topology, chosen, probe, prefix)
+    plan = plan_addresses(topology, prefix)
     taken = [ns for ns in cleanup.netns_names() if ns.startswith(prefix + "-")]
     if taken:
         raise TopologyError(f"run prefix {prefix} is in use by namespaces {', '.join(taken)}; "
                             "choose another prefix")
     ledger = Ledger.create(prefix, topology.source_file, backend)
-    handle = TopologyHandle(topology, backend, {}, prefix, plan, ledger)
+    handle = NamespaceHandle(topology, backend, {}, prefix, plan, ledger)
     if handle_signals:
         handle._install_signals()
     atexit.register(handle.teardown)  # a caller that forgets `with` still cleans up on exit
