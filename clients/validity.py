@@ -158,13 +158,17 @@ def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
 
 
 def server_saturated(reply_rps: float | None, offered_rps: float | None,
-                     server_cpu_pct: float | None, server_cpus: int = 1) -> bool | None:
-    """The server was the bottleneck: it was busy (≥ SERVER_BUSY_PCT of the CPUs it may use)
-    and, under an open loop, its replies fell behind the offered rate. A client- or
-    link-limited point with an idle server is not saturated. None when unmeasured."""
+                     server_cpu_pct: float | None, server_cpus: int = 1,
+                     server_wait_pct: float | None = None) -> bool | None:
+    """The server was the bottleneck: it was busy (ran or waited to run ≥ SERVER_BUSY_PCT of
+    the CPUs it may use) and, under an open loop, its replies fell behind the offered rate. A
+    client- or link-limited point with an idle server is not saturated. None when unmeasured.
+
+    Waiting counts as busy, as for the generator: a server that wanted its CPU all along while
+    a neighbour took a share of it was still the bottleneck (the neighbour is judged apart)."""
     if server_cpu_pct is None:
         return None
-    busy = server_cpu_pct >= SERVER_BUSY_PCT * server_cpus
+    busy = server_cpu_pct + (server_wait_pct or 0.0) >= SERVER_BUSY_PCT * server_cpus
     if not offered_rps:
         return busy
     if reply_rps is None:

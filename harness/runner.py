@@ -402,7 +402,7 @@ class PointRun:
             reasons.append(validity.cold_lost(row["cold_held"], self.config.cold.conns))
         row["server_saturated"] = validity.server_saturated(
             row.get("reply_rate_rps"), doc.get("offered_rate_rps"), row.get("cpu_server_pct"),
-            self._server_cpus())
+            self._server_cpus(), row.get("server_wait_pct"))
         interference = [r for r in (
             validity.stolen(row.get("steal_server_cpu_pct"), row.get("steal_generator_cpu_pct")),
             # a server's own workers share its CPU: their waits are not interference

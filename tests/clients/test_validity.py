@@ -80,6 +80,9 @@ def test_server_saturation_means_the_server_was_the_bottleneck():
     assert validity.server_saturated(50000, None, 98.0) is True  # closed loop: busy server
     assert validity.server_saturated(50000, None, 33.0) is False
     assert validity.server_saturated(50000, 60000, 150.0, server_cpus=2) is False
+    # a server that ran 60 % and waited 35 % for the CPU a neighbour took wanted it all along
+    assert validity.server_saturated(50000, None, 60.0, server_wait_pct=35.0) is True
+    assert validity.server_saturated(50000, None, 60.0, server_wait_pct=3.0) is False
 
 
 def _spec(generator: str, port: int, tmp_path: Path, **kw) -> LoadSpec:

@@ -135,8 +135,12 @@ def test_a_closed_loop_whose_server_idles_says_the_server_was_not_the_bottleneck
 
 @pytest.mark.timing
 def test_a_closed_loop_that_saturates_the_server_is_valid_of_it(tmp_path: Path):
-    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")).iloc[0]
-    assert point["server_saturated"], point["cpu_server_pct"]
+    # select over 3,000 idle connections costs the server far more per reply than the
+    # generator, so the server stays the bottleneck even when other tests share the CPUs
+    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
+                 .replace("dispatch: epoll", "dispatch: select")
+                 + "cold: {conns: 3000, ramp_rps: 20000}\n").iloc[0]
+    assert point["server_saturated"], point[["cpu_server_pct", "server_wait_pct"]]
     assert "the server was not the bottleneck" not in (point["invalid_reason"] or "")
 
 
