@@ -203,13 +203,21 @@ def test_the_chosen_schedule_is_reported(server, sclient, tmp_path):
 @pytest.mark.timing
 def test_a_low_rate_goes_out_on_time_by_default(server, sclient, tmp_path):
     """This VM's idle CPUs wake tens of µs, sometimes milliseconds, late: the generator polls
-    from its chosen lead before each send, so well under 1 % of the sends are late."""
+    from its chosen lead before each send, so well under 1 % of the sends are late. Polling
+    cannot beat another task to the CPU: when one held the generator's CPU (other tests run
+    beside this one), late sends are allowed, and the reason must name that wait."""
     doc = run(spec(server, tmp_path, hot_conns=10, rate_rps=200, duration_s=3))
     validate(doc)
     scheduled = doc["requests"]["scheduled"]
     assert scheduled == pytest.approx(600, abs=2)
-    assert doc["late_sends"] <= 0.01 * scheduled, (doc["generator_cpu"], doc["schedule"])
-    assert not any("late sends" in r for r in doc["invalid_reasons"])
+    seen = (doc["late_sends"], doc["generator_cpu"], doc["schedule"])
+    waited_pct = 100 * doc["generator_cpu"]["run_delay_s"] / doc["duration_s"]
+    late = [r for r in doc["invalid_reasons"] if r.startswith("late sends")]
+    if waited_pct < 1:  # the CPU was the generator's: the lead must cover its wake-ups
+        assert doc["late_sends"] <= 0.01 * scheduled, seen
+        assert not late
+    elif late:
+        assert "it waited for its CPU" in late[0], seen
 
 
 def cpu_hogs(n: int, cpu: int) -> list[subprocess.Popen]:
