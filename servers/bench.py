@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from wrk_idle import cpus, measure, raise_fd_limit
+
 import clients
 from clients import paths
 from harness.metrics.cpu import TreeSchedstat
 from harness.servers import DISPATCHES, ServerConfig, running
-from harness.wrk_idle import cpus, measure, raise_fd_limit
 
 IDLE_LEVELS = (0, 1000, 5000, 10000)
 REPLY_BYTES = 92

@@ -1,5 +1,6 @@
 """wb-server under a short wrk load while Python holds idle connections to it: the servers'
-benchmark and tests use this to measure a backend at a given number of idle connections."""
+benchmark and tests use this to measure a backend at a given number of idle connections.
+Benchmark tooling, not part of the product (harness/)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import clients
+from clients.sources import CONNS_PER_SOURCE, loopback_fallback
 from harness.metrics.cpu import TreeSchedstat
 from harness.servers import RunningServer
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h; socket.IP_BIND_ADDRESS_NO_PORT needs Python 3.12
-
-
-def source_address(i: int) -> str:
-    """Spread idle connections over many loopback sources (each has ~28k ports)."""
-    return f"127.0.{1 + i // 250 % 250}.{1 + i % 250}"
 
 
 def raise_fd_limit(needed: int) -> None:
@@ -36,13 +33,15 @@ def raise_fd_limit(needed: int) -> None:
 def idle_connections(host: str, port: int, count: int) -> Iterator[list[socket.socket]]:
     """Open `count` connections that never send, and close them on the way out."""
     raise_fd_limit(count + 256)
+    sources = loopback_fallback(count, [host])  # the generators' rule; [] leaves it to the kernel
     socks: list[socket.socket] = []
     try:
         for i in range(count):
             s = socket.socket()
             socks.append(s)
-            s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-            s.bind((source_address(i), 0))
+            if sources:
+                s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+                s.bind((sources[i // CONNS_PER_SOURCE], 0))
             s.connect((host, port))
         yield socks
     finally:
