@@ -213,10 +213,15 @@ def main() -> None:
     m.add_argument("--pair-host")
     m.add_argument("--pair-port", type=int)
     args = parser.parse_args()
-    if args.mode == "serve":
-        serve(args.bind)
-    else:
-        json.dump(measure(args), sys.stdout)
+    try:
+        if args.mode == "serve":
+            serve(args.bind)
+        else:
+            json.dump(measure(args), sys.stdout)
+    except OSError as exc:
+        # e.g. its namespace was torn down under it (a stop signal during calibration): one
+        # line for the calibration's error, not a traceback on the runner's terminal
+        sys.exit(f"rtt_agent {args.mode}: {exc}")
 
 
 if __name__ == "__main__":

@@ -140,8 +140,13 @@ def test_a_closed_loop_that_saturates_the_server_is_valid_of_it(tmp_path: Path):
     point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
                  .replace("dispatch: epoll", "dispatch: select")
                  + "cold: {conns: 3000, ramp_rps: 20000}\n").iloc[0]
-    assert point["server_saturated"], point[["cpu_server_pct", "server_wait_pct"]]
-    assert "the server was not the bottleneck" not in (point["invalid_reason"] or "")
+    seen = point[["cpu_server_pct", "server_wait_pct", "invalid_reason"]]
+    if point["server_wait_pct"] > validity.WAIT_LIMIT_PCT:
+        # other tests crowded the server's CPU: the point must say so (it cannot say more)
+        assert "the server waited for its CPU" in point["invalid_reason"], seen
+        return
+    assert point["server_saturated"], seen
+    assert "the server was not the bottleneck" not in (point["invalid_reason"] or ""), seen
 
 
 ORDERED = """

@@ -205,8 +205,14 @@ duration_s: 1
 
 
 def _agent_of(runner: int) -> bool:
-    return any(b"rtt_agent" in Path(f"/proc/{pid}/cmdline").read_bytes()
-               for pid in process_tree(runner)[1:] if Path(f"/proc/{pid}/cmdline").exists())
+    return any(b"rtt_agent" in _cmdline(pid) for pid in process_tree(runner)[1:])
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # it exited since the tree was read
+        return b""
 
 
 def _namespaces() -> set[str]:
