@@ -70,9 +70,15 @@ def test_halved_quickstart_is_a_regression_with_change_and_interval(
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if "| reply_rate_rps |" in line]
     assert len(table) == 6
-    assert all("| -50.0 % [" in line and "| regression |" in line for line in table)
-    select_5000 = next(line for line in table if "select, cold_conns=5000" in line)
-    assert "26,909 (n=2)" in select_5000 and "13,454 (n=2)" in select_5000
+    points = pd.read_parquet(QUICKSTART / "points.parquet")
+    for (dispatch, cold), reps in points.groupby(["dispatch", "cold_conns"])["reply_rate_rps"]:
+        line = next(line for line in table if f"dispatch={dispatch}, cold_conns={cold} |" in line)
+        assert "| -50.0 % [" in line and "(n=2)" in line, line
+        # two repetitions that disagree (select at 5,000 idle sits at its limit: 23,076 and
+        # 39,532 replies/s in the reference run) cannot show a change for sure: inconclusive
+        verdicts = ("| regression |",) if reps.max() / reps.min() < 1.2 else (
+            "| regression |", "| inconclusive |")
+        assert any(v in line for v in verdicts), line
     # Per-second samples were used, and that model's intervals are conservative: say so.
     assert "change [≥95 % CI]" in out
     assert "**verdict: regression** (exit 1)" in out
