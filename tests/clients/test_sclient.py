@@ -302,9 +302,13 @@ def test_bad_options_name_the_problem(sclient):
     r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--hot-conns", "1",
                         "--arrivals", "bursty"], capture_output=True, text=True)
     assert r.returncode == 2 and "fixed or poisson" in r.stderr
-    # refused before any worker is forked
+    # past the per-kind limit, and past what 64 workers hold: refused before any is forked
     r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--cold", "5000000",
                         "--duration", "1"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "--cold 5000000: expected a number from 0 to 1e+06" in r.stderr
+    r = subprocess.run([str(sclient), "--target", "127.0.0.1:80", "--cold", "1000000",
+                        "--hot-conns", "1000000", "--rate", "1000", "--duration", "1"],
+                       capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "worker processes, more than 64" in r.stderr
 
 
