@@ -37,10 +37,22 @@ async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
                 stderr: int | IO[bytes] | None = None,
                 cwd: Path | None = None) -> asyncio.subprocess.Process:
     """A child in a process group of its own (the runner signals the group, so whatever it
-    forks stops with it) that dies with the harness."""
-    return await asyncio.create_subprocess_exec(
+    forks stops with it) that dies with the harness.
+
+    Cancelled while the child is being set up (a stop signal), the caller never gets the
+    child, so it could not stop it: its group is killed here. Waiting for the harness's exit
+    is not enough: a child that forks at once (unshare) may not have armed its own children's
+    parent-death signal yet."""
+    creating = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-        cwd=cwd, preexec_fn=die_with_parent, process_group=0)
+        cwd=cwd, preexec_fn=die_with_parent, process_group=0))
+    try:
+        return await asyncio.shield(creating)
+    except asyncio.CancelledError:
+        proc = await creating
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

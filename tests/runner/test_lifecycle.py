@@ -194,7 +194,12 @@ def test_stop_signal_while_measuring_exits_128_plus_signal(tmp_path: Path, sig: 
     assert f"wanbench run --resume {run}" in "".join(stderr.split("\n"))
     # its generators get the parent-death signal as it exits, and a generator holding
     # connections closes them and writes its result first: gone within seconds
-    _wait(lambda: not _processes_with(str(out)), 10, "the run's processes not all gone")
+    try:
+        _wait(lambda: not _processes_with(str(out)), 10, "the run's processes not all gone")
+    except AssertionError as gone:
+        left = {pid: (_cmdline(pid)[:200], Path(f"/proc/{pid}/stat").read_text().split()[2:5])
+                for pid in _processes_with(str(out))}
+        raise AssertionError(f"{gone}: {left}") from None
 
 
 WAN = """
