@@ -37,7 +37,13 @@ def raising() -> Iterator[None]:
         yield
         return
 
+    raised = False
+
     def stop(signum: int, _frame: object) -> None:
+        nonlocal raised
+        if raised:  # already stopping: a second signal must not cut the teardown short
+            return
+        raised = True
         raise Interrupted(signum)
 
     previous_hook = sys.unraisablehook
@@ -48,7 +54,9 @@ def raising() -> Iterator[None]:
         # Deliver the signal again a little later (sent at once, its handler would run here
         # again); the handler then raises at the main thread's next ordinary line, and should
         # it land in such a place again, this hook tries once more.
+        nonlocal raised
         if isinstance(unraisable.exc_value, Interrupted):
+            raised = False  # it did not get out: the next delivery must raise
             again = threading.Timer(0.01, os.kill, (os.getpid(), unraisable.exc_value.signum))
             again.daemon = True
             again.start()

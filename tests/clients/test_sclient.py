@@ -248,6 +248,7 @@ def test_a_generator_sharing_its_cpu_with_hogs_is_still_late_and_invalid(server,
     assert doc["schedule"]["contended_s"] > 0.5 * doc["duration_s"]
 
 
+@pytest.mark.timing
 def test_shards_merge_their_results(server, sclient, tmp_path):
     doc = run(spec(server, tmp_path, hot_conns=10, rate_rps=1000, duration_s=2, cold_conns=600,
                    workers=3))

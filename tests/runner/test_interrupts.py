@@ -42,3 +42,17 @@ def test_other_unraisable_exceptions_still_reach_the_previous_hook(monkeypatch):
     with interrupts.raising():
         Fails()
     assert [type(e) for e in seen] == [ValueError]
+
+
+def test_a_second_stop_signal_does_not_cut_the_teardown_short():
+    """Ctrl-C twice, or a re-delivered signal, while `except: teardown(); raise` runs."""
+    torn_down = []
+    with pytest.raises(interrupts.Interrupted):
+        with interrupts.raising():
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except interrupts.Interrupted:
+                signal.raise_signal(signal.SIGTERM)  # arrives during the teardown
+                torn_down.append(True)
+                raise
+    assert torn_down == [True]
