@@ -71,6 +71,8 @@ def main() -> int:
     parser.add_argument("--quiet-machine", action="store_true",
                         help="do not run the rest of the suite alongside")
     args = parser.parse_args()
+    # SIGTERM must stop the background loop too (it has a session of its own): unwind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     work = Path(tempfile.mkdtemp(prefix="wanbench-flaky-"))
     background = None if args.quiet_machine else background_suite(work / "suite.log")
     tally: dict[str, Counter] = {}
