@@ -15,8 +15,8 @@ COMMANDS = {
     "topo": "harness.commands.topo",
     "run": "harness.commands.run",
     "doctor": "harness.commands.doctor",
-    "plot": "harness.analysis.cli",
-    "compare": "harness.compare",
+    "plot": "harness.commands.plot",
+    "compare": "harness.commands.compare",
 }
 
 

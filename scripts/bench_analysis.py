@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.analysis.cli import plot_all  # noqa: E402
 from harness.analysis.load import load_runs  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
+from harness.analysis.report import plot_all  # noqa: E402
 from tests.analysis.synthetic import (  # noqa: E402
     make_points,
     write_all_scenarios,

@@ -1,15 +1,19 @@
-"""index.html: every figure (or why it was skipped), its table, and a summary of the manifests."""
+"""Every figure of some runs, and index.html: each figure (or why it was skipped), its table,
+and a summary of the manifests."""
 
 from __future__ import annotations
 
 import html
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.figures import PAPERS
+from harness.analysis.figures import PAPERS, SPECS, FigureSpec
 from harness.analysis.load import RunSet
-from harness.analysis.prepare import FigureData, Skipped
+from harness.analysis.plots import FORMATS, render
+from harness.analysis.prepare import FigureData, Skipped, prepare
 
 MANIFEST_COLUMNS = [
     "scenario_name", "run_id", "kernel_release", "created_at", "repetitions", "cpu_model",
@@ -57,3 +61,31 @@ def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Pat
     path = out_dir / "index.html"
     path.write_text("\n".join(sections))
     return path
+
+
+def _render(job: tuple[FigureData, Path, tuple[str, ...]]) -> list[Path]:
+    return render(*job)
+
+
+def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] = SPECS,
+             jobs: int = 1) -> list[FigureData | Skipped]:
+    """Render every spec with data into out_dir/figures and write out_dir/index.html.
+
+    Preparing is cheap; drawing is matplotlib-bound, so with jobs > 1 each figure's PNG and
+    SVG are drawn in separate processes (one large figure then also uses two CPUs).
+    """
+    results = [prepare(spec, runs) for spec in specs]
+    figures = [r for r in results if isinstance(r, FigureData)]
+    if jobs > 1:
+        todo = [(r, out_dir / "figures", (fmt,)) for r in figures for fmt in FORMATS]
+    else:
+        todo = [(r, out_dir / "figures", FORMATS) for r in figures]
+    if jobs > 1 and len(todo) > 1:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
+            list(pool.map(_render, todo))
+    else:
+        for job in todo:
+            _render(job)
+    write_report(runs, results, out_dir)
+    return results

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis.compare.samples import Run
+from harness.analysis.compare.stats import ar1_factor
 from harness.analysis.derive import add_derived, valid_points
-from harness.compare.samples import Run
-from harness.compare.stats import ar1_factor
 
 SCENARIO = "synthetic-compare"
 TSC_HZ = 2.6e9

@@ -12,8 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.compare import cli as compare_cli
-from harness.compare import render
+from harness.analysis.compare import engine, render
 
 from .compare_synthetic import SCENARIO, Effect, Noise, make_run
 from .conftest import run_command
@@ -25,7 +24,7 @@ QUICKSTART = next((REPO / "results" / "reference" / "quickstart").iterdir())
 
 def _compare(argv: list[str]) -> int:
     try:
-        return run_command("harness.compare", ["compare", *argv])
+        return run_command("harness.commands.compare", ["compare", *argv])
     except SystemExit as exc:  # argparse's own errors
         return int(exc.code)
 
@@ -228,7 +227,7 @@ def test_help_documents_exit_codes() -> None:
     with pytest.raises(SystemExit) as exc:
         sys.stdout, saved = out, sys.stdout
         try:
-            run_command("harness.compare", ["compare", "--help"])
+            run_command("harness.commands.compare", ["compare", "--help"])
         finally:
             sys.stdout = saved
     assert exc.value.code == 0
@@ -371,7 +370,7 @@ def test_internal_error_is_exit_2_not_a_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr(compare_cli.engine, "compare", broken)
+    monkeypatch.setattr(engine, "compare", broken)
     assert _compare([str(base), str(cand)]) == 2
     err = capsys.readouterr().err
     assert "internal error (KeyError" in err and "Traceback" not in err

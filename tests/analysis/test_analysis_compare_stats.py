@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from harness.compare import engine
-from harness.compare import stats as cstats
-from harness.compare.engine import INCONCLUSIVE, REGRESSION, UNCHANGED, Options
+from harness.analysis.compare import engine
+from harness.analysis.compare import stats as cstats
+from harness.analysis.compare.engine import INCONCLUSIVE, REGRESSION, UNCHANGED, Options
 
 from .compare_synthetic import GRID, Effect, Noise, make_run
 

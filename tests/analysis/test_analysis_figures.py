@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.cli import plot_all
 from harness.analysis.figures import BY_ID, SPECS
 from harness.analysis.load import load_runs
 from harness.analysis.prepare import FigureData, Skipped, prepare
+from harness.analysis.report import plot_all
 
 from .conftest import run_command
 from .synthetic import SCENARIO_GRIDS, make_points, write_run
@@ -34,7 +34,7 @@ def test_every_spec_renders_from_synthetic_runs(
     synthetic_results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["plot", str(synthetic_results), "--out", str(tmp_path), "--jobs", "2"]
-    assert run_command("harness.analysis.cli", argv) == 0
+    assert run_command("harness.commands.plot", argv) == 0
     assert "skipped" not in capsys.readouterr().out
     report = (tmp_path / "index.html").read_text()
     for spec in SPECS:
@@ -60,7 +60,7 @@ def test_absent_scenarios_are_skipped_with_a_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = write_run(tmp_path, make_points("bm98-ufalloc", repetitions=2))
-    assert run_command("harness.analysis.cli", ["plot", str(run)]) == 0
+    assert run_command("harness.commands.plot", ["plot", str(run)]) == 0
     out = capsys.readouterr().out
     assert "wrote bm98-ufalloc" in out
     assert "skipped bmd99-fig8: no run of scenario bmd99-fig8-reply-rate-vs-cold" in out
@@ -149,7 +149,7 @@ def test_profile_table_needs_profiles(tmp_path: Path) -> None:
 
 def test_plot_of_several_runs_needs_out(synthetic_results: Path) -> None:
     runs = [str(p) for p in sorted(synthetic_results.glob("*/*"))[:2]]
-    assert run_command("harness.analysis.cli", ["plot", *runs]) == 2
+    assert run_command("harness.commands.plot", ["plot", *runs]) == 2
 
 
 def test_docs_list_every_spec_with_its_scenario() -> None:

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis.compare.metrics import Metric
 from harness.analysis.derive import add_derived, valid_points
 from harness.analysis.load import load_runs
-from harness.compare.metrics import Metric
 
 # A second belongs to the window if it lies inside it, give or take the generator's start-up.
 WINDOW_SLACK_S = 0.05

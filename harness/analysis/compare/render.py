@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from harness.compare.compat import Differences
-from harness.compare.engine import (
+from harness.analysis.compare.compat import Differences
+from harness.analysis.compare.engine import (
     IMPROVEMENT,
     INCONCLUSIVE,
     POWER,
@@ -19,7 +19,7 @@ from harness.compare.engine import (
     UNCHANGED,
     Comparison,
 )
-from harness.compare.metrics import metric
+from harness.analysis.compare.metrics import metric
 
 EXIT_CODES = {"no regression": 0, REGRESSION: 1, INCONCLUSIVE: 3}
 MDE_SHOWN = 10.0  # a detectable regression above +1,000 % is shown as "> +1,000 %"

@@ -1,7 +1,7 @@
 """Compare one candidate run with the base run over the whole grid: rows, verdicts, summary.
 
 Per metric: the per-second samples of every point and both runs give one pooled lag-1
-autocorrelation; each run gets one ratio kappa (harness.compare.stats); then every common
+autocorrelation; each run gets one ratio kappa (stats.py); then every common
 point is tested (Welch on log values), Benjamini-Hochberg runs over all rows of the
 candidate, and each row gets a verdict:
 
@@ -23,10 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from harness.analysis.load import PARAMETER_COLUMNS
-from harness.compare import samples
-from harness.compare.metrics import DEFAULT_METRICS, Metric, UnknownMetric, metric
-from harness.compare.stats import (
+from harness.analysis.compare import samples
+from harness.analysis.compare.metrics import DEFAULT_METRICS, Metric, UnknownMetric, metric
+from harness.analysis.compare.stats import (
     POWER,
     RepVariance,
     Side,
@@ -39,6 +38,7 @@ from harness.compare.stats import (
     welch,
     window_factor_needed,
 )
+from harness.analysis.load import PARAMETER_COLUMNS
 
 REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE = ("regression", "improvement", "~",
                                                    "inconclusive")

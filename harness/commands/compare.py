@@ -1,17 +1,17 @@
-"""`wanbench compare BASE_RUN CAND_RUN [CAND_RUN ...]`: arguments, loading, exit codes."""
+"""`wanbench compare BASE_RUN CAND_RUN [CAND_RUN ...]`: arguments, exit codes, printing."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from harness.analysis.compare import engine, render, samples
+from harness.analysis.compare.metrics import DEFAULT_METRICS, METRICS
+from harness.analysis.compare.report import Refused, build_report
 from harness.analysis.load import ResultsFormatError
-from harness.compare import compat, engine, render, samples
-from harness.compare.metrics import DEFAULT_METRICS, METRICS
 
 EXIT_HELP = """\
 exit status:
@@ -24,50 +24,6 @@ exit status:
      --detect (too few repetitions or too short a window); the report says how many
      repetitions (or how long a window) would make it conclusive
 """
-
-
-class Refused(ValueError):
-    """Base and candidate are different experiments (and --force was not given)."""
-
-
-def _label_runs(runs: list[samples.Run]) -> list[str]:
-    """Kernel release per run, with the run id where two runs share a release."""
-    counts = Counter(run.kernel for run in runs)
-    return [run.kernel if counts[run.kernel] == 1 else f"{run.kernel} ({run.run_id})"
-            for run in runs]
-
-
-def _shape(run: samples.Run) -> str:
-    reps = run.manifest.get("repetitions") or run.points["repetition"].nunique()
-    duration = run.duration_s
-    return f"{reps} repetition(s) x {duration:g} s" if duration else f"{reps} repetition(s)"
-
-
-def build_report(base_path: Path, cand_paths: list[Path], options: engine.Options,
-                 force: bool = False) -> render.Report:
-    """Load the runs, check they are comparable, and compare every candidate with the base."""
-    base = samples.load_run(base_path, "BASE_RUN")
-    cands = [samples.load_run(path, "CAND_RUN") for path in cand_paths]
-    labels = _label_runs([base, *cands])
-    report = render.Report(str(base.manifest["scenario_name"]), base.run_id, labels[0],
-                           _shape(base), base.duration_s)
-    for cand, label in zip(cands, labels[1:], strict=True):
-        if cand.manifest["scenario_name"] != base.manifest["scenario_name"]:
-            raise Refused(
-                f"different scenarios: base {base.manifest['scenario_name']!r} ({base.path}) vs "
-                f"candidate {cand.manifest['scenario_name']!r} ({cand.path}); compare runs of "
-                "the same scenario")
-        if cand.run_id == base.run_id:
-            raise Refused(f"{cand.path} is the base run itself; give a different candidate")
-        diff = compat.differences(base.manifest, cand.manifest)
-        if diff.refused and not force:
-            raise Refused(
-                f"candidate {cand.path} is a different experiment: {'; '.join(diff.refused)}; "
-                "rerun it with the base's settings, or give --force to compare anyway")
-        comparison = engine.compare(base, cand, options, labels[0], label)
-        report.candidates.append(render.Candidate(comparison, diff, cand.run_id,
-                                                  forced=bool(diff.refused)))
-    return report
 
 
 def _fraction(low_open: bool) -> Callable[[str], float]:
@@ -104,7 +60,7 @@ def _one_line_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _handle(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     detect = dict(args.detect or [])
     options = engine.Options(
         metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
@@ -177,4 +133,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="compare runs of different experiments (scenario fields, tools, "
                         "CPU) anyway, with a loud warning")
     parser.error = _one_line_error  # type: ignore[method-assign]
-    parser.set_defaults(func=_handle)
+    parser.set_defaults(func=handle)
