@@ -310,6 +310,8 @@ class Point:
 
 
 def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]:
+    """A point's parameter columns: harness.results.format.PARAMETER_COLUMNS, in its order
+    (tests/runner/test_results.py holds the two together), then the sweep's own."""
     server = config.server
     wb = isinstance(server, WbServer)
     columns: dict[str, Any] = {

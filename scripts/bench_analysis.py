@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.analysis.load import load_runs  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
 from harness.analysis.report import plot_all  # noqa: E402
+from harness.results.runset import read_runs  # noqa: E402
 from tests.analysis.synthetic import (  # noqa: E402
     make_points,
     write_all_scenarios,
@@ -43,7 +43,7 @@ GRID_1000 = {
 
 def _time_plot(run_dirs: list[Path], out: Path, jobs: int) -> tuple[float, float, int, int]:
     start = time.perf_counter()
-    runs = load_runs(run_dirs)
+    runs = read_runs(run_dirs)
     loaded = time.perf_counter()
     results = plot_all(runs, out, jobs=jobs)
     done = time.perf_counter()

@@ -9,9 +9,9 @@ from pathlib import Path
 from IPython.display import Image, Markdown, display
 
 from harness.analysis.figures import BY_ID
-from harness.analysis.load import RunSet, find_runs, load_runs
 from harness.analysis.plots import draw
 from harness.analysis.prepare import Skipped, prepare
+from harness.results.runset import RunSet, find_runs, read_runs
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = REPO / "results" / "reference"
@@ -30,7 +30,7 @@ def load() -> RunSet | None:
         display(Markdown(f"**No stored runs under `{root}`**: every target below has no data. "
                          "Set `WANBENCH_RESULTS` to a results directory."))
         return None
-    loaded = load_runs(runs)
+    loaded = read_runs(runs)
     display(loaded.manifests[["scenario_name", "run_id", "kernel_release", "repetitions"]])
     return loaded
 

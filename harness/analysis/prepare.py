@@ -8,7 +8,7 @@ import pandas as pd
 
 from harness.analysis import derive
 from harness.analysis.figures import FigureSpec
-from harness.analysis.load import RunSet
+from harness.results.runset import RunSet
 
 PROFILE_TOP_SYMBOLS = 15  # bars in the figure
 PROFILE_TABLE_ROWS = 40  # rows in the report's table

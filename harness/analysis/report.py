@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.figures import PAPERS, SPECS, FigureSpec
-from harness.analysis.load import RunSet
 from harness.analysis.plots import FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
+from harness.results.runset import RunSet
 
 MANIFEST_COLUMNS = [
     "scenario_name", "run_id", "kernel_release", "created_at", "repetitions", "cpu_model",

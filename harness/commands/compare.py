@@ -11,7 +11,7 @@ from typing import NoReturn
 from harness.analysis.compare import engine, render, samples
 from harness.analysis.compare.metrics import DEFAULT_METRICS, METRICS
 from harness.analysis.compare.report import Refused, build_report
-from harness.analysis.load import ResultsFormatError
+from harness.results.format import ResultsFormatError
 
 EXIT_HELP = """\
 exit status:

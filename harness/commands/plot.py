@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis.load import ResultsFormatError, load_runs
 from harness.analysis.prepare import Skipped
 from harness.analysis.report import plot_all
+from harness.results.format import ResultsFormatError
+from harness.results.runset import read_runs
 
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        runs = load_runs(args.runs)
+        runs = read_runs(args.runs)
     except ResultsFormatError as exc:
         print(f"wanbench plot: {exc}", file=sys.stderr)
         return 2

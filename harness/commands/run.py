@@ -16,8 +16,10 @@ from rich.table import Table
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.metrics import perf
-from harness.results import RunDir, new_run_id
-from harness.runner import MissingTool, RunContext, base_manifest, pending, preflight, run_points
+from harness.results.format import new_run_id
+from harness.results.store import RunDir
+from harness.runner.context import RunContext
+from harness.runner.run import MissingTool, base_manifest, pending, preflight, run_points
 from harness.scenario import Point, Scenario, ScenarioError, load
 from harness.topology import TopologyError
 

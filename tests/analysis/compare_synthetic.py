@@ -39,7 +39,7 @@ GRID = [{"dispatch": d, "cold_conns": c} for d in ("select", "poll", "epoll")
         for c in (0, 1000, 2000, 5000)]  # 12 points
 PARAMETERS = {"server": "wb-server", "accept": "multi", "reply_bytes": 92, "hot_conns": 50,
               "offered_rate_rps": 40000.0, "one_way_delay_ms": 0.0, "generator": "sclient",
-              "workers": 1}
+              "workers": 1, "stream_conns": None, "stream_mbps": None}
 
 MANIFEST = {
     "schema_version": 1,
@@ -47,7 +47,8 @@ MANIFEST = {
     "created_at": "2026-11-22T01:26:33Z",
     "sweep_axes": ["dispatch", "cold_conns"],
     "parameters": ["server", "dispatch", "accept", "reply_bytes", "workers", "hot_conns",
-                   "cold_conns", "offered_rate_rps", "one_way_delay_ms", "generator"],
+                   "cold_conns", "offered_rate_rps", "one_way_delay_ms", "generator",
+                   "stream_conns", "stream_mbps"],
     "kernel": {"release": "6.18.0-base", "version": "Linux version 6.18.0-base #1 SMP",
                "config_sha256": "a" * 64},
     "sysctls": {"net.core.somaxconn": "4096", "net.ipv4.tcp_congestion_control": "bbr"},

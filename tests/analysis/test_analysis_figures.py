@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.figures import BY_ID, SPECS
-from harness.analysis.load import load_runs
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.analysis.report import plot_all
+from harness.results.runset import read_runs
 
 from .conftest import run_command
 from .synthetic import SCENARIO_GRIDS, make_points, write_run
@@ -47,7 +47,7 @@ def test_every_spec_renders_from_synthetic_runs(
 def test_reference_results_render(tmp_path: Path) -> None:
     if not REFERENCE.is_dir() or not any(REFERENCE.rglob("manifest.json")):
         pytest.skip(f"no reference results under {REFERENCE} yet")
-    runs = load_runs([REFERENCE])
+    runs = read_runs([REFERENCE])
     results = plot_all(runs, tmp_path)
     present = set(runs.manifests["scenario_name"])
     for result in results:
@@ -70,7 +70,7 @@ def test_absent_scenarios_are_skipped_with_a_reason(
 
 def test_estimated_cycles_are_labelled_and_instructions_unavailable(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points("cpp-fig5-cpp-vs-connections", repetitions=2))
-    result = prepare(BY_ID["cpp-fig5"], load_runs([run]))
+    result = prepare(BY_ID["cpp-fig5"], read_runs([run]))
     assert isinstance(result, FigureData)
     assert any("estimated" in note and "not measured" in note for note in result.notes)
     assert result.ylabel_suffix["cycles_per_packet"] == " (estimated)"
@@ -81,7 +81,7 @@ def test_measured_counters_are_not_called_estimated(tmp_path: Path) -> None:
     points = make_points("cpp-fig5-cpp-vs-connections", repetitions=2)
     points["cycles_estimated"] = False
     points["instructions_per_packet"] = points["cycles_per_packet"] * 0.6
-    result = prepare(BY_ID["cpp-fig5"], load_runs([write_run(tmp_path, points)]))
+    result = prepare(BY_ID["cpp-fig5"], read_runs([write_run(tmp_path, points)]))
     assert isinstance(result, FigureData)
     assert not result.ylabel_suffix and not result.unavailable
     assert set(result.frame["metric"]) == {"cycles_per_packet", "instructions_per_packet"}
@@ -90,7 +90,7 @@ def test_measured_counters_are_not_called_estimated(tmp_path: Path) -> None:
 def test_invalid_points_are_not_plotted(tmp_path: Path) -> None:
     points = make_points("bm98-ufalloc", repetitions=2)
     points["valid"] = False
-    result = prepare(BY_ID["bm98-ufalloc"], load_runs([write_run(tmp_path, points)]))
+    result = prepare(BY_ID["bm98-ufalloc"], read_runs([write_run(tmp_path, points)]))
     assert isinstance(result, Skipped)
     assert "no valid points" in result.reason and "6 invalid" in result.reason
 
@@ -98,7 +98,7 @@ def test_invalid_points_are_not_plotted(tmp_path: Path) -> None:
 def test_an_overload_target_draws_invalid_points_and_says_so(tmp_path: Path) -> None:
     points = make_points("cm01-table1-sigio", repetitions=2)
     points.loc[points.index[::2], "valid"] = False
-    result = prepare(BY_ID["cm01-table1"], load_runs([write_run(tmp_path, points)]))
+    result = prepare(BY_ID["cm01-table1"], read_runs([write_run(tmp_path, points)]))
     assert isinstance(result, FigureData)
     drawn = result.frame[result.frame["metric"] == "sigio_overflows"]
     assert len(drawn) == points["request_rate_rps"].nunique()
@@ -109,7 +109,7 @@ def test_two_kernels_become_two_series(tmp_path: Path) -> None:
     for seed, release in enumerate(("6.1.0", "6.18.0")):
         write_run(tmp_path, make_points("bmd99-fig8-reply-rate-vs-cold", repetitions=2,
                                         seed=seed, kernel_release=release))
-    result = prepare(BY_ID["bmd99-fig8"], load_runs([tmp_path]))
+    result = prepare(BY_ID["bmd99-fig8"], read_runs([tmp_path]))
     assert isinstance(result, FigureData)
     assert "dispatch=epoll, kernel_release=6.1.0" in set(result.frame["series"])
     assert result.frame["series"].nunique() == 4
@@ -118,7 +118,7 @@ def test_two_kernels_become_two_series(tmp_path: Path) -> None:
 def test_select_share_falls_back_to_server_cpu_without_profiles(tmp_path: Path) -> None:
     points = make_points("bm98-fig1-select-cpu-vs-cold", repetitions=2)
     run = write_run(tmp_path, points, with_profiles=False)
-    result = prepare(BY_ID["bm98-fig1"], load_runs([run]))
+    result = prepare(BY_ID["bm98-fig1"], read_runs([run]))
     assert isinstance(result, FigureData)
     assert any("no profiles.parquet" in note for note in result.notes)
     assert result.frame["median"].max() == pytest.approx(
@@ -126,7 +126,7 @@ def test_select_share_falls_back_to_server_cpu_without_profiles(tmp_path: Path) 
 
 
 def test_profiles_leave_idle_samples_out(tmp_path: Path) -> None:
-    runs = load_runs([write_run(tmp_path, make_points("bmd99-table2-profile", repetitions=2))])
+    runs = read_runs([write_run(tmp_path, make_points("bmd99-table2-profile", repetitions=2))])
     before = prepare(BY_ID["bmd99-table2"], runs)
     # the same profiles on a CPU that was idle 80 % of the time
     busy = runs.profiles.assign(pct=runs.profiles["pct"] * 0.2)
@@ -143,7 +143,7 @@ def test_profiles_leave_idle_samples_out(tmp_path: Path) -> None:
 def test_profile_table_needs_profiles(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points("bm98-table1-profile", repetitions=2),
                     with_profiles=False)
-    result = prepare(BY_ID["bm98-table1-2"], load_runs([run]))
+    result = prepare(BY_ID["bm98-table1-2"], read_runs([run]))
     assert isinstance(result, Skipped) and "no profiles.parquet" in result.reason
 
 

@@ -159,7 +159,7 @@ repetitions: 2
 
 
 def _order(tmp_path: Path, extra: str = "") -> list[tuple[str, int]]:
-    from harness.runner import pending
+    from harness.runner.run import pending
     from harness.scenario import load
 
     scenario = load(write_scenario(tmp_path, ORDERED + extra), [])
@@ -178,27 +178,28 @@ def test_repetitions_are_interleaved_by_default(tmp_path: Path):
 
 def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_kept(
         tmp_path: Path, monkeypatch):
-    from harness import runner
-    from harness.results import RunDir
+    from harness.results.store import RunDir
+    from harness.runner import run as runner
+    from harness.runner.context import RunContext
     from harness.scenario import load
 
     scenario = load(write_scenario(tmp_path, ORDERED + "interference_retries: 2\n"
                                    "repetitions: 1\nsweep: {}\n"), [])
     run_dir = RunDir.create(tmp_path, "ordered", "r1")
-    ctx = runner.RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
-                            run_id="r1-kernel", tsc_hz=None, hardware_counters=False,
-                            on_event=lambda _: None)
+    ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
+                     run_id="r1-kernel", tsc_hz=None, hardware_counters=False,
+                     on_event=lambda _: None)
     attempts: list[int] = []
 
-    async def measure(self) -> dict:
-        attempts.append(self.attempt)
-        noisy = self.attempt < 1
-        row = {"point_id": self.point.point_id, "repetition": 0, "attempt": self.attempt,
+    async def measure(ctx, ends, point, repetition, attempt) -> dict:
+        attempts.append(attempt)
+        noisy = attempt < 1
+        row = {"point_id": point.point_id, "repetition": 0, "attempt": attempt,
                "valid": not noisy, "interference_only": noisy,
                "invalid_reason": "21 % CPU steal during the window" if noisy else None}
         return {"point": row, "timeseries": [], "histograms": [], "profiles": []}
 
-    monkeypatch.setattr(runner.PointRun, "run", measure)
+    monkeypatch.setattr(runner, "measure_point", measure)
     todo = runner.pending(scenario, set())
     asyncio.run(runner.run_points(ctx, todo, lambda *_: None))
     assert attempts == [0, 1]

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results import RunDir
-from harness.runner import generator_metrics
+from harness.results.format import PARAMETER_COLUMNS
+from harness.results.rows import generator_metrics
+from harness.results.store import RunDir
+from harness.scenario import load, points
 
 
 def _record(point_id: str, rep: int, rate: float) -> dict:
@@ -87,3 +89,20 @@ def test_open_replaces_a_table_that_disagrees_with_its_records(tmp_path: Path):
     run.write_record("bbb", 0, _record("bbb", 0, 300.0))
     points = pd.read_parquet(RunDir.open(run.path).path / "points.parquet")
     assert sorted(points["reply_rate_rps"]) == [250.0, 300.0]
+
+
+POINT_KINDS = {  # scenario text, the columns its sweep adds
+    "web": ("hot: {conns: 2, rate_rps: 100}\n", set()),
+    "stream": ("stream: {conns: 4, mbps: 10}\n", set()),
+    "swept": ("hot: {conns: 2, rate_rps: 100}\nsweep: {topology.set.delay_ms: [0, 5]}\n",
+              {"delay_ms"}),
+}
+
+
+def test_every_point_has_the_formats_parameter_columns_in_its_order(tmp_path: Path):
+    for name, (text, swept) in POINT_KINDS.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"name: {name}\n{text}")
+        for point in points(load(path, [])):
+            assert tuple(point.columns)[:len(PARAMETER_COLUMNS)] == PARAMETER_COLUMNS
+            assert set(point.columns) - set(PARAMETER_COLUMNS) == swept

@@ -38,7 +38,7 @@ from harness.analysis.compare.stats import (
     welch,
     window_factor_needed,
 )
-from harness.analysis.load import PARAMETER_COLUMNS
+from harness.results.format import PARAMETER_COLUMNS
 
 REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE = ("regression", "improvement", "~",
                                                    "inconclusive")

@@ -17,7 +17,7 @@ from scipy import stats
 
 from harness.analysis.compare.metrics import Metric
 from harness.analysis.derive import add_derived, valid_points
-from harness.analysis.load import load_runs
+from harness.results.runset import read_runs
 
 # A second belongs to the window if it lies inside it, give or take the generator's start-up.
 WINDOW_SLACK_S = 0.05
@@ -79,7 +79,7 @@ def load_run(path: Path, role: str) -> Run:
     if not path.exists():
         raise NotARun(f"{role} {path}: no such directory; give a run directory "
                       "(results/<scenario>/<run-id>/)")
-    runs = load_runs([path])
+    runs = read_runs([path])
     if len(runs.manifests) != 1:
         raise NotARun(f"{role} {path}: holds {len(runs.manifests)} runs; give one run directory "
                       "(results/<scenario>/<run-id>/), not a folder of runs")

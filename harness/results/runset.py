@@ -1,4 +1,4 @@
-"""Read wanbench run directories (results format, schema version 1) into tidy pandas frames."""
+"""Run directories read and checked against the results format, as tidy pandas frames."""
 
 from __future__ import annotations
 
@@ -8,32 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
-
-ID_COLUMNS = ("run_id", "scenario", "point_id", "repetition", "kernel_release")
-PARAMETER_COLUMNS = (
-    "server",
-    "dispatch",
-    "accept",
-    "reply_bytes",
-    "hot_conns",
-    "cold_conns",
-    "offered_rate_rps",
-    "one_way_delay_ms",
-    "generator",
-    "workers",
+from harness.results.format import (
+    LONG_TABLE_COLUMNS,
+    REQUIRED_MANIFEST_KEYS,
+    REQUIRED_POINT_COLUMNS,
+    SCHEMA_VERSION,
+    TABLES,
+    ResultsFormatError,
 )
-REQUIRED_POINT_COLUMNS = (*ID_COLUMNS, *PARAMETER_COLUMNS, "valid")
-TABLE_COLUMNS = {
-    "timeseries.parquet": ("run_id", "point_id", "repetition", "t_s", "source", "metric", "value"),
-    "histograms.parquet": ("run_id", "point_id", "repetition", "kind", "lo_us", "hi_us", "count"),
-    "profiles.parquet": ("run_id", "point_id", "repetition", "symbol", "layer", "samples", "pct"),
-}
-REQUIRED_MANIFEST_KEYS = ("schema_version", "run_id", "scenario_name", "kernel")
-
-
-class ResultsFormatError(ValueError):
-    """A run directory does not follow docs/results-format.md."""
+from harness.results.store import RunDir
 
 
 @dataclass
@@ -64,15 +47,15 @@ class RunSet:
         )
 
 
-def _read_manifest(run_dir: Path) -> dict:
-    path = run_dir / "manifest.json"
+def _read_manifest(run: RunDir) -> dict:
+    path = run.manifest_path
     if not path.is_file():
         raise ResultsFormatError(
-            f"{path}: missing; a run directory holds manifest.json (is {run_dir} a run directory "
-            "written by `wanbench run`?)"
+            f"{path}: missing; a run directory holds manifest.json (is {run.path} a run "
+            "directory written by `wanbench run`?)"
         )
     try:
-        manifest = json.loads(path.read_text())
+        manifest = run.read_manifest()
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(f"{path}: not valid JSON ({exc})") from exc
     missing = [key for key in REQUIRED_MANIFEST_KEYS if key not in manifest]
@@ -92,40 +75,36 @@ def _require_columns(frame: pd.DataFrame, columns: tuple[str, ...], where: Path)
         raise ResultsFormatError(f"{where}: missing column(s) {', '.join(missing)}")
 
 
-def _read_records(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """Tables rebuilt from points/*.json, for a run interrupted before its Parquet rebuild.
-
-    A record is {"point": row, "timeseries": [...], "histograms": [...], "profiles": [...]}.
-    """
-    paths = sorted((run_dir / "points").glob("*.json"))
-    if not paths:
+def _tables_from_records(run: RunDir) -> dict[str, pd.DataFrame]:
+    """Tables rebuilt from the point records, for a run interrupted before its Parquet
+    rebuild (read only: the run directory is left as it is)."""
+    rows = run.table_rows()
+    if not rows["points"]:
         raise ResultsFormatError(
-            f"{run_dir / 'points.parquet'}: missing, and no records in {run_dir / 'points'}; "
+            f"{run.table_path('points')}: missing, and no records in {run.records_dir}; "
             "the run has no finished points"
         )
-    records = [json.loads(p.read_text()) for p in paths]
-    tables = {"points.parquet": pd.DataFrame([r["point"] for r in records])}
-    for name in TABLE_COLUMNS:
-        rows = [row for r in records for row in r.get(name.removesuffix(".parquet")) or []]
-        tables[name] = pd.DataFrame(rows, columns=None if rows else list(TABLE_COLUMNS[name]))
+    tables = {"points": pd.DataFrame(rows["points"])}
+    for name, columns in LONG_TABLE_COLUMNS.items():
+        tables[name] = pd.DataFrame(rows[name], columns=None if rows[name] else list(columns))
     return tables
 
 
-def _read_tables(run_dir: Path, manifest: dict) -> dict[str, pd.DataFrame]:
-    """points.parquet and the long tables; absent long tables are empty (nothing sampled)."""
-    if (run_dir / "points.parquet").is_file():
-        tables = {"points.parquet": pd.read_parquet(run_dir / "points.parquet")}
-        for name in TABLE_COLUMNS:
-            path = run_dir / name
+def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
+    """The points table and the long tables; absent long tables are empty (nothing sampled)."""
+    if run.table_path("points").is_file():
+        tables = {"points": pd.read_parquet(run.table_path("points"))}
+        for name, columns in LONG_TABLE_COLUMNS.items():
+            path = run.table_path(name)
             tables[name] = (pd.read_parquet(path) if path.is_file()
-                            else pd.DataFrame(columns=list(TABLE_COLUMNS[name])))
+                            else pd.DataFrame(columns=list(columns)))
     else:
-        tables = _read_records(run_dir)
+        tables = _tables_from_records(run)
     extra = tuple(manifest.get("parameters") or ())
-    required = {"points.parquet": tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *extra))),
-                **TABLE_COLUMNS}
+    required = {"points": tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *extra))),
+                **LONG_TABLE_COLUMNS}
     for name, frame in tables.items():
-        _require_columns(frame, required[name], run_dir / name)
+        _require_columns(frame, required[name], run.table_path(name))
     return tables
 
 
@@ -158,22 +137,21 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("manifest.json"))
 
 
-def load_runs(run_dirs: list[str | Path]) -> RunSet:
-    """Load and validate run directories; each may also be a folder of run directories."""
+def read_runs(run_dirs: list[str | Path]) -> RunSet:
+    """Read and check run directories; each may also be a folder of run directories."""
     dirs = [d for given in run_dirs for d in (find_runs(given) or [Path(given)])]
-    manifests, points, tables, raw = [], [], {name: [] for name in TABLE_COLUMNS}, {}
+    manifests, tables, raw = [], {name: [] for name in TABLES}, {}
     for run_dir in dirs:
         if not run_dir.is_dir():
             raise ResultsFormatError(f"{run_dir}: no such run directory")
-        manifest = _read_manifest(run_dir)
+        run = RunDir(run_dir)
+        manifest = _read_manifest(run)
         if manifest["run_id"] in raw:
             raise ResultsFormatError(f"{run_dir}: run {manifest['run_id']} given twice")
         raw[manifest["run_id"]] = manifest
         manifests.append(_manifest_row(manifest, run_dir))
-        run_tables = _read_tables(run_dir, manifest)
-        points.append(run_tables["points.parquet"])
-        for name in TABLE_COLUMNS:
-            tables[name].append(run_tables[name])
+        for name, frame in _read_tables(run, manifest).items():
+            tables[name].append(frame)
     if not manifests:
         raise ResultsFormatError("no run directories given")
 
@@ -183,9 +161,9 @@ def load_runs(run_dirs: list[str | Path]) -> RunSet:
 
     return RunSet(
         manifests=pd.DataFrame(manifests),
-        points=concat(points),
-        timeseries=concat(tables["timeseries.parquet"]),
-        histograms=concat(tables["histograms.parquet"]),
-        profiles=concat(tables["profiles.parquet"]),
+        points=concat(tables["points"]),
+        timeseries=concat(tables["timeseries"]),
+        histograms=concat(tables["histograms"]),
+        profiles=concat(tables["profiles"]),
         raw_manifests=raw,
     )

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -14,17 +13,11 @@ from typing import Any
 import pandas as pd
 
 from clients.atomic import write_atomic
-
-SCHEMA_VERSION = 1
-TABLES = ("points", "timeseries", "histograms", "profiles")
+from harness.results.format import LONG_TABLE_COLUMNS, TABLES, table_file
 
 
 def write_json(path: Path, value: Any) -> None:
     write_atomic(path, (json.dumps(value, indent=2, default=str) + "\n").encode())
-
-
-def new_run_id(kernel_release: str) -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + kernel_release
 
 
 class RunDir:
@@ -101,15 +94,23 @@ class RunDir:
         for path in sorted(self.records_dir.glob("*.json")):
             yield json.loads(path.read_text())
 
-    def rebuild_tables(self) -> None:
-        """Regenerate every Parquet table from the point records (atomically)."""
+    def table_path(self, name: str) -> Path:
+        return self.path / table_file(name)
+
+    def table_rows(self) -> dict[str, list[dict[str, Any]]]:
+        """Every table's rows, from the point records: a table is the concatenation of the
+        records' rows of its name (a record's points row is its "point")."""
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
         for record in self.records():
             rows["points"].append(record["point"])
-            for name in TABLES[1:]:
-                rows[name].extend(record.get(name, []))
-        for name, table_rows in rows.items():
-            target = self.path / f"{name}.parquet"
+            for name in LONG_TABLE_COLUMNS:
+                rows[name].extend(record.get(name) or [])
+        return rows
+
+    def rebuild_tables(self) -> None:
+        """Regenerate every Parquet table from the point records (atomically)."""
+        for name, table_rows in self.table_rows().items():
+            target = self.table_path(name)
             if not table_rows:
                 target.unlink(missing_ok=True)
                 continue

@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.load import ResultsFormatError, find_runs, load_runs
+from harness.results.format import ResultsFormatError
+from harness.results.runset import find_runs, read_runs
 
 from .synthetic import make_points, write_run
 
@@ -16,7 +17,7 @@ SCENARIO = "bmd99-fig8-reply-rate-vs-cold"
 
 def test_loads_points_and_long_tables(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points(SCENARIO, repetitions=2))
-    runs = load_runs([run])
+    runs = read_runs([run])
     assert runs.manifests.loc[0, "scenario_name"] == SCENARIO
     assert runs.manifests.loc[0, "kernel_release"] == "6.18.0-synthetic"
     assert len(runs.points) == 3 * 2 * 2  # cold conns x dispatch x repetitions
@@ -27,8 +28,8 @@ def test_loads_points_and_long_tables(tmp_path: Path) -> None:
 
 def test_records_alone_give_the_same_tables(tmp_path: Path) -> None:
     points = make_points(SCENARIO, repetitions=2)
-    from_parquet = load_runs([write_run(tmp_path / "a", points)])
-    from_records = load_runs([write_run(tmp_path / "b", points, with_parquet=False)])
+    from_parquet = read_runs([write_run(tmp_path / "a", points)])
+    from_records = read_runs([write_run(tmp_path / "b", points, with_parquet=False)])
     for table in ("points", "timeseries", "histograms", "profiles"):
         assert len(getattr(from_parquet, table)) == len(getattr(from_records, table)), table
     assert sorted(from_parquet.points["reply_rate_rps"]) == pytest.approx(
@@ -40,14 +41,14 @@ def test_records_alone_give_the_same_tables(tmp_path: Path) -> None:
 def test_other_schema_version_is_refused(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points(SCENARIO, repetitions=1), schema_version=2)
     with pytest.raises(ResultsFormatError, match="schema_version 2.*reads version 1"):
-        load_runs([run])
+        read_runs([run])
 
 
 def test_missing_manifest_is_named(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points(SCENARIO, repetitions=1))
     (run / "manifest.json").unlink()
     with pytest.raises(ResultsFormatError, match="manifest.json: missing"):
-        load_runs([run])
+        read_runs([run])
 
 
 @pytest.mark.parametrize(("table", "column"), [("points", "cold_conns"), ("profiles", "layer")])
@@ -56,7 +57,7 @@ def test_missing_column_is_named_with_its_file(tmp_path: Path, table: str, colum
     path = run / f"{table}.parquet"
     pd.read_parquet(path).drop(columns=[column]).to_parquet(path, index=False)
     with pytest.raises(ResultsFormatError, match=rf"{table}.parquet: missing column\(s\) {column}"):
-        load_runs([run])
+        read_runs([run])
 
 
 def test_run_without_points_is_refused(tmp_path: Path) -> None:
@@ -64,14 +65,14 @@ def test_run_without_points_is_refused(tmp_path: Path) -> None:
     for record in (run / "points").iterdir():
         record.unlink()
     with pytest.raises(ResultsFormatError, match="no finished points"):
-        load_runs([run])
+        read_runs([run])
 
 
 def test_folder_of_runs_and_scenario_subset(tmp_path: Path) -> None:
     write_run(tmp_path, make_points(SCENARIO, repetitions=1))
     write_run(tmp_path, make_points("bm98-ufalloc", repetitions=1))
     assert len(find_runs(tmp_path)) == 2
-    runs = load_runs([tmp_path])
+    runs = read_runs([tmp_path])
     subset = runs.scenario("bm98-ufalloc")
     assert list(subset.manifests["scenario_name"]) == ["bm98-ufalloc"]
     assert set(subset.points["scenario"]) == {"bm98-ufalloc"}
@@ -82,4 +83,4 @@ def test_manifest_must_be_json(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points(SCENARIO, repetitions=1))
     (run / "manifest.json").write_text("{not json")
     with pytest.raises(ResultsFormatError, match="manifest.json: not valid JSON"):
-        load_runs([run])
+        read_runs([run])

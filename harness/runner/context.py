@@ -1,0 +1,64 @@
+"""What every point of one run shares: the run, and where its server and clients are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.results.store import RunDir
+from harness.scenario import Scenario
+
+
+@dataclass
+class RunContext:
+    """What every point of one run shares."""
+
+    scenario: Scenario
+    scenario_dir: Path
+    run_dir: RunDir
+    run_id: str
+    tsc_hz: float | None
+    hardware_counters: bool
+    backend: str | None = None
+    on_event: Callable[[str], None] = print
+    topology_manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Endpoints:
+    """Where the server listens and from which namespaces the clients run."""
+
+    handle: Any  # harness.topology TopologyHandle
+    server_host: str | None
+    hot_host: str | None
+    cold_host: str | None
+
+    def prefix(self, host: str | None) -> list[str]:
+        return self.handle.exec_prefix(host) if host else []
+
+    def address(self, host: str | None) -> str:
+        return self.handle.address(host) if host else "127.0.0.1"
+
+    def sources(self, host: str | None) -> list[str] | None:
+        """Addresses a client host may bind: many, so cold connections do not run out of ports."""
+        return self.handle.addresses(host) if host else None
+
+    @property
+    def shared_host(self) -> bool:
+        """Loopback: everything in this namespace, so the server takes any free port."""
+        return self.server_host is None or self.handle.netns(self.server_host) is None
+
+
+def _first(handle: Any, *roles: str) -> str | None:
+    for role in roles:
+        hosts = handle.role_hosts(role)
+        if hosts:
+            return hosts[0]
+    return None
+
+
+def endpoints(handle: Any) -> Endpoints:
+    return Endpoints(handle, _first(handle, "server"), _first(handle, "hot", "cold"),
+                     _first(handle, "cold", "hot"))

@@ -1,0 +1,162 @@
+"""Runs a scenario: preflight, manifest, the order of its points, their topologies, and for
+each point × repetition a launcher that measures and a recorder that keeps the record."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from clients.paths import binary
+from harness import interrupts, topology
+from harness.results.format import SCHEMA_VERSION
+from harness.results.store import RunDir
+from harness.runner.context import Endpoints, RunContext, endpoints
+from harness.runner.launch import PointFailed, PointLauncher
+from harness.runner.record import PointRecorder
+from harness.scenario import Point, Scenario, WbServer, points, sweep_columns
+
+
+class MissingTool(RuntimeError):
+    """A program the scenario needs is not installed; the message names the fix."""
+
+
+GENERATOR_FIX = {
+    "httperf": "apt-get install httperf",
+    "wrk": "apt-get install wrk",
+    "wrk2": "wrk2 is not packaged: build it from source and put it on PATH",
+}
+
+
+def preflight(scenario: Scenario) -> None:
+    """Refuse before anything starts when a binary or tool of some point is missing."""
+    for point in points(scenario):
+        cfg = point.config
+        if isinstance(cfg.server, WbServer):
+            binary("wb-server")
+        elif shutil.which(cfg.server.command[0]) is None:
+            raise MissingTool(f"server command {cfg.server.command[0]!r} is not on PATH")
+        if cfg.cold.conns or cfg.stream or cfg.hot.generator == "sclient":
+            binary("wb-sclient")
+        tool = cfg.hot.generator
+        if tool in GENERATOR_FIX and shutil.which(tool) is None:
+            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {GENERATOR_FIX[tool]}"
+                              f", or use hot.generator: sclient")
+
+
+def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+    scenario = ctx.scenario
+    grid = points(scenario)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "scenario_name": scenario.name,
+        "scenario": scenario.model_dump(mode="json", by_alias=True),
+        "scenario_dir": str(ctx.scenario_dir),
+        "sweep_axes": sweep_columns(scenario),
+        "parameters": list(grid[0].columns),
+        "repetitions": scenario.repetitions,
+        "points": len(grid),
+        **machine,
+        "perf": {"hardware_counters": ctx.hardware_counters, "reason": reason,
+                 "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
+                 else "estimated: server CPU busy time × TSC frequency"},
+        "topology": ctx.topology_manifest,
+    }
+
+
+class TopologyCache:
+    """Keeps one topology up while consecutive points share it (same file and overrides).
+
+    Each topology brought up is one entry of the manifest's `topology.instances`, rewritten
+    after teardown so that it carries the emulator's counters too."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.key: str | None = None
+        self.ends: Endpoints | None = None
+        self.stack = contextlib.ExitStack()
+
+    def get(self, point: Point) -> Endpoints:
+        if point.topology_key == self.key and self.ends is not None:
+            return self.ends
+        self.close()
+        ref = point.config.topology
+        topo = topology.load_topology(ref.path(self.ctx.scenario_dir), dict(ref.set) or None)
+        backend = self.ctx.backend or ref.backend
+        with interrupts.raising():  # calibration blocks: a signal must not wait for it
+            handle = self.stack.enter_context(topology.bring_up(
+                topo, backend=backend, run_prefix=None, handle_signals=False))
+        self.ctx.on_event(f"topology {ref.file} up (backend {handle.backend})")
+        self.key = point.topology_key
+        self.ends = endpoints(handle)
+        self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
+                                          probe=handle.probe)
+        self.ctx.topology_manifest.setdefault("instances", []).append(self._describe())
+        return self.ends
+
+    def _describe(self) -> dict[str, Any]:
+        assert self.ends is not None
+        return {"set": json.loads(self.key or "{}").get("set", {}),
+                **self.ends.handle.manifest()}
+
+    def close(self) -> None:
+        self.stack.close()
+        if self.ends is not None:
+            self.ctx.topology_manifest["instances"][-1] = self._describe()
+        self.stack = contextlib.ExitStack()
+        self.key = self.ends = None
+
+
+def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
+    """The point × repetitions still to measure, in the scenario's order (scenario.order)."""
+    grid = points(scenario)
+    if scenario.order == "grouped":
+        todo = [(point, rep) for point in grid for rep in range(scenario.repetitions)]
+    else:
+        todo = []
+        for rep in range(scenario.repetitions):
+            round_ = list(grid)
+            if scenario.order == "shuffled":
+                random.Random(f"{scenario.order_seed}/{rep}").shuffle(round_)
+            else:  # points sharing a topology stay together: one bring-up each per round
+                round_.sort(key=lambda point: point.topology_key)
+            todo += [(point, rep) for point in round_]
+    return [(point, rep) for point, rep in todo
+            if RunDir.record_name(point.point_id, rep) not in done]
+
+
+async def measure_point(ctx: RunContext, ends: Endpoints, point: Point, repetition: int,
+                        attempt: int) -> dict[str, Any]:
+    """One point × repetition's record: launched and measured, then recorded; a point that
+    could not be measured is recorded as failed, with why."""
+    recorder = PointRecorder(ctx, point, repetition, attempt)
+    try:
+        measured = await PointLauncher(ctx, ends, point, repetition, attempt).run()
+    except PointFailed as exc:
+        ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {exc}")
+        return recorder.failed(str(exc))
+    return recorder.record(measured)
+
+
+async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
+                     progress: Callable[[Point, int, dict[str, Any]], None]) -> None:
+    """Measure each pending point × repetition; each record is on disk before the next starts."""
+    cache = TopologyCache(ctx)
+    try:
+        for point, rep in todo:
+            for attempt in range(ctx.scenario.interference_retries + 1):
+                record = await measure_point(ctx, cache.get(point), point, rep, attempt)
+                if not record["point"].get("interference_only"):
+                    break
+                ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
+                ctx.on_event(f"{point.axis_values} rep {rep} attempt {attempt}: "
+                             f"{record['point']['invalid_reason']}")
+            ctx.run_dir.write_record(point.point_id, rep, record)
+            ctx.run_dir.rebuild_tables()
+            progress(point, rep, record["point"])
+    finally:
+        cache.close()
