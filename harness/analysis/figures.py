@@ -1,4 +1,4 @@
-"""One declarative figure spec per reproduction target (../shared/REPRODUCTION.md)."""
+"""One declarative figure spec per reproduction target (REPRODUCTION.md)."""
 
 from __future__ import annotations
 
