@@ -15,4 +15,4 @@ $(ASANBIN)/wb-sclient: $(SCLIENT_SRC) $(SCLIENT_HDR)
 # Side-by-side generator benchmarks (docs/bench-clients.md); needs wb-server.
 .PHONY: bench-clients
 bench-clients: python-deps $(BIN)/wb-sclient $(BIN)/wb-server
-	$(PY) -m clients.bench --out docs/bench-clients.md
+	$(PY) scripts/bench_clients.py --out docs/bench-clients.md

@@ -34,6 +34,7 @@ from harness.servers import (
     check_accept,
     check_rt_signal_queue,
 )
+from harness.topology.backend_probe import BACKENDS
 
 
 class ScenarioError(ValueError):
@@ -46,7 +47,7 @@ class Strict(BaseModel):
 
 class TopologyRef(Strict):
     file: str = "topologies/loopback.yaml"
-    backend: Literal["auto", "netem", "userspace", "none"] = "auto"
+    backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
     set: dict[str, str | int | float] = Field(default_factory=dict)
 
     def path(self, base: Path) -> Path:
@@ -161,6 +162,9 @@ class Hot(Strict):
     # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU);
     # 0: the lead before each send adapts to the machine (clients/README.md)
     spin_us: int = Field(0, ge=0, le=1_000_000)
+    # sclient: never sleep for less than this between sends; past ~75,000 req/s a timer
+    # wake-up per request caps the generator, coalesced sleeps hold 200,000+
+    coalesce_us: int = Field(0, ge=0, le=1_000_000)
 
     @field_validator("path")
     @classmethod
@@ -169,7 +173,7 @@ class Hot(Strict):
 
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:
-        check_sclient_only(self.generator, spin_us=self.spin_us)
+        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us)
         return self
 
 
@@ -384,6 +388,8 @@ def points(scenario: Scenario) -> list[Point]:
         for (path, _, column), value in zip(axes, combo, strict=True):
             _set_path(data, path, value)
             axis_values[path] = value
+            if isinstance(value, dict) and column is None:
+                continue  # a whole section (e.g. `server`): its parameter columns describe it
             name = column or COLUMN_OF_PATH.get(path)
             if name is None:
                 name = path.removeprefix("topology.set.").replace(".", "_")

@@ -23,13 +23,19 @@ $(FUZZBIN)/fuzz-http: servers/fuzz/fuzz_http.c servers/http.c servers/http.h ser
 	clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $(WARN) -Iservers -o $@ servers/fuzz/fuzz_http.c servers/http.c
 
-.PHONY: bench-servers bench-servers-sweep bench-servers-nginx
-bench-servers: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
+.PHONY: bench-servers bench-servers-idle bench-servers-nginx bench-servers-report
+# Two scenarios run by the runner (results under results/bench/, kept in the repository), then
+# docs/bench-servers.md rendered from the newest run of each. Invalid runs are reported there.
+BENCH_RUN := $(VENV)/bin/wanbench run --out results/bench --allow-invalid
+bench-servers: bench-servers-idle bench-servers-nginx
 	$(PY) servers/bench.py --out docs/bench-servers.md
 
-# Only one part; the other, stored in docs/bench-servers.json, is kept.
-bench-servers-sweep: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
-	$(PY) servers/bench.py --part sweep --out docs/bench-servers.md
+# One part alone, then `make bench-servers-report` (it takes the other part's newest run).
+bench-servers-idle: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
+	$(BENCH_RUN) scenarios/bench/bench-servers-idle.yaml
 
 bench-servers-nginx: python-deps $(BIN)/wb-server $(BIN)/wb-sclient
-	$(PY) servers/bench.py --part nginx --out docs/bench-servers.md
+	$(BENCH_RUN) scenarios/bench/bench-servers-nginx.yaml
+
+bench-servers-report: python-deps
+	$(PY) servers/bench.py --out docs/bench-servers.md

@@ -1,184 +1,133 @@
-"""make bench-wan: wrk -c50 through the userspace link emulator vs plain veth, side by side.
+"""`make bench-wan`: docs/bench-wan.md from the newest run of scenarios/bench/bench-wan.yaml.
 
-Each run brings up lan.yaml with one arm (veth; the emulator with the link's busy_poll_us;
-the emulator as shipped, sleeping between bursts), serves a fixed reply from nginx in the
-server namespace and runs wrk in the client namespace; arms alternate so all see the same
-machine load. Writes a Markdown table (req/s, emulator packets/s per direction, CPU,
-batching, idle and other users' CPU).
+The Makefile measures with `wanbench run` (wrk's closed loop through one unshaped link, plain
+veth against the userspace emulator with busy-polling on and off, the arms alternating round
+by round); this script only reads the run and writes the report, so `--run` re-renders a
+stored one without measuring.
+
+    .venv/bin/python topologies/bench_wan.py [--results results/bench] [--run RUN_DIR]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import re
-import statistics
-import subprocess
-import tempfile
-import time
-from pathlib import Path
+import pandas as pd
 
-from harness.metrics.cpu import TreeCpu
-from harness.topology import bring_up, load_topology
-from harness.topology.cleanup import emulator_pids
+from harness.analysis import benchpage
+from harness.results.format import ResultsFormatError
+from harness.results.runset import RunSet
 
-REPO = Path(__file__).resolve().parent.parent
-BUSY_POLL_US = 200
-NGINX_CONF = """worker_processes 1; daemon off; pid {dir}/nginx.pid; error_log stderr;
-events {{ worker_connections 1024; }}
-http {{ access_log off; client_body_temp_path {dir}; proxy_temp_path {dir};
-  fastcgi_temp_path {dir}; uwsgi_temp_path {dir}; scgi_temp_path {dir};
-  server {{ listen {addr}:8080; location / {{ return 200 "hello, wanbench\\n"; }} }} }}
-"""
+SCENARIO = "bench-wan"
+GOAL = 0.9  # the emulator, busy-polling, keeps at least 90 % of veth's rate
+QUIET_PCT = 5  # a round is quiet when other tasks took at most this much of the server's CPU
 
 
-def machine_ticks() -> tuple[int, int]:
-    """(busy, idle) ticks of all CPUs; busy includes interrupts, which processes are charged."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, idle
+def arm(row: pd.Series) -> str:
+    if row["topology_backend"] != "userspace":
+        return "veth"  # busy_poll_us is the emulator's: veth has nothing to poll
+    busy = row["links_lan_busy_poll_us"]
+    return f"userspace, busy_poll_us {busy}" if busy else "userspace, default (no busy-poll)"
 
 
-def one_run(backend: str, busy_poll_us: int, seconds: int) -> dict:
-    topology = load_topology(REPO / "topologies/lan.yaml",
-                             {"links.lan.busy_poll_us": str(busy_poll_us)})
-    handle = bring_up(topology, backend, calibrate=False)
-    with handle, tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(dir=tmp, addr=handle.address("server")))
-        nginx = subprocess.Popen([*handle.exec_prefix("server"), "nginx", "-c", str(conf)],
-                                 stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.3)  # nginx has no readiness signal; wrk's errors would show a miss
-            emulator, server = TreeCpu(emulator_pids(handle.prefix)), TreeCpu([nginx.pid])
-            before, served = sum(emulator.read()), sum(server.read())
-            busy, idle = machine_ticks()
-            wrk = subprocess.Popen(
-                [*handle.exec_prefix("client"), "wrk", "-t1", "-c50", f"-d{seconds}s",
-                 f"http://{handle.address('server')}:8080/"], stdout=subprocess.PIPE, text=True)
-            out = wrk.stdout.read()
-            _, status, usage = os.wait4(wrk.pid, 0)  # wrk's own CPU, as it exits
-            if status:
-                raise RuntimeError(f"wrk failed ({status}): {out}")
-            used = sum(emulator.read()) - before  # seconds
-            served = sum(server.read()) - served
-            busy, idle = (a - b for a, b in zip(machine_ticks(), (busy, idle), strict=True))
-        finally:
-            nginx.terminate()
-            nginx.wait()
-    errors = re.search(r"Socket errors: (.*)", out)
-    tick = os.sysconf("SC_CLK_TCK")
-    ours = used + served + usage.ru_utime + usage.ru_stime
-    result = {"backend": label(backend, busy_poll_us),
-              "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
-              "errors": errors[1] if errors else "none",
-              "idle_pct": 100 * idle / (busy + idle),
-              "others_pct": max(0.0, 100 * (busy / tick - ours) / seconds)}
-    if backend == "userspace":
-        counters = handle.emulator_counters["lan"]
-        result["pps_a_to_b"] = counters["a_to_b"]["forwarded"] / seconds
-        result["pps_b_to_a"] = counters["b_to_a"]["forwarded"] / seconds
-        result["cpu_pct"] = 100 * used / seconds
-        forwarded = counters["a_to_b"]["forwarded"] + counters["b_to_a"]["forwarded"]
-        result["cpu_us_per_packet"] = 1e6 * used / forwarded
-        result["per_wakeup"] = forwarded / max(1, counters["a_to_b"]["wakeups"]
-                                               + counters["b_to_a"]["wakeups"])
-        result["pauses"] = sum(counters[d]["busy_poll_pauses"] for d in ("a_to_b", "b_to_a"))
-    return result
+def runs_frame(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per run, in the order measured (round by round), with its arm."""
+    out = points.assign(arm=points.apply(arm, axis=1))
+    packets = out["packets_in"] + out["packets_out"]
+    out["pps_in"] = out["packets_in"] / out["sampled_window_s"]
+    out["pps_out"] = out["packets_out"] / out["sampled_window_s"]
+    out["emulator_us_per_packet"] = (out["cpu_emulator_pct"] / 100 * out["sampled_window_s"]
+                                     * 1e6 / packets.where(packets > 0))
+    # veth first, then the emulator busy-polling, then as shipped: the old table's order
+    rank = out["arm"].map(lambda a: 0 if a == "veth" else 1 if "busy_poll_us " in a else 2)
+    return (out.assign(rank=rank).sort_values(["repetition", "rank", "links_lan_busy_poll_us"])
+            .drop(columns="rank").reset_index(drop=True))
 
 
-def label(backend: str, busy_poll_us: int) -> str:
-    if backend != "userspace":
-        return backend
-    return (f"userspace, busy_poll_us {busy_poll_us}" if busy_poll_us else
-            "userspace, default (no busy-poll)")
+def num(value: float, digits: int = 0) -> str:
+    return "–" if pd.isna(value) else f"{value:,.{digits}f}"
 
 
-def table(runs: list[dict], arms: list[str], load_before: str, load_after: str,
-          seconds: int) -> str:
-    medians = {arm: statistics.median(r["rps"] for r in runs if r["backend"] == arm)
-               for arm in arms}
-    lines = [
-        "# bench-wan: userspace link emulator vs plain veth",
-        "",
-        f"`make bench-wan`: topologies/lan.yaml, nginx (1 worker) in the server namespace, "
-        f"`wrk -t1 -c50 -d{seconds}s` in the client namespace, 0 ms delay, nothing pinned; "
-        "the arms alternate run by run. Emulator packets/s are forwarded packets per "
-        "direction (client to server = a_to_b); emulator CPU is the wb-linkem process (both "
-        "threads) over the wrk run, 100 % = one core, busy-polling included; a wake-up is a "
-        "forwarding thread's sleep ending; a pause is busy-polling stopped because other "
-        "runnable tasks outnumbered the CPUs. Idle is the machine's (both CPUs); other CPU is "
-        "CPU time not charged to nginx, wrk or the emulator (other users, kernel threads), "
-        "100 % = one core. The emulator's threads run SCHED_BATCH on this unshaped link; "
-        f"the second arm sets the link's `busy_poll_us: {BUSY_POLL_US}` (off by default: the "
-        "polling takes CPU from a saturated server, topologies/README.md), the third is the "
-        "default.",
-        "",
-        f"Machine load (`uptime`) before: {load_before}; after: {load_after}.",
-        "",
-        "| run | arm | req/s | emulator pkt/s a_to_b | emulator pkt/s b_to_a "
-        "| emulator CPU % | emulator CPU µs/packet | packets per wake-up | busy-poll pauses "
-        "| machine idle % | other CPU % | socket errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for i, r in enumerate(runs, start=1):
-        extra = (f"{r['pps_a_to_b']:.0f} | {r['pps_b_to_a']:.0f} | {r['cpu_pct']:.0f} | "
-                 f"{r['cpu_us_per_packet']:.1f} | {r['per_wakeup']:.1f} | {r['pauses']}"
-                 if "pps_a_to_b" in r else "- | - | - | - | - | -")
-        lines.append(f"| {i} | {r['backend']} | {r['rps']:.0f} | {extra} | "
-                     f"{r['idle_pct']:.0f} | {r['others_pct']:.0f} | {r['errors']} |")
-    lines += ["", "| arm | median req/s | over veth |", "|---|---|---|"]
-    lines += [f"| {arm} | {m:.0f} | {100 * m / medians['veth']:.1f} % |"
-              for arm, m in medians.items()]
-    rounds = [runs[i:i + len(arms)] for i in range(0, len(runs), len(arms))]
-    quiet = [all(r["others_pct"] <= 5 for r in rnd) for rnd in rounds]
+def run_table(runs: pd.DataFrame) -> list[str]:
+    lines = ["| round | arm | req/s | server pkt/s in | server pkt/s out | emulator CPU % | "
+             "emulator CPU µs/packet | server CPU idle % | other tasks on server CPU % | "
+             "steal % | valid |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in runs.iterrows():
+        lines.append(f"| {r['repetition'] + 1} | {r['arm']} | {num(r['reply_rate_rps'])} | "
+                     f"{num(r['pps_in'])} | {num(r['pps_out'])} | {num(r['cpu_emulator_pct'])} "
+                     f"| {num(r['emulator_us_per_packet'], 1)} | {num(r['cpu_idle_pct'])} | "
+                     f"{num(r['other_server_cpu_pct'])} | {num(r['steal_pct'], 1)} | "
+                     f"{'yes' if r['valid'] else 'no'} |")
+    return lines
+
+
+def comparison(runs: pd.DataFrame) -> list[str]:
+    arms = list(dict.fromkeys(runs["arm"]))
+    medians = runs.groupby("arm")["reply_rate_rps"].median()
+    veth = medians["veth"]
+    lines = ["| arm | runs | median req/s | over veth |", "|---|---|---|---|"]
+    lines += [f"| {a} | {int((runs['arm'] == a).sum())} | {num(medians[a])} | "
+              f"{medians[a] / veth:.1%} |" for a in arms]
     lines.append("")
-    for k, arm in enumerate(arms[1:], start=1):
-        pairs = [100 * rnd[k]["rps"] / rnd[0]["rps"] for rnd in rounds]
-        marked = list(zip(pairs, quiet, strict=True))
-        calm = [p for p, q in marked if q]
-        lines.append(
-            f"{arm} over the veth run of the same round, round by round: "
-            + ", ".join(f"{p:.0f} %" + ("" if q else "*") for p, q in marked)
-            + f"; median {statistics.median(pairs):.0f} %"
-            + (f", {statistics.median(calm):.0f} % over the {len(calm)} "
-               f"round{'s' if len(calm) > 1 else ''} without *"
-               if calm and len(calm) < len(pairs) else "") + ".")
-        lines.append("")
-    lines += [f"Goal: {arms[1]} ≥ 90 % of veth. * = other processes took more than 5 % of a "
-              "core in a run of that round.",
-              "",
-              "Reading: every packet costs the emulator a read and a write system call, two "
-              "copies and an skb, and the write runs the receiver's TCP input (as veth's "
-              "sender does). Without busy-polling the forwarding threads sleep between bursts "
-              "and both CPUs sit idle about a quarter of the time (machine idle column): each "
-              "burst waits for a sleeping thread's wake-up, on an idle, halted virtual CPU, "
-              "and the 50 requests move round the loop in convoys. With busy-polling the "
-              "threads keep polling while traffic flows, yielding to nginx and wrk between "
-              "polls, so they use CPU that would otherwise be idle: emulator CPU goes up, "
-              "machine idle goes down. Other users' load varies run to run (see the load "
-              "figures and the other CPU column). Busy-polling is off by default: on a "
-              "saturated server's CPU the polling takes time the server needs "
-              "(topologies/README.md).", ""]
-    return "\n".join(lines)
+    for a in arms[1:]:
+        pairs = []
+        for _, rnd in runs.groupby("repetition"):
+            veth_rate = rnd.loc[rnd["arm"] == "veth", "reply_rate_rps"].median()
+            ours = rnd.loc[rnd["arm"] == a, "reply_rate_rps"]
+            quiet = (rnd["other_server_cpu_pct"] <= QUIET_PCT).all()
+            pairs += [(rate / veth_rate, quiet) for rate in ours]
+        shown = ", ".join(f"{p:.0%}" + ("" if q else "*") for p, q in pairs)
+        calm = [p for p, q in pairs if q]
+        calm_note = (f", {pd.Series(calm).median():.0%} over the {len(calm)} without *"
+                     if calm and len(calm) < len(pairs) else "")
+        lines += [f"{a} over the median veth run of the same round, round by round: {shown}; "
+                  f"median {pd.Series([p for p, _ in pairs]).median():.0%}{calm_note}.", ""]
+    busy = next((a for a in arms if "busy_poll_us " in a), None)
+    if busy is not None:
+        ratio = medians[busy] / veth
+        lines.append(f"Goal: {busy} ≥ {GOAL:.0%} of veth: {ratio:.1%} "
+                     f"({'met' if ratio >= GOAL else 'NOT met'}). * = other tasks took more "
+                     f"than {QUIET_PCT} % of the server's CPU in a run of that round.")
+    return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=REPO / "docs/bench-wan.md")
-    # Many short alternating pairs: other users' load on this machine moves by the second.
-    parser.add_argument("--reps", type=int, default=6)
-    parser.add_argument("--seconds", type=int, default=3)
-    args = parser.parse_args()
-    load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    arms = [("veth", 0), ("userspace", BUSY_POLL_US), ("userspace", 0)]
-    runs = [one_run(backend, busy_poll_us, args.seconds)
-            for _ in range(args.reps) for backend, busy_poll_us in arms]
-    load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    text = table(runs, [label(*arm) for arm in arms], load_before, load_after, args.seconds)
-    args.out.write_text(text)
-    print(text)
+def report(runs_given: RunSet) -> str:
+    runs_set = runs_given.scenario(SCENARIO)
+    if runs_set.points.empty:
+        raise ResultsFormatError(f"no run of {SCENARIO} among the runs given")
+    manifest = next(iter(runs_set.raw_manifests.values()))
+    runs = runs_frame(runs_set.points)
+    first = runs.iloc[0]
+    invalid = runs[~runs["valid"].astype(bool)]
+    reasons = (["", f"{len(invalid)} of {len(runs)} runs are invalid as measurements of the "
+                "server (docs/validity.md), e.g.: " + invalid["invalid_reason"].iloc[0] + ". "
+                "This bench measures the path, not the server: the emulator's threads share "
+                "the server's and wrk's CPUs by design, so every run counts in the medians."]
+               if not invalid.empty else [])
+    return "\n".join([
+        "# bench-wan: userspace link emulator vs plain veth", "",
+        benchpage.measured_line(manifest, runs_set.points) + " Generated by `make bench-wan`: "
+        "scenarios/bench/bench-wan.yaml run by `wanbench run`, this page rendered "
+        "by topologies/bench_wan.py.", "",
+        f"topologies/lan.yaml; wb-server ({first['dispatch']}, {first['reply_bytes']}-byte "
+        f"replies) pinned to CPU 0 in the server namespace, wrk's closed loop over "
+        f"{first['hot_conns']} connections pinned to CPU 1 in the client namespace, "
+        f"{first['duration_s']:.0f} s per run after a warm-up; the arms alternate round by "
+        "round. Server packets/s are counted in the server's namespace (in = client to "
+        "server); emulator CPU is the wb-linkem process (both forwarding threads, schedstat) "
+        "over the window, 100 % = one core, busy-polling included, and per packet in + out. "
+        "Server CPU idle and other tasks are of CPU 0. The emulator's threads run "
+        "SCHED_BATCH on this unshaped link; busy_poll_us (off by default: the polling takes "
+        "CPU from a saturated server, topologies/README.md) keeps them polling after the "
+        "last packet instead of sleeping.", "",
+        *run_table(runs), "", *comparison(runs), *reasons, "",
+        "Reading: every packet costs the emulator a read and a write system call, two copies "
+        "and an skb, and the write runs the receiver's TCP input (as veth's sender does). "
+        "Without busy-polling the forwarding threads sleep between bursts: each burst waits "
+        "for a sleeping thread's wake-up, on an idle, halted virtual CPU, and the requests "
+        "move round the loop in convoys. With busy-polling the threads keep polling while "
+        "traffic flows, yielding between polls, so they use CPU that would otherwise be idle. "
+        "The emulator's exit counters (packets per wake-up, busy-poll pauses) are in the "
+        "run's manifest, topology.instances.", ""])
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(benchpage.main(__doc__, "bench-wan", (SCENARIO,), report))

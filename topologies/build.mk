@@ -10,5 +10,6 @@ $(ASANBIN)/wb-linkem: topologies/linkem/linkem.c
 	$(CC) $(ASANFLAGS) $(WARN) -o $@ $< -lm -lpthread
 
 .PHONY: bench-wan
-bench-wan: python-deps $(BIN)/wb-linkem
+bench-wan: python-deps $(BIN)/wb-linkem $(BIN)/wb-server $(BIN)/wb-sclient
+	$(VENV)/bin/wanbench run --out results/bench --allow-invalid scenarios/bench/bench-wan.yaml
 	$(PY) topologies/bench_wan.py --out docs/bench-wan.md

@@ -57,6 +57,12 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
                         _column(out, "connections_accepted"))
     out["cpu_us_per_conn"] = per_accept.fillna(
         _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps")))
+    # Server CPU and run periods (its wake-ups, below saturation) per reply the generator
+    # counted, over the same window
+    out["cpu_us_per_reply"] = _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps"))
+    out["run_periods_per_reply"] = _ratio(
+        _column(out, "server_run_periods"),
+        _column(out, "reply_rate_rps") * _column(out, "sampled_window_s"))
     packets = _column(out, "packets_in") + _column(out, "packets_out")
     out["cycles_per_packet"] = _column(out, "cycles_per_packet").fillna(
         _ratio(_column(out, "cycles"), packets)

@@ -22,6 +22,7 @@ from harness.runner.context import RunContext
 from harness.runner.run import MissingTool, base_manifest, pending, preflight, run_points
 from harness.scenario import Point, Scenario, ScenarioError, load
 from harness.topology import TopologyError
+from harness.topology.backend_probe import BACKENDS
 
 EXIT_USAGE = 2
 SUMMARY_METRICS = {
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="continue this run: skip the points it already finished")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario field, e.g. --set cold.conns=1000")
-    parser.add_argument("--backend", choices=("auto", "netem", "userspace", "none"),
+    parser.add_argument("--backend", choices=BACKENDS,
                         help="topology backend (default: the scenario's)")
     parser.add_argument("--allow-invalid", action="store_true",
                         help="exit 0 even when some point × repetition is invalid")

@@ -37,6 +37,7 @@ def cpu_mhz(which: int) -> float | None:
 class _Snapshot:
     cpus: dict[int, cpu.CpuTimes]
     server_ran_s: float
+    server_run_periods: int
     server_waited_s: float
     generator_waited_s: float
     mhz: float | None
@@ -57,8 +58,9 @@ class Interference:
         self._first: _Snapshot | None = None
 
     def _snapshot(self) -> _Snapshot:
-        ran_s, _ = self._server.read()
-        return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, self._server.waited_s(),
+        ran_s, periods = self._server.read()
+        return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, periods,
+                         self._server.waited_s(),
                          self._generators.waited_s(), cpu_mhz(self.server_cpu))
 
     def start(self) -> None:
@@ -90,6 +92,9 @@ class Interference:
             "generator_wait_pct": _pct(last.generator_waited_s - first.generator_waited_s,
                                        window_s),
             "other_server_cpu_pct": _pct(others, elapsed(served)),
+            # Below saturation a server pays per wake-up, not only per request: its run
+            # periods per reply say how often it slept (bench-servers' wake-ups/reply)
+            "server_run_periods": last.server_run_periods - first.server_run_periods,
             # the server CPU's softirq share is cpu_softirq_pct (the CPU sampler's)
             "softirq_generator_cpu_pct": (_pct(delta(self.generator_cpu, "softirq"),
                                                elapsed(self.generator_cpu))

@@ -25,6 +25,8 @@ class SamplerConfig:
     profile: bool = False
     interval_s: float = 1.0
     generator_cpu: int | None = None
+    # the topology's link emulators (wb-linkem): their CPU is the WAN's cost on this machine
+    emulator_pids: list[int] = field(default_factory=list)
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
 
 
@@ -34,6 +36,7 @@ class _Reading:
     server_cpu_s: tuple[float, float]  # user, system: 10 ms ticks
     server_ran_s: float  # on a CPU, to the nanosecond (schedstat)
     generator_cpu_s: tuple[float, float]
+    emulator_ran_s: float | None  # None: no emulator (loopback, veth, netem)
     cpu: cpu.CpuTimes
     net: dict[str, int] | None
 
@@ -50,6 +53,8 @@ class WindowSampler:
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
+        self._emulator_ran = (cpu.TreeSchedstat(*config.emulator_pids)
+                              if config.emulator_pids else None)
         self._interference = Interference(config.server_pid, config.server_cpu,
                                           config.generator_pids, config.generator_cpu,
                                           config.proc_stat)
@@ -65,6 +70,7 @@ class WindowSampler:
             server_cpu_s=self._server_cpu.read(),
             server_ran_s=self._server_ran.read()[0],
             generator_cpu_s=self._generator_cpu.read(),
+            emulator_ran_s=self._emulator_ran.read()[0] if self._emulator_ran else None,
             cpu=cpu.cpu_times(c.server_cpu, c.proc_stat),
             net=counters,
         )
@@ -121,6 +127,7 @@ class WindowSampler:
             "cpu_server_user_pct": window["server_proc_user_pct"],
             "cpu_server_sys_pct": window["server_proc_sys_pct"],
             "cpu_generator_pct": window["generator_cpu_pct"],
+            "cpu_emulator_pct": window.get("emulator_cpu_pct"),
             "cpu_idle_pct": window["server_cpu_idle_pct"],
             "cpu_softirq_pct": window["server_cpu_softirq_pct"],
             "cpu_user_pct": window["server_cpu_user_pct"],
@@ -162,6 +169,9 @@ def _interval_metrics(before: _Reading, after: _Reading) -> list[tuple[str, str,
         ("server_proc", "sys_pct", 100 * ss / elapsed),
         ("generator", "cpu_pct", 100 * gen / elapsed),
     ]
+    if before.emulator_ran_s is not None and after.emulator_ran_s is not None:
+        rows.append(("emulator", "cpu_pct",
+                     100 * (after.emulator_ran_s - before.emulator_ran_s) / elapsed))
     rows += [("server_cpu", name, value) for name, value in
              cpu.cpu_percentages(before.cpu, after.cpu).items()]
     if before.net is not None and after.net is not None:

@@ -245,7 +245,7 @@ class PointLauncher:
             rate_rps=hot.rate_rps, arrivals=hot.arrivals,
             requests_per_conn=hot.requests_per_conn, path=hot.path,
             connect_timeout_s=hot.connect_timeout_s, response_timeout_s=hot.response_timeout_s,
-            spin_us=hot.spin_us, **common)
+            spin_us=hot.spin_us, coalesce_us=hot.coalesce_us, **common)
 
     async def _measure(self) -> Measurement:
         cfg = self.config
@@ -261,7 +261,8 @@ class PointLauncher:
             server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
             generator_pids=[p.pid for p in (hot, cold_proc) if p is not None],
             tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
-            profile=cfg.profile, generator_cpu=cfg.cpus.generator))
+            profile=cfg.profile, generator_cpu=cfg.cpus.generator,
+            emulator_pids=self.ends.handle.emulator_pids()))
         stats_before = await self._server_stats()
         await sampler.start()
         await asyncio.sleep(cfg.duration_s)

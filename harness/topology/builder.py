@@ -65,6 +65,10 @@ class TopologyHandle(ABC):
         """The host's network namespace; None when it is this machine's own."""
 
     @abstractmethod
+    def emulator_pids(self) -> list[int]:
+        """The link emulators (wb-linkem) forwarding this topology's packets, if any."""
+
+    @abstractmethod
     def _queue_limits(self, link: str) -> dict[str, int]:
         """Queue limit in packets per direction of link, as the builder set it."""
 
@@ -120,6 +124,9 @@ class LoopbackHandle(TopologyHandle):
         self._check_host(host)
         return None
 
+    def emulator_pids(self) -> list[int]:
+        return []  # nor links to emulate
+
     def _queue_limits(self, link: str) -> dict[str, int]:
         return {}  # a loopback topology has no links
 
@@ -147,6 +154,9 @@ class NamespaceHandle(TopologyHandle):
 
     def netns(self, host: str) -> str:
         return self.plan.hosts[self._check_host(host)].netns
+
+    def emulator_pids(self) -> list[int]:
+        return [proc.pid for proc, _ in self._emulators.values() if proc.poll() is None]
 
     def _queue_limits(self, link: str) -> dict[str, int]:
         return queue_limits(self.topology, next(lk for lk in self.plan.links if lk.name == link))

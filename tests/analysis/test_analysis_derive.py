@@ -127,3 +127,14 @@ def test_cpu_per_connection_uses_the_windows_accept_count() -> None:
     out = derive.add_derived(points)
     # 1 s of CPU over 1000 accepts; without the count, 0.5 s/s over 400 replies/s.
     assert out["cpu_us_per_conn"].tolist() == pytest.approx([1000.0, 1250.0])
+
+
+def test_cpu_and_run_periods_per_reply() -> None:
+    points = pd.DataFrame({"cpu_server_pct": [50.0, 20.0], "sampled_window_s": [4.0, 4.0],
+                           "reply_rate_rps": [10_000.0, 20_000.0],
+                           "server_run_periods": [8_000, np.nan]})
+    out = derive.add_derived(points)
+    # 0.5 s/s over 10,000 replies/s; 8,000 run periods over 40,000 replies
+    assert out["cpu_us_per_reply"].tolist() == pytest.approx([50.0, 10.0])
+    assert out["run_periods_per_reply"][0] == pytest.approx(0.2)
+    assert np.isnan(out["run_periods_per_reply"][1])  # runs recorded before the column

@@ -117,6 +117,8 @@ def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path:
                    "server_wait_pct", "generator_wait_pct", "other_server_cpu_pct",
                    "softirq_generator_cpu_pct"):
         assert column in point and point[column] >= 0, column
+    # it slept in its dispatch call between requests: the kernel put it on a CPU again
+    assert point["server_run_periods"] > 0
     reason = point["invalid_reason"] or ""
     # a neighbour may steal during any test; only then may it say so
     if point["steal_server_cpu_pct"] <= validity.STEAL_LIMIT_PCT:

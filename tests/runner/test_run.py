@@ -98,6 +98,7 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert (points["cold_held"] == 300).all()
     assert (points["server_connections_max"] >= 304).all()
     assert (points["cpu_server_pct"] > 0).all()
+    assert points["cpu_emulator_pct"].isna().all()  # loopback: no link to emulate
     counters = manifest["perf"]["hardware_counters"]
     assert (points["cycles_estimated"] == (not counters)).all()
     assert (points["dispatch_calls"] > 0).all()
@@ -252,9 +253,12 @@ def test_run_through_an_emulated_wan(tmp_path: Path):
     (instance,) = topo["instances"]
     assert instance["set"] == {"links.cold.delay_ms": 20}
     assert instance["calibration"], "bring-up must record the calibration"
+    points = pd.read_parquet(run / "points.parquet")
     if topo["backend"] == "userspace":
         assert instance["emulator_counters"], "counters are kept after teardown"
-    points = pd.read_parquet(run / "points.parquet")
+        assert points.loc[0, "cpu_emulator_pct"] > 0  # it forwarded every packet
+    else:
+        assert pd.isna(points.loc[0, "cpu_emulator_pct"])  # netem works in the kernel
     assert points.loc[0, "cold_held"] == 200
     assert 250 < points.loc[0, "reply_rate_rps"] < 350
     assert points.loc[0, "packets_in"] > 0  # counted inside the server's namespace

@@ -55,7 +55,7 @@ def test_set_overrides_apply_before_validation():
     assert scenario.hot.conns == 50 and scenario.repetitions == 5
 
 
-SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
@@ -75,3 +75,22 @@ def test_stream_scenarios_have_no_hot_columns():
 def test_set_can_replace_a_sweep_axis():
     scenario = parse(GRID, overrides=["sweep.cold.conns=[0, 500]"])
     assert sorted({p.columns["cold_conns"] for p in points(scenario)}) == [0, 500]
+
+
+SERVERS = """
+name: servers
+hot: {conns: 10, rate_rps: 500}
+sweep:
+  server:
+    - {dispatch: epoll}
+    - {kind: external, name: nginx, port: 8081, command: [nginx, -c, "{workdir}/n.conf"]}
+  hot.rate_rps: [500, null]
+"""
+
+
+def test_a_server_axis_compares_whole_servers_by_their_own_columns():
+    grid = points(parse(SERVERS))
+    assert [(p.columns["server"], p.columns["dispatch"], p.columns["offered_rate_rps"])
+            for p in grid] == [("wb-server", "epoll", 500), ("wb-server", "epoll", None),
+                               ("nginx", None, 500), ("nginx", None, None)]
+    assert sweep_columns(parse(SERVERS)) == ["server", "offered_rate_rps"]

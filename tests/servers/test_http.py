@@ -6,7 +6,7 @@ import socket
 import struct
 import time
 
-from servers.wrk_idle import hold_idle, idle_connections
+from servers.idle_conns import hold_idle, idle_connections
 
 from .conftest import StartServer
 from .http_client import PAPER_SIZES, Client, expected_body, request
