@@ -158,7 +158,7 @@ def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
 
 
 def server_saturated(reply_rps: float | None, offered_rps: float | None,
-                     server_cpu_pct: float | None, server_cpus: int = 1,
+                     server_cpu_pct: float | None, server_cpus: float = 1,
                      server_wait_pct: float | None = None) -> bool | None:
     """The server was the bottleneck: it was busy (ran or waited to run ≥ SERVER_BUSY_PCT of
     the CPUs it may use) and, under an open loop, its replies fell behind the offered rate. A

@@ -27,6 +27,7 @@ from pydantic import (
 from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, MAX_CONNS, check_sclient_only
 from clients.targets import check_request_path
+from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US
 from harness.servers import (
     DISPATCHES,
     MAX_REPLY_BYTES,
@@ -191,6 +192,12 @@ class Stream(Strict):
 class Cpus(Strict):
     server: int = Field(0, ge=0)
     generator: int = Field(1, ge=0)
+    # The server's share of its CPU (cgroup CPU bandwidth, harness/cgroups.py): a slower
+    # server saturates first, as the papers' did beside many client machines. A throttled
+    # server waits up to (100 - pct) % of a period, so the period bounds what throttling adds
+    # to response times: 10 ms keeps it to single-digit ms (docs/validity.md).
+    server_budget_pct: float | None = Field(None, gt=0, le=100)
+    budget_period_us: int = Field(10_000, ge=MIN_PERIOD_US, le=MAX_PERIOD_US)
 
     @model_validator(mode="after")
     def _distinct_and_present(self) -> Cpus:

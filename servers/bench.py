@@ -70,8 +70,9 @@ def idle_table(table: pd.DataFrame) -> list[str]:
              "| CPU µs/reply (median) | CPU/reply vs 0 idle | events/dispatch |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for (backend, idle), r in table.iterrows():
-        lines.append(f"| {backend} | {idle:,} | {r['valid']} of {r['runs']} | {num(r['rate'])} | "
-                     f"{num(r['low'])}–{num(r['high'])} | {pct(r['rate_vs_0'])} | "
+        spread = "–" if pd.isna(r["low"]) else f"{num(r['low'])}–{num(r['high'])}"
+        lines.append(f"| {backend} | {idle:,} | {r['valid']:.0f} of {r['runs']:.0f} | "
+                     f"{num(r['rate'])} | {spread} | {pct(r['rate_vs_0'])} | "
                      f"{num(r['cpu'], 2)} | {pct(r['cpu_vs_0'])} | {num(r['events'], 1)} |")
     return lines
 
@@ -138,7 +139,12 @@ def ratios(points: pd.DataFrame) -> list[str]:
         counted = (f"over {len(good)} valid of {len(rows)} runs" if len(good) < len(rows)
                    else f"over {len(rows)} runs")
         if pd.isna(ours) or pd.isna(theirs):
-            lines.append(f"- {offered(rate)}: no ratio, a server has no valid run at this rate.")
+            ours, theirs = (rows.loc[rows["server"] == s, "cpu_us_per_reply"].median()
+                            for s in ("wb-server", "nginx"))
+            lines.append(f"- {offered(rate)}: no verdict, a server has no valid run here; over "
+                         f"all {len(rows)} runs (see the reasons below) median CPU per reply "
+                         f"epoll {num(ours, 2)} µs, nginx {num(theirs, 2)} µs, ratio "
+                         f"{num(ours / theirs, 2)}×.")
             continue
         ratio = ours / theirs
         if pd.isna(rate):
@@ -154,12 +160,12 @@ def ratios(points: pd.DataFrame) -> list[str]:
     return lines
 
 
-def invalid_reasons(points: pd.DataFrame) -> list[str]:
+def invalid_reasons(groups: list[tuple[str, pd.DataFrame]]) -> list[str]:
     lines = []
-    for rate, rows in by_rate(points):
+    for label, rows in groups:
         bad = rows[~rows["valid"].astype(bool)]
         if not bad.empty:
-            lines.append(f"- {offered(rate)}: {len(bad)} of {len(rows)} runs, e.g. "
+            lines.append(f"- {label}: {len(bad)} of {len(rows)} runs, e.g. "
                          f"{bad['invalid_reason'].iloc[0]}")
     if not lines:
         return []
@@ -171,6 +177,18 @@ def invalid_reasons(points: pd.DataFrame) -> list[str]:
 def measured(runs: RunSet, scenario: str, points: pd.DataFrame) -> str:
     manifest = next(iter(runs.scenario(scenario).raw_manifests.values()))
     return benchpage.measured_line(manifest, points)
+
+
+def budget(runs: RunSet) -> str:
+    """The idle sweep's server CPU budget, as the scenario set it."""
+    manifest = next(iter(runs.scenario(IDLE_SCENARIO).raw_manifests.values()))
+    cpus = manifest["scenario"].get("cpus") or {}
+    pct_ = cpus.get("server_budget_pct")
+    if not pct_:
+        return ""
+    return (f" and held to {pct_:.0f} % of it (cgroup CPU bandwidth, "
+            f"{cpus.get('budget_period_us', 10_000) / 1000:.0f} ms period) so that the server, "
+            "not wrk, is the bottleneck")
 
 
 def report(runs: RunSet) -> str:
@@ -186,14 +204,17 @@ def report(runs: RunSet) -> str:
         "## Backends with idle connections", "",
         measured(runs, IDLE_SCENARIO, idle), "",
         f"wrk (closed loop, {first['hot_conns']} connections, {first['duration_s']:.0f} s per "
-        f"point after a warm-up) pinned to one CPU, wb-server pinned to the other; wb-sclient "
+        f"point after a warm-up) pinned to one CPU, wb-server pinned to the other{budget(runs)}; "
+        f"wb-sclient "
         f"holds the idle connections, confirmed in the server's stats; "
         f"{idle['repetition'].max() + 1} repetitions in shuffled rounds; "
         f"{first['reply_bytes']}-byte replies. CPU per reply = server CPU time "
         "(/proc/PID/task/*/schedstat, nanoseconds) / replies wrk counted in the window. A run "
         "is valid when the server, not wrk, was the bottleneck and nothing else crowded its "
         "CPU (docs/validity.md).", "",
-        *idle_table(table), "", *shape_checks(table), *invalid_reasons(idle), "",
+        *idle_table(table), "", *shape_checks(table),
+        *invalid_reasons([(f"{b} at {i:,} idle", rows)
+                          for (b, i), rows in idle.groupby(["dispatch", "cold_conns"])]), "",
         "The rate of a closed loop also moves with whatever else runs on either CPU (see the "
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
         "of the two figures.", "",
@@ -212,7 +233,10 @@ def report(runs: RunSet) -> str:
         "it asleep, which on a virtual machine costs an inter-processor interrupt), not only "
         "per request; the closed loop has almost no wake-ups and shows the cost of the "
         "requests themselves.", "",
-        *nginx_table(ngx), "", *ratios(ngx), *invalid_reasons(ngx), "",
+        *nginx_table(ngx), "", *ratios(ngx),
+        *invalid_reasons([(f"{server_name(s)}, {offered(rate)}", rows[rows["server"] == s])
+                          for rate, rows in by_rate(ngx) for s in ("wb-server", "nginx")]),
+        "",
         "Reading: per request both servers make one recv, one send and a share of one "
         "epoll_wait, and TCP sends the same two segments per exchange for both; wb-server's "
         "user-space part is the smaller one. At fixed rates below saturation a server also "

@@ -179,7 +179,15 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
 
 
 def _label(point: Point) -> str:
-    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in point.axis_values.items()) or "point"
+    return " ".join(f"{k.split('.')[-1]}={_short(v)}"
+                    for k, v in point.axis_values.items()) or "point"
+
+
+def _short(value: Any) -> Any:
+    """A whole section swept (e.g. a server) by its name, else its first field."""
+    if isinstance(value, dict):
+        return value.get("name") or next(iter(value.values()), "{}")
+    return value
 
 
 def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> None:

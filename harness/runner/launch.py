@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ from clients import validity
 from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import procs, servers
+from harness.cgroups import CpuBudget, Throttling
 from harness.metrics.cpu import process_tree
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.runner.context import Endpoints, RunContext
@@ -54,6 +56,20 @@ async def listeners(prefix: list[str], port: int) -> dict[int, str]:
     return found
 
 
+def throttling_columns(held: Throttling, window: dict[str, Any]) -> dict[str, Any]:
+    """A budgeted server's throttling over the window, as points columns. schedstat counts
+    a throttled task as waiting on its run queue: that was its budget, not a neighbour, so
+    it leaves server_wait_pct (measured: 30 % budget, 0.35 s waited, 0.35 s throttled)."""
+    columns: dict[str, Any] = {
+        "server_throttled_pct": 100 * held.throttled_periods / held.periods if held.periods
+        else 0.0,
+        "server_throttled_s": held.throttled_s}
+    waited, span = window.get("server_wait_pct"), window.get("sampled_window_s")
+    if waited is not None and span:
+        columns["server_wait_pct"] = max(0.0, waited - 100 * held.throttled_s / span)
+    return columns
+
+
 @dataclass
 class Measurement:
     """What one point × repetition measured, before anything is judged."""
@@ -83,6 +99,7 @@ class PointLauncher:
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
         self.stats_path = self.raw / "server-stats.json"
+        self.budget: CpuBudget | None = None  # the server's cgroup, when it has a CPU budget
 
     async def _spawn(self, argv: list[str], log: str) -> asyncio.subprocess.Process:
         with (self.raw / "argv.txt").open("a") as record:
@@ -93,11 +110,14 @@ class PointLauncher:
         return proc
 
     async def run(self) -> Measurement:
-        try:
-            return await self._measure()
-        finally:
-            for proc in reversed(self.children):
-                await procs.stop(proc)
+        cpus = self.config.cpus
+        with (CpuBudget(cpus.server_budget_pct, cpus.budget_period_us)
+              if cpus.server_budget_pct else contextlib.nullcontext()) as self.budget:
+            try:
+                return await self._measure()
+            finally:  # before the group goes: it cannot be removed while they are in it
+                for proc in reversed(self.children):
+                    await procs.stop(proc)
 
     # -- server -------------------------------------------------------------------------------
 
@@ -128,8 +148,9 @@ class PointLauncher:
 
     async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
         """The server alone in a PID namespace, so nothing it forks can outlive the run."""
+        budget = self.budget.join_argv() if self.budget else []
         return await self._spawn(self.ends.prefix(self.ends.server_host) + procs.CONTAINED
-                                 + argv, "server")
+                                 + budget + argv, "server")
 
     def _server_said(self) -> str:
         lines = (self.raw / "server.stderr").read_text(errors="replace").strip().splitlines()
@@ -154,7 +175,8 @@ class PointLauncher:
                               f"clean`, or kill it) and resume")
 
     async def _start_external(self, spec: ExternalServer, address: str) -> str:
-        workdir = self.raw / "server-files"
+        # absolute: the command runs elsewhere (nginx reads a relative path from its prefix)
+        workdir = (self.raw / "server-files").resolve()
         workdir.mkdir(exist_ok=True)
         files, argv = spec.render(workdir, address)
         for path, text in files.items():
@@ -264,9 +286,13 @@ class PointLauncher:
             profile=cfg.profile, generator_cpu=cfg.cpus.generator,
             emulator_pids=self.ends.handle.emulator_pids()))
         stats_before = await self._server_stats()
+        throttled_before = self.budget.throttling() if self.budget else None
         await sampler.start()
         await asyncio.sleep(cfg.duration_s)
         window = await sampler.stop()
+        if self.budget and throttled_before:
+            window.update(throttling_columns(self.budget.throttling().since(throttled_before),
+                                             window))
         stats_after = await self._server_stats()
         self._check_server_alive()  # an external server has no stats to fail on
         out, _ = await asyncio.wait_for(hot.communicate(), cfg.duration_s + 60)

@@ -58,8 +58,11 @@ class PointRecorder:
     def _single_process_server(self) -> bool:
         return isinstance(self.config.server, WbServer) and self.config.server.workers == 1
 
-    def _server_cpus(self) -> int:
-        """CPUs the server may use: one when pinned, else its workers (at most the machine's)."""
+    def _server_cpus(self) -> float:
+        """CPUs the server may use: its budget's share of one, one when pinned, else its
+        workers (at most the machine's)."""
+        if self.config.cpus.server_budget_pct:
+            return self.config.cpus.server_budget_pct / 100
         if self.config.cpus.server is not None:
             return 1
         workers = self.config.server.workers if isinstance(self.config.server, WbServer) else 1

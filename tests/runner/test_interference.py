@@ -4,6 +4,7 @@ sampler, a CPU hog beside the server, and a closed loop whose server was not the
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 
 from clients import validity
+from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from tests.conftest import build
 from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
@@ -209,3 +211,41 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
     assert record["point"]["attempt"] == 1 and record["point"]["valid"]
     (kept,) = run_dir.raw_root.glob("*/attempt-0.json")
     assert "steal" in kept.read_text()
+
+
+@pytest.mark.timing
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path):
+    # epoll over 50 connections: on a whole CPU, wb-sclient is the bottleneck (the point
+    # above this one); held to 30 % of its CPU, the server is
+    try:
+        cpu_hierarchy()
+    except CgroupError as exc:
+        pytest.skip(str(exc))
+    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
+                 .replace("cpus: {server: 0, generator: 1}",
+                          "cpus: {server: 0, generator: 1, server_budget_pct: 30}")).iloc[0]
+    seen = point[["cpu_server_pct", "server_wait_pct", "server_throttled_pct",
+                  "invalid_reason"]]
+    assert point["cpu_server_pct"] < 30 * 1.15, seen
+    assert point["server_throttled_pct"] > 50 and point["server_throttled_s"] > 0, seen
+    assert point["server_saturated"], seen
+    # held back by its budget is not waiting for a neighbour: only interference may spoil it
+    assert point["valid"] or point["interference_only"], seen
+    assert "the server waited for its CPU" not in (point["invalid_reason"] or ""), seen
+
+
+@pytest.mark.timing
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_budgeted_server_that_keeps_up_is_not_saturated(tmp_path: Path):
+    try:
+        cpu_hierarchy()
+    except CgroupError as exc:
+        pytest.skip(str(exc))
+    point = _run(tmp_path, POINT.replace("rate_rps: 4000", "rate_rps: 500")
+                 .replace("cpus: {server: 0, generator: 1}",
+                          "cpus: {server: 0, generator: 1, server_budget_pct: 50}")).iloc[0]
+    seen = point[["cpu_server_pct", "reply_rate_rps", "server_throttled_pct"]]
+    assert point["reply_rate_rps"] == pytest.approx(500, rel=0.03), seen
+    assert not point["server_saturated"], seen
+    assert point["server_throttled_pct"] < 5, seen

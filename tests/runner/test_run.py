@@ -32,11 +32,14 @@ def write_scenario(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def run_scenario(tmp_path: Path, text: str, timeout: float = 120) -> tuple[Path, str]:
-    """Run a scenario to completion; returns its run directory and what it printed."""
+def run_scenario(tmp_path: Path, text: str, timeout: float = 120,
+                 relative_out: bool = False) -> tuple[Path, str]:
+    """Run a scenario to completion; returns its run directory and what it printed.
+    relative_out: name the results root relative to the working directory, as users do."""
     out = tmp_path / "results"
+    given = os.path.relpath(out, REPO) if relative_out else str(out)
     done = subprocess.run(WANBENCH + ["run", str(write_scenario(tmp_path, text)), "--out",
-                                      str(out)], cwd=REPO, capture_output=True, text=True,
+                                      given], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout)
     (run,) = run_dirs(out)
     assert_exit_says_validity(done, run)
@@ -209,7 +212,10 @@ duration_s: 1
 def test_external_nginx_scenario_runs(tmp_path: Path, port: int):
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
-    run, _ = run_scenario(tmp_path, NGINX.replace("PORT", str(port)))
+    # a relative results root: {workdir} must still reach nginx as an absolute path (nginx
+    # reads a relative one from its own prefix)
+    run, _ = run_scenario(tmp_path, NGINX.replace("PORT", str(port))
+                          .replace('[nginx, -p, "{workdir}", ', "[nginx, "), relative_out=True)
     points = pd.read_parquet(run / "points.parquet")
     assert points.loc[0, "server"] == "nginx"
     reason = points.loc[0, "invalid_reason"]

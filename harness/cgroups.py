@@ -1,0 +1,122 @@
+"""A CPU budget for the server: cgroup CPU bandwidth, so that a "slower server" saturates
+before its generators do, as the papers' servers did beside many client machines.
+
+cgroup v2 (`cpu.max`) and v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`) alike. The server
+joins its group before it execs (`join_argv`), so everything it forks is in it too. Groups
+live under `wanbench/` and are named after the runner's PID: a run killed with -9 leaves an
+empty group, removed by the next run once that PID is gone."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARENT = "wanbench"
+MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # the kernel's bounds on a CFS period
+
+
+class CgroupError(RuntimeError):
+    """No CPU controller to budget with; the message says what is missing and the fix."""
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """cpu.stat's bandwidth counters: periods with runnable tasks, periods that ran out of
+    budget, and the time the group's tasks were held back."""
+
+    periods: int
+    throttled_periods: int
+    throttled_s: float
+
+    def since(self, earlier: Throttling) -> Throttling:
+        return Throttling(self.periods - earlier.periods,
+                          self.throttled_periods - earlier.throttled_periods,
+                          self.throttled_s - earlier.throttled_s)
+
+
+def cpu_hierarchy(root: Path = CGROUP_ROOT) -> tuple[int, Path]:
+    """(version, the directory wanbench's groups go under); CgroupError when there is none."""
+    if (root / "cgroup.controllers").is_file():
+        if "cpu" not in (root / "cgroup.controllers").read_text().split():
+            raise CgroupError(f"{root}: cgroup v2 without the cpu controller; fix: a kernel "
+                              "with CONFIG_CFS_BANDWIDTH, or drop cpus.server_budget_pct")
+        return 2, root / PARENT
+    for name in ("cpu", "cpu,cpuacct"):
+        if (root / name / "cpu.cfs_quota_us").is_file():
+            return 1, root / name / PARENT
+    raise CgroupError(f"no cgroup CPU controller under {root} (neither v2 cpu.max nor v1 "
+                      "cpu.cfs_quota_us); fix: mount cgroups, or drop cpus.server_budget_pct")
+
+
+def _owner_alive(group: Path) -> bool:
+    """Groups are named run<runner PID>-<n>; any other name is not ours to judge."""
+    pid = group.name.removeprefix("run").partition("-")[0]
+    return not (group.name.startswith("run") and pid.isdigit()) or Path(f"/proc/{pid}").exists()
+
+
+class CpuBudget:
+    """One cgroup holding one server to `pct` % of one CPU, enforced every `period_us`."""
+
+    _serial = itertools.count()
+
+    def __init__(self, pct: float, period_us: int, root: Path = CGROUP_ROOT):
+        self.version, self.parent = cpu_hierarchy(root)
+        self.root, self.pct, self.period_us = root, pct, period_us
+        self.path = self.parent / f"run{os.getpid()}-{next(self._serial)}"
+
+    @property
+    def quota_us(self) -> int:
+        return max(MIN_PERIOD_US, round(self.period_us * self.pct / 100))
+
+    def __enter__(self) -> CpuBudget:
+        self._make_parent()
+        self._remove_dead_runs()
+        self.path.mkdir()
+        if self.version == 2:
+            (self.path / "cpu.max").write_text(f"{self.quota_us} {self.period_us}\n")
+        else:
+            (self.path / "cpu.cfs_period_us").write_text(f"{self.period_us}\n")
+            (self.path / "cpu.cfs_quota_us").write_text(f"{self.quota_us}\n")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def _make_parent(self) -> None:
+        self.parent.mkdir(exist_ok=True)
+        if self.version == 2:  # v2: a controller reaches a child only if its parent passes it
+            for parent in (self.root, self.parent):
+                control = parent / "cgroup.subtree_control"
+                if "cpu" not in control.read_text().split():
+                    control.write_text("+cpu\n")
+
+    def _remove_dead_runs(self) -> None:
+        for group in self.parent.iterdir():
+            if group.is_dir() and not _owner_alive(group):
+                try:
+                    group.rmdir()  # only an empty group goes: a live process keeps it
+                except OSError:
+                    pass
+
+    def join_argv(self) -> list[str]:
+        """Prefix that moves the command into the group, then execs it: what it forks later
+        is in the group too. ($$ is the shell's PID as its own PID namespace numbers it,
+        which is how the kernel reads what it writes.)"""
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
+
+    def throttling(self) -> Throttling:
+        fields = dict(line.split() for line in
+                      (self.path / "cpu.stat").read_text().splitlines() if line.strip())
+        held = (int(fields["throttled_usec"]) / 1e6 if self.version == 2
+                else int(fields["throttled_time"]) / 1e9)
+        return Throttling(int(fields["nr_periods"]), int(fields["nr_throttled"]), held)
+
+    def remove(self) -> None:
+        """Removes the group once its processes are gone (they have been stopped by then)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,105 @@
+"""The server's CPU budget: cgroup v2 and v1 layouts (made-up hierarchies, both written as the
+kernel expects), groups of dead runs removed and live ones kept, and a real budget holding a
+busy loop to its share where this machine has a CPU controller."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
+
+
+def empty(group: Path) -> None:
+    """cgroupfs removes a group with its interface files; a made-up one must be emptied."""
+    for file in group.iterdir():
+        file.unlink()
+
+
+def v2_root(tmp_path: Path) -> Path:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("memory\n")
+    return tmp_path
+
+
+def v1_root(tmp_path: Path) -> Path:
+    (tmp_path / "cpu,cpuacct").mkdir()
+    (tmp_path / "cpu,cpuacct" / "cpu.cfs_quota_us").write_text("-1\n")
+    return tmp_path
+
+
+def test_v2_writes_cpu_max_and_passes_the_controller_down(tmp_path: Path):
+    root = v2_root(tmp_path)
+    (root / "wanbench").mkdir()
+    (root / "wanbench" / "cgroup.subtree_control").write_text("")
+    with CpuBudget(25, 20_000, root) as budget:
+        assert budget.version == 2
+        assert (budget.path / "cpu.max").read_text() == "5000 20000\n"
+        assert "+cpu" in (root / "cgroup.subtree_control").read_text()
+        assert "+cpu" in (root / "wanbench" / "cgroup.subtree_control").read_text()
+        (budget.path / "cpu.stat").write_text(
+            "usage_usec 900\nnr_periods 200\nnr_throttled 50\nthrottled_usec 250000\n")
+        assert budget.throttling() == Throttling(200, 50, 0.25)
+        empty(budget.path)
+    assert not budget.path.exists()
+
+
+def test_v1_writes_quota_and_period(tmp_path: Path):
+    root = v1_root(tmp_path)
+    with CpuBudget(50, 10_000, root) as budget:
+        assert budget.version == 1
+        assert budget.path.parent == root / "cpu,cpuacct" / "wanbench"
+        assert (budget.path / "cpu.cfs_period_us").read_text() == "10000\n"
+        assert (budget.path / "cpu.cfs_quota_us").read_text() == "5000\n"
+        (budget.path / "cpu.stat").write_text(
+            "nr_periods 10\nnr_throttled 4\nthrottled_time 3000000\n")
+        assert budget.throttling() == Throttling(10, 4, 0.003)
+        assert budget.join_argv()[-1] == str(budget.path / "cgroup.procs")
+        empty(budget.path)
+
+
+def test_no_cpu_controller_names_the_fix(tmp_path: Path):
+    with pytest.raises(CgroupError, match="drop cpus.server_budget_pct"):
+        cpu_hierarchy(tmp_path)
+    (tmp_path / "cgroup.controllers").write_text("io memory\n")
+    with pytest.raises(CgroupError, match="without the cpu controller"):
+        cpu_hierarchy(tmp_path)
+
+
+def test_groups_of_dead_runs_go_and_live_ones_stay(tmp_path: Path):
+    root = v1_root(tmp_path)
+    parent = root / "cpu,cpuacct" / "wanbench"
+    dead = 2**22 + 1  # above the largest pid_max: no such process
+    for name in (f"run{dead}-0", f"run{os.getpid()}-999", "someone-else"):
+        (parent / name).mkdir(parents=True)
+    with CpuBudget(50, 10_000, root) as budget:
+        assert {p.name for p in parent.iterdir()} >= {f"run{os.getpid()}-999", "someone-else"}
+        assert not (parent / f"run{dead}-0").exists()
+        empty(budget.path)
+
+
+@pytest.mark.timing
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_a_real_budget_holds_a_busy_loop_to_its_share():
+    try:
+        cpu_hierarchy()
+    except CgroupError as exc:
+        pytest.skip(str(exc))
+    spin = [sys.executable, "-c",
+            "import time\nend = time.time() + 2\nwhile time.time() < end: pass"]
+    with CpuBudget(30, 10_000) as budget:
+        started = time.monotonic()
+        proc = subprocess.Popen([*budget.join_argv(), "taskset", "-c", "0", *spin])
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        held = budget.throttling()
+    assert status == 0
+    used = usage.ru_utime + usage.ru_stime
+    # 30 % of a CPU, give or take the period at the edges; unbudgeted it would use ~100 %
+    assert used / wall < 0.4, f"used {used:.2f} s of CPU in {wall:.2f} s"
+    assert held.throttled_periods > 0 and held.throttled_s > 0.5
