@@ -203,8 +203,9 @@ def report(runs: RunSet) -> str:
         "in one run are the figures to read.", "",
         "## Backends with idle connections", "",
         measured(runs, IDLE_SCENARIO, idle), "",
-        f"wrk (closed loop, {first['hot_conns']} connections, {first['duration_s']:.0f} s per "
-        f"point after a warm-up) pinned to one CPU, wb-server pinned to the other{budget(runs)}; "
+        f"wrk (closed loop, {first['hot_conns']} connections, "
+        f"{idle['sampled_window_s'].median():.0f} s measured per point after a warm-up) pinned "
+        f"to one CPU, wb-server pinned to the other{budget(runs)}; "
         f"wb-sclient "
         f"holds the idle connections, confirmed in the server's stats; "
         f"{idle['repetition'].max() + 1} repetitions in shuffled rounds; "
@@ -222,7 +223,8 @@ def report(runs: RunSet) -> str:
         measured(runs, NGINX_SCENARIO, ngx), "",
         f"wb-sclient with `coalesce_us: 50` at fixed offered rates (and in a closed loop, as a "
         f"reference) over {ngx['hot_conns'].iloc[0]} persistent connections for "
-        f"{ngx['duration_s'].iloc[0]:.0f} s, {ngx['repetition'].max() + 1} repetitions in "
+        f"{ngx['sampled_window_s'].median():.0f} s measured, "
+        f"{ngx['repetition'].max() + 1} repetitions in "
         "shuffled rounds, each server pinned to the same CPU and the generator to the other; "
         "nginx with 1 worker, `return 200` of the same "
         f"{ngx['reply_bytes'].iloc[0]}-byte body, access log off. CPU per reply = server "

@@ -20,7 +20,7 @@ def wan_points(busy_poll_rate: float) -> pd.DataFrame:
                          "reply_rate_rps": rate, "packets_in": 600_000, "packets_out": 600_000,
                          "sampled_window_s": 3.0,
                          "cpu_emulator_pct": None if backend == "veth" else 60.0,
-                         "other_server_cpu_pct": 7.0 if rep == 2 else 1.0, "valid": True})
+                         "steal_pct": 3.0 if rep == 2 else 0.1, "valid": True})
     return pd.DataFrame(rows)
 
 
