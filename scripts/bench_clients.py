@@ -118,8 +118,11 @@ def open_loop(server: RunningServer, tmp: str, closed_rate: float) -> list[str]:
     return lines + ["", "On two CPUs saturation is where server and generator each fill theirs, so "
                     "near it the generator's own CPU is what the validity check flags.", "",
                     f"sclient ran with `--coalesce-us {OPEN_LOOP_COALESCE_US}` (it never "
-                    "sleeps for less, sending what fell due meanwhile: about 40 % less CPU per "
-                    "request at 60,000 req/s). `valid` is false when > 1 % of sends left "
+                    "sleeps for less, sending what fell due meanwhile). Its CPU reads 100 % at "
+                    "every rate here: when the gap between sends is shorter than its lead (the "
+                    "wake-up lateness this machine shows, clients/README.md) it polls instead "
+                    "of sleeping, and that polling is idle time its validity check leaves out. "
+                    "`valid` is false when > 1 % of sends left "
                     "> 1 ms late or the generator "
                     "was busy or waiting for its CPU > 95 % of the window; \"waiting for CPU\" "
                     "is its run-queue time (schedstat): other processes on its CPU."]
