@@ -213,18 +213,24 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
     assert "steal" in kept.read_text()
 
 
-@pytest.mark.timing
-@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
-def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path):
-    # epoll over 50 connections: on a whole CPU, wb-sclient is the bottleneck (the point
-    # above this one); held to 30 % of its CPU, the server is
+def _run_budgeted(tmp_path: Path, text: str, budget_pct: int) -> pd.Series:
+    """The point of text with the server held to budget_pct % of its CPU."""
+    if os.geteuid() != 0:
+        pytest.skip("cgroups need root")
     try:
         cpu_hierarchy()
     except CgroupError as exc:
         pytest.skip(str(exc))
-    point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
-                 .replace("cpus: {server: 0, generator: 1}",
-                          "cpus: {server: 0, generator: 1, server_budget_pct: 30}")).iloc[0]
+    return _run(tmp_path, text.replace(
+        "cpus: {server: 0, generator: 1}",
+        f"cpus: {{server: 0, generator: 1, server_budget_pct: {budget_pct}}}")).iloc[0]
+
+
+@pytest.mark.timing
+def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path):
+    # epoll over 50 connections: on a whole CPU, wb-sclient is the bottleneck (the point
+    # above this one); held to 30 % of its CPU, the server is
+    point = _run_budgeted(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50"), 30)
     seen = point[["cpu_server_pct", "server_wait_pct", "server_throttled_pct",
                   "invalid_reason"]]
     assert point["cpu_server_pct"] < 30 * 1.15, seen
@@ -236,15 +242,8 @@ def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path)
 
 
 @pytest.mark.timing
-@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
 def test_a_budgeted_server_that_keeps_up_is_not_saturated(tmp_path: Path):
-    try:
-        cpu_hierarchy()
-    except CgroupError as exc:
-        pytest.skip(str(exc))
-    point = _run(tmp_path, POINT.replace("rate_rps: 4000", "rate_rps: 500")
-                 .replace("cpus: {server: 0, generator: 1}",
-                          "cpus: {server: 0, generator: 1, server_budget_pct: 50}")).iloc[0]
+    point = _run_budgeted(tmp_path, POINT.replace("rate_rps: 4000", "rate_rps: 500"), 50)
     seen = point[["cpu_server_pct", "reply_rate_rps", "server_throttled_pct"]]
     assert point["reply_rate_rps"] == pytest.approx(500, rel=0.03), seen
     assert not point["server_saturated"], seen
