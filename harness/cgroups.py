@@ -37,8 +37,9 @@ class Throttling:
                           self.throttled_s - earlier.throttled_s)
 
 
-def cpu_hierarchy(root: Path = CGROUP_ROOT) -> tuple[int, Path]:
+def cpu_hierarchy(root: Path | None = None) -> tuple[int, Path]:
     """(version, the directory wanbench's groups go under); CgroupError when there is none."""
+    root = root or CGROUP_ROOT
     if (root / "cgroup.controllers").is_file():
         if "cpu" not in (root / "cgroup.controllers").read_text().split():
             raise CgroupError(f"{root}: cgroup v2 without the cpu controller; fix: a kernel "
@@ -62,9 +63,9 @@ class CpuBudget:
 
     _serial = itertools.count()
 
-    def __init__(self, pct: float, period_us: int, root: Path = CGROUP_ROOT):
+    def __init__(self, pct: float, period_us: int, root: Path | None = None):
         self.version, self.parent = cpu_hierarchy(root)
-        self.root, self.pct, self.period_us = root, pct, period_us
+        self.root, self.pct, self.period_us = root or CGROUP_ROOT, pct, period_us
         self.path = self.parent / f"run{os.getpid()}-{next(self._serial)}"
 
     @property

@@ -12,6 +12,7 @@ from typing import Any
 
 from clients.paths import binary
 from harness import interrupts, topology
+from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
@@ -45,6 +46,11 @@ def preflight(scenario: Scenario) -> None:
         if tool in GENERATOR_FIX and shutil.which(tool) is None:
             raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {GENERATOR_FIX[tool]}"
                               f", or use hot.generator: sclient")
+        if cfg.cpus.server_budget_pct:
+            try:
+                cpu_hierarchy()
+            except CgroupError as exc:
+                raise MissingTool(f"cpus.server_budget_pct: {exc}") from None
 
 
 def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import cgroups
 from harness.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
+from harness.runner.run import MissingTool, preflight
+from harness.scenario import parse
 
 
 def empty(group: Path) -> None:
@@ -103,3 +106,12 @@ def test_a_real_budget_holds_a_busy_loop_to_its_share():
     # 30 % of a CPU, give or take the period at the edges; unbudgeted it would use ~100 %
     assert used / wall < 0.4, f"used {used:.2f} s of CPU in {wall:.2f} s"
     assert held.throttled_periods > 0 and held.throttled_s > 0.5
+
+
+def test_a_budget_without_a_cpu_controller_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path)  # nothing mounted there
+    scenario = parse("name: b\ncpus: {server: 0, generator: 1, server_budget_pct: 40}\n")
+    with pytest.raises(MissingTool, match="cpus.server_budget_pct: no cgroup CPU controller"):
+        preflight(scenario)
+    preflight(parse("name: b\n"))  # without a budget nothing is asked of cgroups
