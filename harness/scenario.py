@@ -302,6 +302,8 @@ COLUMN_OF_PATH = {
     "cold.conns": "cold_conns",
     "stream.conns": "stream_conns",
     "stream.mbps": "stream_mbps",
+    "cpus.server_budget_pct": "server_budget_pct",
+    "cpus.budget_period_us": "budget_period_us",
 }
 
 
