@@ -313,3 +313,26 @@ duration_s: 1
     assert by_limit.loc[16, "sigio_overflows"] > 0 and by_limit.loc[16, "fallback_rescans"] > 0
     unlimited = points[points["server_rt_signal_queue"].isna()]
     assert (unlimited["sigio_overflows"] == 0).all()
+
+
+BUSY_GENERATOR = """
+name: busy-generator
+topology: {file: topologies/loopback.yaml}
+hot: {generator: sclient, conns: 20, rate_rps: 20000, spin_us: 1000}
+repetitions: 1
+warmup_s: 0.5
+duration_s: 3
+"""
+
+
+@pytest.mark.timing
+def test_the_window_counts_the_generators_cpu_to_its_end(tmp_path: Path):
+    # with a lead of 1 ms over sends 50 us apart wb-sclient polls all the time: busy all of its
+    # window, by its own count
+    run, _ = run_scenario(tmp_path, BUSY_GENERATOR)
+    point = pd.read_parquet(run / "points.parquet").iloc[0]
+    (doc,) = [json.loads(d.read_text()) for d in (run / "raw").glob("*/hot.json")]
+    own = doc["generator_cpu"]["pct"]
+    assert own > 80, doc["generator_cpu"]
+    # the runner's sampler reads the same process over (almost) the same window
+    assert point["cpu_generator_pct"] == pytest.approx(own, abs=10)
