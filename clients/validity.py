@@ -63,13 +63,27 @@ def late_sends(late: int | None, scheduled: int | None, threshold_us: float | No
             f"{waited}")
 
 
-def generator_saturated(busy_pct: float | None, waiting_pct: float = 0.0,
-                        what: str = "generator") -> str | None:
-    if busy_pct is None or busy_pct + waiting_pct <= GENERATOR_SATURATED_PCT:
+def idle_poll_pct(doc: dict[str, Any]) -> float | None:
+    """% of the window a generator spent in polls that found nothing to do, by its own count
+    (wb-sclient polls instead of sleeping before a due send): time its CPU reads as busy but
+    that it could have given up. Summed over shards; None when the generator does not say."""
+    spin_idle, window = (doc.get("generator_cpu") or {}).get("spin_idle_s"), doc.get("duration_s")
+    return 100 * spin_idle / window if spin_idle is not None and window else None
+
+
+def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
+                        what: str = "generator", idle_poll: float | None = None) -> str | None:
+    """cpu_pct: the generator's CPU, % of the window; idle_poll: how much of it was polls
+    that found nothing (idle_poll_pct), which is not work."""
+    if cpu_pct is None:
+        return None
+    busy_pct = cpu_pct - (idle_poll or 0.0)
+    if busy_pct + waiting_pct <= GENERATOR_SATURATED_PCT:
         return None
     waited = f" and waited for a CPU {waiting_pct:.0f} % of the time" if waiting_pct else ""
-    return (f"{what} CPU saturated in the measured window: it ran {busy_pct:.0f} %{waited} "
-            f"(over {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
+    polled = f" besides {idle_poll:.0f} % in idle polls" if idle_poll else ""
+    return (f"{what} CPU saturated in the measured window: it ran {busy_pct:.0f} %{polled}"
+            f"{waited} (over {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
 
 
 def no_local_port(count: int | None) -> str | None:
@@ -131,19 +145,19 @@ def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
     cpu = doc.get("generator_cpu") or {}
     window = doc.get("duration_s")
     shards = doc.get("shards") or 1  # each shard has a CPU of its own: judge one
-    busy = waiting = None
+    busy = waiting = idle = None
     # Only a generator that sleeps when idle and reads its run-queue wait (sclient, asyncio)
     # says here whether it was saturated; httperf polls by design (its CPU reads ~100 % at
     # any rate), so the runner's sampler judges the external tools from outside.
     if window and cpu.get("run_delay_s") is not None:
-        spin_idle = cpu.get("spin_idle_s") or 0.0  # polls that found nothing are idle
-        busy = 100 * (cpu["user_s"] + cpu["sys_s"] - spin_idle) / window / shards
+        busy = 100 * (cpu["user_s"] + cpu["sys_s"]) / window / shards
+        idle = (idle_poll_pct(doc) or 0.0) / shards
         waiting = 100 * cpu["run_delay_s"] / window / shards
     hot = spec.hot_conns if not spec.stream_conns else 0
     reasons = [
         late_sends(doc.get("late_sends"), requests.get("scheduled"),
                    doc.get("late_threshold_us"), waiting),
-        generator_saturated(busy, waiting or 0.0),
+        generator_saturated(busy, waiting or 0.0, idle_poll=idle),
         no_local_port(errors.get("no_local_port")),
         # A generator that counts its schedule (sclient, asyncio) shows its own shortfall as
         # late sends; what it left unsent waited for a busy connection: the server's doing.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clients import validity
 from harness.results.format import kernel_release_of
 
 SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
@@ -51,6 +52,7 @@ def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
         "timeouts_total": (errors.get("connect_timeout") or 0)
         + (errors.get("response_timeout") or 0) if errors else None,
         "late_sends": doc.get("late_sends"),
+        "generator_idle_poll_pct": validity.idle_poll_pct(doc),
         "stream_throughput_mbps": (doc.get("stream") or {}).get("achieved_mbps"),
     }
     for kind, prefix in (("corrected", "resp_time"), ("uncorrected", "resp_time_uncorrected")):

@@ -32,8 +32,10 @@ class PointRecorder:
             rows.server_deltas(measured.stats_before, measured.stats_after, rtsig))
         reasons = list(doc.get("invalid_reasons") or [])
         if not any(r.startswith("generator CPU saturated") for r in reasons):
-            # the hot and cold generators share their CPU: judge the sum
-            reasons.append(validity.generator_saturated(row.get("cpu_generator_pct")))
+            # the hot and cold generators share their CPU: judge the sum, less the hot
+            # generator's polls that found nothing to do
+            reasons.append(validity.generator_saturated(
+                row.get("cpu_generator_pct"), idle_poll=row.get("generator_idle_poll_pct")))
         if cold_doc is not None:
             row["cold_held"] = rows.cold_held(cold_doc)
             reasons.append(validity.cold_lost(row["cold_held"], self.config.cold.conns))

@@ -336,3 +336,6 @@ def test_the_window_counts_the_generators_cpu_to_its_end(tmp_path: Path):
     assert own > 80, doc["generator_cpu"]
     # the runner's sampler reads the same process over (almost) the same window
     assert point["cpu_generator_pct"] == pytest.approx(own, abs=10)
+    # most of it polls that found nothing: idle time, not a saturated generator
+    assert point["generator_idle_poll_pct"] > 20
+    assert "generator CPU saturated" not in (point["invalid_reason"] or "")

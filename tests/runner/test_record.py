@@ -1,0 +1,49 @@
+"""A point × repetition's record judged by the runner: the samplers' view of the generators
+held to the one validity definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.runner.context import RunContext
+from harness.runner.launch import Measurement
+from harness.runner.record import PointRecorder
+from harness.scenario import parse, points
+
+SCENARIO = """
+name: record
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: sclient, conns: 4, rate_rps: 40000}
+repetitions: 1
+duration_s: 4
+cpus: {server: 0, generator: 1}
+"""
+
+
+def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float) -> dict:
+    scenario = parse(SCENARIO)
+    ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
+                     run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False)
+    document = {"duration_s": 4.0, "offered_rate_rps": 40000.0, "reply_rate_rps": 40000.0,
+                "requests": {"scheduled": 160000, "sent": 160000}, "late_sends": 0,
+                "replies": {"total": 160000}, "errors": {}, "invalid_reasons": [],
+                "generator_cpu": {"user_s": 1.0, "sys_s": 3.0, "run_delay_s": 0.0,
+                                  "spin_idle_s": spin_idle_s}}
+    window = {"cpu_generator_pct": generator_cpu_pct, "cpu_server_pct": 45.0,
+              "server_wait_pct": 0.0, "sampled_window_s": 3.9}
+    measured = Measurement(document, None, window, None, None, [], [])
+    return PointRecorder(ctx, points(scenario)[0], 0).record(measured)["point"]
+
+
+def test_a_generator_busy_polling_is_not_saturated(tmp_path: Path):
+    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=2.5)
+    assert row["generator_idle_poll_pct"] == 62.5
+    assert row["valid"], row["invalid_reason"]
+
+
+def test_a_generator_busy_working_is_saturated(tmp_path: Path):
+    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=0.05)
+    assert not row["valid"]
+    assert row["invalid_reason"].startswith(
+        "generator CPU saturated in the measured window: it ran 99 % besides 1 % in idle polls")
