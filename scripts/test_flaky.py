@@ -44,12 +44,16 @@ def background_suite(log: Path) -> subprocess.Popen:
     return subprocess.Popen(["bash", "-c", loop], cwd=REPO, start_new_session=True)
 
 
-def stop_background(loop: subprocess.Popen, grace_s: float = 120) -> None:
-    """Ends the loop, then interrupts its pytest as ^C would, so fixtures tear down what they
-    made (namespaces, servers); SIGKILL only past the grace period."""
+def stop_background(loop: subprocess.Popen) -> None:
+    """Ends the loop, then interrupts its pytest (interrupt_group)."""
     loop.terminate()
     loop.wait()
-    group = loop.pid
+    interrupt_group(loop.pid)
+
+
+def interrupt_group(group: int, grace_s: float = 120) -> None:
+    """Interrupts a pytest's process group as ^C would, so its fixtures tear down what they
+    made (namespaces, emulators, servers); SIGKILL only past the grace period."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGINT)
     deadline = time.monotonic() + grace_s
@@ -61,6 +65,18 @@ def stop_background(loop: subprocess.Popen, grace_s: float = 120) -> None:
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
+
+
+def run_timing_tests(argv: list[str]) -> None:
+    """One round of the timing tests. Stopped (SIGTERM to this script), it is interrupted
+    like the background suite, not killed: a killed pytest leaves its topologies up."""
+    pytest = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        pytest.wait()
+    finally:
+        if pytest.poll() is None:
+            interrupt_group(pytest.pid)
 
 
 def main() -> int:
@@ -83,7 +99,7 @@ def main() -> int:
             argv = PYTEST + ["-m", "timing", f"--junitxml={junit}", "tests"]
             if args.keyword:
                 argv += ["-k", args.keyword]
-            subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            run_timing_tests(argv)
             for name, outcome in outcomes(junit).items():
                 tally.setdefault(name, Counter())[outcome] += 1
             failed = [n for n, c in tally.items() if c["failed"]]

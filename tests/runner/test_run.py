@@ -333,7 +333,9 @@ def test_the_window_counts_the_generators_cpu_to_its_end(tmp_path: Path):
     point = pd.read_parquet(run / "points.parquet").iloc[0]
     (doc,) = [json.loads(d.read_text()) for d in (run / "raw").glob("*/hot.json")]
     own = doc["generator_cpu"]["pct"]
-    assert own > 80, doc["generator_cpu"]
+    # it wanted its CPU all along: ran, or waited for it while the rest of the suite ran there
+    assert own + 100 * doc["generator_cpu"]["run_delay_s"] / doc["duration_s"] > 90, \
+        doc["generator_cpu"]
     # the runner's sampler reads the same process over (almost) the same window
     assert point["cpu_generator_pct"] == pytest.approx(own, abs=10)
     # most of it polls that found nothing: idle time, not a saturated generator
