@@ -209,11 +209,16 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None) -> str | None
 
 
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
-                          saturated: bool | None, server_cpu_pct: float | None) -> str | None:
+                          saturated: bool | None, server_cpu_pct: float | None,
+                          generator_wait_pct: float | None = None) -> str | None:
+    """generator_wait_pct: the generators' run-queue wait, % of the window; named when it is
+    the likely cause (another task took the generator's CPU, so it sent less)."""
     if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
         return None
+    waited = (f" (the generator waited for its CPU {generator_wait_pct:.0f} % of the window)"
+              if generator_wait_pct is not None and generator_wait_pct > WAIT_LIMIT_PCT else "")
     # one decimal: 89.6 % rounded to "90 %" read as if it met the 90 % it missed
     return (f"closed loop, but the server was not the bottleneck (server CPU "
             f"{server_cpu_pct:.1f} %, under the {SERVER_BUSY_PCT:.0f} % of a bottleneck): the "
             f"reply rate measures the generator, the link or the round trips, not the server's "
-            f"capacity")
+            f"capacity{waited}")

@@ -49,7 +49,8 @@ class PointRecorder:
             if self._server_cpus() == 1 and self._single_process_server() else None) if r]
         reasons.append(validity.closed_loop_elsewhere(
             doc.get("offered_rate_rps"), row.get("hot_conns"), row["server_saturated"],
-            row.get("cpu_server_pct")) if self.config.stream is None else None)
+            row.get("cpu_server_pct"), row.get("generator_wait_pct"))
+            if self.config.stream is None else None)
         reasons = [r for r in reasons if r]
         row["valid"] = not (reasons or interference)
         row["invalid_reason"] = "; ".join(reasons + interference) or None

@@ -63,6 +63,10 @@ def test_interference_verdicts_in_both_directions():
     assert "89.6 %, under the 90 %" in validity.closed_loop_elsewhere(None, 32, False, 89.6)
     assert validity.closed_loop_elsewhere(None, 32, True, 99.0) is None
     assert validity.closed_loop_elsewhere(2000.0, 32, False, 14.0) is None  # open loop
+    # a generator that another task crowded off its CPU is the likely cause, and named
+    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 32.0).endswith(
+        "capacity (the generator waited for its CPU 32 % of the window)")
+    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 2.0).endswith("capacity")
 
 
 POINT = """
@@ -144,10 +148,15 @@ def test_a_closed_loop_that_saturates_the_server_is_valid_of_it(tmp_path: Path):
     point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
                  .replace("dispatch: epoll", "dispatch: select")
                  + "cold: {conns: 3000, ramp_rps: 20000}\n").iloc[0]
-    seen = point[["cpu_server_pct", "server_wait_pct", "invalid_reason"]]
+    seen = point[["cpu_server_pct", "server_wait_pct", "generator_wait_pct", "invalid_reason"]]
     if point["server_wait_pct"] > validity.WAIT_LIMIT_PCT:
         # other tests crowded the server's CPU: the point must say so (it cannot say more)
         assert "the server waited for its CPU" in point["invalid_reason"], seen
+        return
+    if point["generator_wait_pct"] > validity.WAIT_LIMIT_PCT and not point["server_saturated"]:
+        # other tests crowded the generator's CPU (beside the suite: it waited 32 %, the
+        # server ran 77 %): the generator, not the server, limited the rate, and it says so
+        assert "the generator waited for its CPU" in point["invalid_reason"], seen
         return
     assert point["server_saturated"], seen
     assert "the server was not the bottleneck" not in (point["invalid_reason"] or ""), seen
