@@ -31,7 +31,8 @@ class PointRecorder:
             self.ids, self.config.name, self.point.columns, doc, measured.window,
             rows.server_deltas(measured.stats_before, measured.stats_after, rtsig))
         reasons = list(doc.get("invalid_reasons") or [])
-        if not any(r.startswith("generator CPU saturated") for r in reasons):
+        if (doc.get("generator") not in validity.CPU_SAYS_NOTHING
+                and not any(r.startswith("generator CPU saturated") for r in reasons)):
             # the hot and cold generators share their CPU: judge the sum, less the hot
             # generator's polls that found nothing to do
             reasons.append(validity.generator_saturated(

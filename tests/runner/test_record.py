@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import clients
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.runner.record import PointRecorder
@@ -21,18 +22,24 @@ cpus: {server: 0, generator: 1}
 """
 
 
-def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float) -> dict:
-    scenario = parse(SCENARIO)
+def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
+            generator: str = "sclient", sent: int = 160000) -> dict:
+    scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False)
-    document = {"duration_s": 4.0, "offered_rate_rps": 40000.0, "reply_rate_rps": 40000.0,
-                "requests": {"scheduled": 160000, "sent": 160000}, "late_sends": 0,
+    document = {"generator": generator, "duration_s": 4.0, "offered_rate_rps": 40000.0,
+                "reply_rate_rps": 40000.0,
+                "requests": {"scheduled": 160000, "sent": sent}, "late_sends": 0,
                 "replies": {"total": 160000}, "errors": {}, "invalid_reasons": [],
                 "generator_cpu": {"user_s": 1.0, "sys_s": 3.0, "run_delay_s": 0.0,
                                   "spin_idle_s": spin_idle_s}}
     window = {"cpu_generator_pct": generator_cpu_pct, "cpu_server_pct": 45.0,
               "server_wait_pct": 0.0, "sampled_window_s": 3.9}
-    measured = Measurement(document, None, window, None, None, [], [])
+    if generator == "httperf":  # no schedule count, no CPU accounting of its own
+        del document["requests"]["scheduled"], document["generator_cpu"]
+    spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
+                            rate_rps=40000, duration_s=4)
+    measured = Measurement(clients.judged(spec, document), None, window, None, None, [], [])
     return PointRecorder(ctx, points(scenario)[0], 0).record(measured)["point"]
 
 
@@ -47,3 +54,11 @@ def test_a_generator_busy_working_is_saturated(tmp_path: Path):
     assert not row["valid"]
     assert row["invalid_reason"].startswith(
         "generator CPU saturated in the measured window: it ran 99 % besides 1 % in idle polls")
+
+
+def test_httperf_polls_by_design_and_is_judged_by_what_it_sent(tmp_path: Path):
+    # its CPU reads 100 % at 500 req/s as at any rate: that says nothing of saturation
+    assert _record(tmp_path, 100.0, None, generator="httperf")["valid"]
+    short = _record(tmp_path, 100.0, None, generator="httperf", sent=140000)
+    assert not short["valid"]
+    assert short["invalid_reason"].startswith("offered load not delivered")

@@ -341,3 +341,25 @@ def test_the_window_counts_the_generators_cpu_to_its_end(tmp_path: Path):
     # most of it polls that found nothing: idle time, not a saturated generator
     assert point["generator_idle_poll_pct"] > 20
     assert "generator CPU saturated" not in (point["invalid_reason"] or "")
+
+
+HTTPERF = """
+name: httperf-in-a-run
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: httperf, conns: 10, rate_rps: 500}
+repetitions: 1
+warmup_s: 0.5
+duration_s: 2
+cpus: {server: 0, generator: 1}
+"""
+
+
+@pytest.mark.timing
+@pytest.mark.skipif(shutil.which("httperf") is None, reason="httperf is not installed")
+def test_httperf_polling_its_cpu_is_not_called_saturated(tmp_path: Path):
+    run, _ = run_scenario(tmp_path, HTTPERF)
+    point = pd.read_parquet(run / "points.parquet").iloc[0]
+    # it polls: it wants its CPU all along, whatever the rate (ran, or waited beside the suite)
+    assert point["cpu_generator_pct"] + point["generator_wait_pct"] > 90, point
+    assert "generator CPU saturated" not in (point["invalid_reason"] or ""), point
