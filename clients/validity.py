@@ -75,7 +75,7 @@ def idle_poll_pct(doc: dict[str, Any]) -> float | None:
 
 
 def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
-                        what: str = "generator", idle_poll: float | None = None) -> str | None:
+                        idle_poll: float | None = None) -> str | None:
     """cpu_pct: the generator's CPU, % of the window; idle_poll: how much of it was polls
     that found nothing (idle_poll_pct), which is not work."""
     if cpu_pct is None:
@@ -85,7 +85,7 @@ def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
         return None
     waited = f" and waited for a CPU {waiting_pct:.0f} % of the time" if waiting_pct else ""
     polled = f" besides {idle_poll:.0f} % in idle polls" if idle_poll else ""
-    return (f"{what} CPU saturated in the measured window: it ran {busy_pct:.0f} %{polled}"
+    return (f"generator CPU saturated in the measured window: it ran {busy_pct:.0f} %{polled}"
             f"{waited} (over {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
 
 

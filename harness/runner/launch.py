@@ -25,8 +25,7 @@ from harness.scenario import ExternalServer, Point, WbServer
 
 # The samplers' window closes this long before the hot generator's, timed from the generator's
 # start: a generator that has exited by the last reading keeps the CPU it had at the reading
-# before, up to a second earlier, and a busy generator read 75 % of a 4 s window it spent all
-# of on its CPU
+# before, up to a second earlier, and a generator busy all of a 3 s window read 67 %
 GENERATOR_TAIL_S = 0.1
 
 
