@@ -16,6 +16,7 @@ column names and units so that it can be drawn beside, and checked against, our 
 
 from __future__ import annotations
 
+import csv
 from functools import cache
 from pathlib import Path
 
@@ -30,12 +31,36 @@ class PaperValuesError(ValueError):
 
 
 def _read(path: Path) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype={"x": str, "facet": str, "series": str}, keep_default_na=False)
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    # csv, not pd.read_csv: pandas takes a row with one field too many as an index and
+    # shifts every column silently, and fills short rows with blanks.
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            rows = [(reader.line_num, row) for row in reader if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise PaperValuesError(f"{path}: {exc}") from exc
+    if not rows:
+        raise PaperValuesError(f"{path}: empty, not even a header")
+    header, body = rows[0][1], [row for _, row in rows[1:]]
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise PaperValuesError(f"{path}: missing column(s) {', '.join(missing)}")
-    frame["value"] = pd.to_numeric(frame["value"], errors="raise")
-    frame["read_off"] = frame["read_off"].astype(str).str.lower().map({"true": True, "false": False})
+    for line, row in rows[1:]:
+        if len(row) != len(header):
+            raise PaperValuesError(
+                f"{path}: line {line} has {len(row)} fields, the header {len(header)}"
+            )
+    frame = pd.DataFrame(body, columns=header, dtype=str)
+    for column in ("figure", "facet", "series", "metric", "x", "source"):
+        if (frame[column].str.strip() == "").any():
+            raise PaperValuesError(f"{path}: empty {column}")
+    value = pd.to_numeric(frame["value"], errors="coerce")
+    bad = value.isna() | value.isin([float("inf"), float("-inf")])
+    if bad.any():
+        raise PaperValuesError(f"{path}: value must be a number: {frame['value'][bad].iloc[0]!r}")
+    frame["value"] = value.astype(float)
+    flags = {"true": True, "false": False}
+    frame["read_off"] = frame["read_off"].str.strip().str.lower().map(flags)
     if frame["read_off"].isna().any():
         raise PaperValuesError(f"{path}: read_off must be true or false")
     frame["paper"] = path.stem
