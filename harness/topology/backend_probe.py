@@ -43,8 +43,7 @@ def probe_userspace() -> dict:
 
 def check_unshaped(topology: Topology) -> None:
     """Plain veth (a fast baseline on any kernel) cannot delay, drop or rate-limit."""
-    shaped = [n for n, lk in topology.links.items()
-              if not (lk.direction("a_to_b").is_plain and lk.direction("b_to_a").is_plain)]
+    shaped = [n for n, lk in topology.links.items() if not lk.is_plain]
     if shaped:
         raise TopologyError(f"backend veth cannot shape; links {', '.join(shaped)} have "
                             "delay, jitter, loss, rate or a queue limit: use netem or userspace")

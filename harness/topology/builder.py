@@ -81,7 +81,8 @@ class TopologyHandle(ABC):
         links = {}
         for name, spec in self.topology.links.items():
             limits = self._queue_limits(name)
-            links[name] = {"a": spec.a, "b": spec.b, "configured_rtt_ms": spec.rtt_ms(),
+            links[name] = {"a": spec.a, "b": spec.b, "wiring": spec.wiring(self.backend),
+                           "configured_rtt_ms": spec.rtt_ms(),
                            **{d: {**spec.direction(d).model_dump(),
                                   "queue_limit_packets": limits.get(d)}
                               for d in ("a_to_b", "b_to_a")}}

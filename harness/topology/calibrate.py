@@ -68,9 +68,9 @@ def rtt_tolerance_ms(configured: float, sigma: float, samples: int) -> float:
         3 * 1.2533 * sigma / math.sqrt(samples))
 
 
-def expected_goodput_bps(rate_mbit: float, backend: str) -> float:
+def expected_goodput_bps(rate_mbit: float, wiring: str) -> float:
     """What TCP can carry over a rate limit: payload share of each full-sized packet."""
-    per_packet = MTU_BYTES + LINK_LAYER_BYTES[backend]
+    per_packet = MTU_BYTES + LINK_LAYER_BYTES[wiring]
     return rate_mbit * 1e6 * (MTU_BYTES - TCP_IP_HEADER_BYTES) / per_packet
 
 
@@ -199,7 +199,7 @@ def _emulator_argv(spec: Link, ns_a: int, ns_b: int, stats: Path) -> list[str]:
 def _floor_wire(stack: ExitStack, spec: Link, backend: str, a: subprocess.Popen,
                 b: subprocess.Popen) -> str:
     """Joins the two namespaces as the backend joins a link's ends; returns what it is."""
-    if backend != "userspace":
+    if spec.wiring(backend) != "wb-linkem":
         _run([*_enter(a), "ip", "link", "add", FLOOR_DEVICES[0], "type", "veth", "peer",
               "name", FLOOR_DEVICES[1], "netns", str(b.pid)])
         return "veth pair"
@@ -309,7 +309,7 @@ def judge(name: str, spec: Link, backend: str, raw: dict, floor: dict | None = N
             result["rate"][direction] = {"configured_mbit": rate, "judged": False,
                                          "why": "loss or jitter: TCP goodput is not the rate"}
             continue
-        expected = expected_goodput_bps(rate, backend)
+        expected = expected_goodput_bps(rate, spec.wiring(backend))
         measured = raw.get(key) or 0.0
         error = measured / expected - 1
         result["rate"][direction] = {"configured_mbit": rate, "judged": True,

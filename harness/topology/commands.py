@@ -11,7 +11,7 @@ from harness.topology.model import Shaping, Topology
 
 NETNS_DIR = Path("/run/netns")
 # Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
-LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "userspace": 0, "none": 0}
+LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "wb-linkem": 0}
 # Scheduling of the emulator's threads. Links that hold packets for a release time run
 # SCHED_FIFO, ahead of servers and clients as netem's softirq is, so releases are on time
 # on a busy machine. Unshaped links run SCHED_BATCH: no preemption of the server on every
@@ -103,7 +103,8 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
         ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
         spec = topology.links[link.name]
         limits = queue_limits(topology, link)
-        if backend in ("netem", "veth"):
+        wiring = spec.wiring(backend)
+        if wiring != "wb-linkem":
             steps.append(Step(["ip", "link", "add", link.a_dev, "netns", ns_a, "type", "veth",
                                "peer", "name", link.b_dev, "netns", ns_b],
                               creates={"kind": "link", "name": link.a_dev, "netns": ns_a}))
@@ -123,7 +124,7 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))
         for ns, dev, addr in ((ns_a, link.a_dev, link.a_addr), (ns_b, link.b_dev, link.b_addr)):
-            if backend == "userspace":
+            if wiring == "wb-linkem":
                 # The kernel's ring in front of the emulator: a burst (thousands of cold
                 # clients' SYNs) must wait for the emulator there, not be dropped unseen.
                 steps.append(Step(["ip", "-n", ns, "link", "set", "dev", dev,
@@ -131,7 +132,7 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
             steps.append(Step(["ip", "-n", ns, "addr", "add",
                                f"{addr}/{link.subnet.prefixlen}", "dev", dev]))
             steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))
-        if backend == "netem":
+        if wiring == "netem":
             for ns, dev, direction in ((ns_a, link.a_dev, "a_to_b"), (ns_b, link.b_dev, "b_to_a")):
                 # One MSS per packet, as on the wire: netem would drop and rate-limit whole
                 # 64 KB GSO bursts otherwise (the emulator's TUN gets them segmented).

@@ -69,6 +69,11 @@ class Shaping(_Strict):
         return max(QUEUE_FLOOR_PACKETS, math.ceil(1.5 * bdp_packets))
 
 
+# What joins a link's two ends: a veth pair, a veth pair with netem qdiscs, or the
+# userspace emulator between two TUN devices (Link.wiring decides which).
+Wiring = Literal["veth", "netem", "wb-linkem"]
+
+
 class Link(Shaping):
     """A point-to-point link between hosts a and b; fields apply to both directions."""
 
@@ -81,13 +86,37 @@ class Link(Shaping):
     # instead of sleeping (veth's throughput on a busy link, but the polling takes CPU from
     # a saturated server; topologies/README.md). 0: sleep.
     busy_poll_us: int = Field(default=0, ge=0, le=100_000)
+    # Userspace backend: a link that shapes nothing is a plain veth pair, because the
+    # emulator would only add its forwarding cost, taken from the server being measured
+    # (73-78 % of a CPU on dumbbell-wan's 0 ms hot link at 85,000 replies/s, which capped
+    # epoll there). True keeps the emulator on it, to measure the emulator itself.
+    emulate_unshaped: bool = False
 
     @model_validator(mode="after")
-    def _busy_poll_on_unshaped_links(self) -> Link:
-        if self.busy_poll_us and any(self.direction(d).is_timed for d in ("a_to_b", "b_to_a")):
+    def _busy_poll_on_emulated_unshaped_links(self) -> Link:
+        if not self.busy_poll_us:
+            return self
+        if any(self.direction(d).is_timed for d in ("a_to_b", "b_to_a")):
             raise ValueError("busy_poll_us applies to unshaped links only: a link with delay, "
                              "jitter or a rate runs real-time threads, which must sleep")
+        if not self.emulate_unshaped:
+            raise ValueError("busy_poll_us acts on the userspace emulator, and an unshaped "
+                             "link is a plain veth pair unless it sets emulate_unshaped: true "
+                             "(add it, e.g. --set links.NAME.emulate_unshaped=true)")
         return self
+
+    @property
+    def is_plain(self) -> bool:
+        """True when neither direction shapes anything."""
+        return self.direction("a_to_b").is_plain and self.direction("b_to_a").is_plain
+
+    def wiring(self, backend: str) -> Wiring:
+        """What joins the two ends under a topology backend (the one place that decides)."""
+        if backend == "userspace" and (self.emulate_unshaped or not self.is_plain):
+            return "wb-linkem"
+        if backend == "netem" and not self.is_plain:
+            return "netem"
+        return "veth"
 
     def direction(self, name: Literal["a_to_b", "b_to_a"]) -> Shaping:
         base = self.model_dump(include=set(Shaping.model_fields))

@@ -60,18 +60,31 @@ def test_dumbbell_netem_lines_exactly():
     assert "ip -n wbt1-server link set dev wbt1-2b gso_max_segs 1" in lines
 
 
-def test_userspace_commands_start_one_emulator_per_link(linkem):
+def test_userspace_commands_emulate_shaped_links_and_join_unshaped_ones_by_veth(linkem):
     topology = load_topology(REPO / "topologies/dumbbell-wan.yaml", {"links.cold.loss_pct": "1"})
     lines = planned_commands(topology, "userspace", "wbt1")
     emulators = [ln for ln in lines if ln.endswith(" &")]
-    assert len(emulators) == 2
-    assert "--a-netns /run/netns/wbt1-cold --a-dev wbt1-2a" in emulators[1]
+    assert len(emulators) == 1
+    assert "--a-netns /run/netns/wbt1-cold --a-dev wbt1-2a" in emulators[0]
     assert ("--ab delay_us=50000,jitter_us=0,dist=uniform,loss=0.01,rate_bps=0,limit=125000"
-            in emulators[1])
+            in emulators[0])
     assert not any(ln.startswith("tc ") for ln in lines)
-    # Real-time forwarding only where packets wait for a release time.
-    assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
+    assert "--sched fifo:10" in emulators[0]  # real-time: packets wait for a release time
     assert "ip -n wbt1-server link set dev wbt1-2b txqueuelen 10000" in lines
+    # The hot link shapes nothing: a veth pair, no emulator's cost on the server's CPUs.
+    assert ("ip link add wbt1-1a netns wbt1-hot type veth peer name wbt1-1b "
+            "netns wbt1-server") in lines
+    assert "ip -n wbt1-server link set dev wbt1-1b txqueuelen 10000" not in lines
+
+
+def test_userspace_keeps_the_emulator_on_an_unshaped_link_when_asked(linkem):
+    topology = load_topology(REPO / "topologies/dumbbell-wan.yaml",
+                             {"links.hot.emulate_unshaped": "true"})
+    emulators = [ln for ln in planned_commands(topology, "userspace", "wbt1")
+                 if ln.endswith(" &")]
+    assert len(emulators) == 2
+    # Batch scheduling where nothing waits for a release time.
+    assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
 
 
 def test_dry_run_prints_the_planned_commands():
@@ -98,7 +111,7 @@ def test_judge_refuses_rtt_and_rate_outside_tolerance():
     topology = load_topology(REPO / "topologies/dumbbell-wan.yaml",
                              {"links.cold.delay_ms": "25", "links.cold.rate_mbit": "10"})
     spec = topology.links["cold"]
-    expected = expected_goodput_bps(10, "userspace")
+    expected = expected_goodput_bps(10, "wb-linkem")
     good = {"ping_ms": [50.2] * 20, "connect_ms": [49.9] * 5, "upload_bps": expected * 1.04,
             "download_bps": expected * 0.97}
     assert judge("cold", spec, "userspace", good)["problems"] == []

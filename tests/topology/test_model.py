@@ -130,3 +130,19 @@ def test_addresses_all_in_benchmark_range_and_distinct():
 def test_bad_prefix_is_refused(prefix):
     with pytest.raises(TopologyError, match="run prefix"):
         check_prefix(prefix)
+
+
+@pytest.mark.parametrize("overrides,backend,wiring", [
+    ({}, "userspace", "veth"),
+    ({"links.lan.delay_ms": "5"}, "userspace", "wb-linkem"),
+    ({"links.lan.b_to_a.loss_pct": "1"}, "userspace", "wb-linkem"),
+    ({"links.lan.queue_limit": "50"}, "userspace", "wb-linkem"),
+    ({"links.lan.emulate_unshaped": "true"}, "userspace", "wb-linkem"),
+    ({}, "netem", "veth"),
+    ({"links.lan.delay_ms": "5"}, "netem", "netem"),
+    ({"links.lan.emulate_unshaped": "true"}, "netem", "veth"),
+    ({}, "veth", "veth"),
+], ids=lambda v: str(v))
+def test_link_wiring_follows_shaping_and_backend(overrides, backend, wiring):
+    link = load_topology(REPO / "topologies/lan.yaml", overrides).links["lan"]
+    assert link.wiring(backend) == wiring

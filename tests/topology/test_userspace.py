@@ -87,8 +87,20 @@ def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
     assert forward["busy_poll_us"] == 0  # real-time threads must sleep, never spin
 
 
-def test_unshaped_link_sleeps_by_default(no_leftovers):
+def test_unshaped_link_is_a_veth_pair_without_the_emulator(no_leftovers):
     with up(no_leftovers, {}, calibrate=False) as handle:
+        out = ping(handle, "-c", "3", "-i", "0.2")
+        link = subprocess.run(["ip", "-n", handle.netns("client"), "-d", "link", "show",
+                               handle.plan.links[0].a_dev], capture_output=True, text=True)
+        assert handle.manifest()["links"]["lan"]["wiring"] == "veth"
+    assert " 0% packet loss" in out
+    assert "veth" in link.stdout, link.stdout
+    assert "lan" not in handle.emulator_counters
+
+
+def test_emulated_unshaped_link_sleeps_by_default(no_leftovers):
+    with up(no_leftovers, {"links.lan.emulate_unshaped": "true"}, calibrate=False) as handle:
+        assert handle.manifest()["links"]["lan"]["wiring"] == "wb-linkem"
         ping(handle, "-c", "3", "-i", "0.2")
     for direction in ("a_to_b", "b_to_a"):
         counters = handle.emulator_counters["lan"][direction]
@@ -96,7 +108,8 @@ def test_unshaped_link_sleeps_by_default(no_leftovers):
 
 
 def test_busy_polling_link_pauses_on_contended_cpus(no_leftovers):
-    with up(no_leftovers, {"links.lan.busy_poll_us": "200"}, calibrate=False) as handle:
+    overrides = {"links.lan.busy_poll_us": "200", "links.lan.emulate_unshaped": "true"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
         # More CPU-bound tasks than CPUs: busy-polling would take their time, so it pauses.
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(os.cpu_count() + 1)]
@@ -119,6 +132,11 @@ def test_busy_polling_link_pauses_on_contended_cpus(no_leftovers):
 def test_busy_polling_is_refused_on_a_shaped_link():
     with pytest.raises(TopologyError, match="busy_poll_us applies to unshaped links only"):
         load_topology(LAN, {"links.lan.delay_ms": "5", "links.lan.busy_poll_us": "200"})
+
+
+def test_busy_polling_needs_the_emulator_on_its_unshaped_link():
+    with pytest.raises(TopologyError, match="unless it sets emulate_unshaped: true"):
+        load_topology(LAN, {"links.lan.busy_poll_us": "200"})
 
 
 def test_busy_polling_is_refused_for_real_time_threads(linkem):
@@ -254,9 +272,11 @@ def test_dumbbell_hot_and_cold_links_calibrate(no_leftovers):
         with handle:
             cal = handle.manifest()["calibration"]
             assert (cal["hot"]["configured_rtt_ms"], cal["cold"]["configured_rtt_ms"]) == (0, 20)
-            for name, sched in (("hot", "batch"), ("cold", "fifo:10")):
+            # The unshaped hot link is veth, and so is its floor; the cold link's floor is
+            # the emulator with real-time threads, as the link runs it.
+            for name, floor in (("hot", "veth pair"), ("cold", "wb-linkem fifo:10, unshaped")):
                 assert_calibrated_within_bounds(cal[name])
-                assert cal[name]["floor"]["path"].startswith(f"wb-linkem {sched}, unshaped")
+                assert cal[name]["floor"]["path"].startswith(floor)
             server = handle.address(handle.role_hosts("server")[0])
             for role in ("hot", "cold"):
                 client = handle.role_hosts(role)[0]
