@@ -17,6 +17,7 @@ COMMANDS = {
     "doctor": "harness.commands.doctor",
     "plot": "harness.commands.plot",
     "compare": "harness.commands.compare",
+    "reproduce": "harness.commands.reproduce",
 }
 
 

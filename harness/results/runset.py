@@ -32,8 +32,14 @@ class RunSet:
 
     def scenario(self, name: str) -> RunSet:
         """The subset of runs whose manifest scenario_name is `name`."""
-        run_ids = set(self.manifests.loc[self.manifests["scenario_name"] == name, "run_id"])
+        return self._subset(set(self.manifests.loc[self.manifests["scenario_name"] == name,
+                                                   "run_id"]))
 
+    def newest(self) -> RunSet:
+        """The run created last (by its manifest's created_at)."""
+        return self._subset({self.manifests.sort_values("created_at").iloc[-1]["run_id"]})
+
+    def _subset(self, run_ids: set[str]) -> RunSet:
         def keep(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame["run_id"].isin(run_ids)].reset_index(drop=True)
 

@@ -1,0 +1,394 @@
+"""Each reproduction target's shape checks, written from its paper (the claim's source).
+
+A claim compares medians over valid repetitions (harness.reproduce.verdict.Measured) with
+a bound chosen for the shape, not the paper's magnitude: 1998-2004 hardware cannot match,
+so "select loses 44 %" becomes "select loses at least 25 %". Each bound's reason is in its
+claim text, where `wanbench reproduce --check` prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from clients.validity import KEEP_UP_FRACTION
+from harness.analysis import derive
+from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
+
+Test = Callable[[Measured], Outcome]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def _ends(m: Measured, column: str, **where: object) -> tuple[object, object]:
+    """The sweep's lowest and highest level of column: the claim is about those, so an
+    invalid end fails it (Measured.median says why) rather than moving inwards."""
+    levels = m.levels(column, recorded=True, **where)
+    if len(levels) < 2:
+        raise Unmeasured(f"{column}: one level only ({levels}) where {where or 'anywhere'}")
+    return levels[0], levels[-1]
+
+
+def ratio_across(metric: str, column: str, low: float | None = None, high: float | None = None,
+                 each: tuple[str, ...] = (), **where: object) -> Test:
+    """metric at column's highest valid level / at its lowest, for every combination of
+    `each` (and the fixed `where`); passes when every ratio is within [low, high]."""
+
+    def test(m: Measured) -> Outcome:
+        parts, passed = [], True
+        for combo in _combinations(m, each, where):
+            first, last = _ends(m, column, **combo)
+            ratio = m.median(metric, **combo, **{column: last}) / m.median(
+                metric, **combo, **{column: first})
+            ok = (low is None or ratio >= low) and (high is None or ratio <= high)
+            passed &= ok
+            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            parts.append(f"{label + ': ' if label else ''}{metric} at {column}={last} / at "
+                         f"{first} = {ratio:.3g}{'' if ok else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def _combinations(m: Measured, each: tuple[str, ...], where: dict) -> list[dict]:
+    if not each:
+        return [dict(where)]
+    frame = m._where(m.all, where)  # every combination swept: an all-invalid one fails
+    missing = [c for c in each if c not in frame.columns]
+    if missing or frame.empty:
+        raise Unmeasured(f"no points with {', '.join(each)} where {where or 'anywhere'}")
+    keys = frame[list(each)].drop_duplicates().sort_values(list(each))
+    return [{**where, **dict(zip(each, row, strict=True))} for row in keys.itertuples(index=False)]
+
+
+def compare_series(metric: str, column: str, numerator: object, denominator: object,
+                   low: float | None = None, high: float | None = None,
+                   at_max: str | None = None, each: tuple[str, ...] = (),
+                   **where: object) -> Test:
+    """metric of one series (column=numerator) / another's (column=denominator), at the
+    highest level of `at_max` both have valid points for (or at `where` alone)."""
+
+    def test(m: Measured) -> Outcome:
+        parts, passed = [], True
+        for combo in _combinations(m, each, where):
+            at = dict(combo)
+            if at_max:
+                common = set(m.levels(at_max, **combo, **{column: numerator})) & set(
+                    m.levels(at_max, **combo, **{column: denominator}))
+                if not common:
+                    raise Unmeasured(f"no {at_max} with valid points of both {numerator} "
+                                     f"and {denominator} at {combo}")
+                at[at_max] = max(common)
+            top = m.median(metric, **at, **{column: numerator})
+            bottom = m.median(metric, **at, **{column: denominator})
+            ratio = top / bottom if bottom else float("inf")
+            ok = (low is None or ratio >= low) and (high is None or ratio <= high)
+            passed &= ok
+            label = ", ".join(f"{k}={v}" for k, v in at.items())
+            parts.append(f"{label}: {numerator} {_fmt(top)} / {denominator} {_fmt(bottom)} = "
+                         f"{ratio:.3g}{'' if ok else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def server_bound_at_saturation(each: tuple[str, ...], **where: object) -> Test:
+    """Every curve's saturation point (its highest offered rate) had the server saturated:
+    ≥ 95 % of its CPU or budget with replies behind the offered rate, the generator valid."""
+
+    def test(m: Measured) -> Outcome:
+        parts, passed = [], True
+        for combo in _combinations(m, each, where):
+            top = max(m.levels("offered_rate_rps", recorded=True, **combo))
+            rows = m._where(m.valid, {**combo, "offered_rate_rps": top})
+            if rows.empty:
+                m.median("reply_rate_rps", **combo, offered_rate_rps=top)  # raises: why
+            saturated = rows["server_saturated"].astype("boolean").fillna(False)
+            cpu = pd.to_numeric(rows["cpu_server_pct"], errors="coerce").median()
+            ok = bool(saturated.all())
+            passed &= ok
+            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            parts.append(f"{label}: at {_fmt(top)} offered, server {cpu:.0f} % CPU, "
+                         f"{int(saturated.sum())}/{len(rows)} saturated{'' if ok else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def _knee(m: Measured, **where: object) -> float:
+    """The highest offered rate the server kept up with (its valid median reply rate ≥
+    KEEP_UP_FRACTION of it); 0 when it kept up with none."""
+    kept = [rate for rate in m.levels("offered_rate_rps", **where)
+            if m.median("reply_rate_rps", **where, offered_rate_rps=rate)
+            >= KEEP_UP_FRACTION * rate]
+    return max(kept, default=0.0)
+
+
+def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...] = ()) -> Test:
+    """`later` keeps up with offered rates at least as high as `earlier` does, and at least
+    one of them falls behind somewhere in the sweep (else the sweep never reached a knee)."""
+
+    def test(m: Measured) -> Outcome:
+        parts, passed = [], True
+        for combo in _combinations(m, each, {}):
+            top = max(m.levels("offered_rate_rps", recorded=True, **combo))
+            late, early = (_knee(m, **combo, **{column: s}) for s in (later, earlier))
+            ok = late >= early and min(late, early) < top
+            passed &= ok
+            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            parts.append(f"{label + ': ' if label else ''}kept up to {later} {_fmt(late)}, "
+                         f"{earlier} {_fmt(early)} of ≤ {_fmt(top)} req/s"
+                         f"{'' if ok else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def idle_lower_with_cold(each: tuple[str, ...]) -> Test:
+    """At every offered rate both benchmarks kept up with, CPU idle is lower with cold
+    connections (the highest cold level) than without."""
+
+    def test(m: Measured) -> Outcome:
+        parts, passed = [], True
+        for combo in _combinations(m, each, {}):
+            naive, realistic = _ends(m, "cold_conns", **combo)
+            rates = sorted(set(m.levels("offered_rate_rps", **combo, cold_conns=naive))
+                           & set(m.levels("offered_rate_rps", **combo, cold_conns=realistic)))
+            gaps = [m.median("cpu_idle_pct", **combo, cold_conns=naive, offered_rate_rps=r)
+                    - m.median("cpu_idle_pct", **combo, cold_conns=realistic, offered_rate_rps=r)
+                    for r in rates]
+            if not gaps:
+                raise Unmeasured(f"no offered rate with valid points at both {naive} and "
+                                 f"{realistic} cold ({combo})")
+            ok = min(gaps) > 0
+            passed &= ok
+            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            parts.append(f"{label}: idle at {naive} cold minus at {realistic}, over "
+                         f"{len(rates)} rates: {min(gaps):.1f} to {max(gaps):.1f} points"
+                         f"{'' if ok else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def idle_regression(each: tuple[str, ...]) -> Test:
+    """CPU idle falls linearly with request rate (r ≤ -0.9, the papers' |r| ≥ 0.92), and the
+    capacity it predicts (idle = 0) is lower with cold connections."""
+
+    def test(m: Measured) -> Outcome:
+        fits = derive.regressions(m.valid, "request_rate_rps", ["cpu_idle_pct"],
+                                  [*each, "cold_conns"])
+        if fits.empty:
+            raise Unmeasured("fewer than 3 valid points below saturation per curve")
+        parts, passed = [], True
+        for key, group in fits.groupby(list(each)) if each else [((), fits)]:
+            group = group.sort_values("cold_conns")
+            linear = bool((group["r"] <= -0.9).all())
+            capacities = group["x_intercept"].tolist()
+            falls = len(capacities) >= 2 and capacities[-1] < capacities[0]
+            passed &= linear and falls
+            key = key if isinstance(key, tuple) else (key,)
+            label = ", ".join(f"{c}={v}" for c, v in zip(each, key, strict=True))
+            rs = ", ".join(f"{r:.2f}" for r in group["r"])
+            caps = " → ".join(_fmt(c) for c in capacities)
+            parts.append(f"{label}: r {rs}{'' if linear else ' ✗'}; capacity {caps} req/s "
+                         f"over cold {group['cold_conns'].tolist()}{'' if falls else ' ✗'}")
+        return Outcome(passed, "; ".join(parts))
+
+    return test
+
+
+def select_share_of_cpu(dispatch_ratio: float | None = None, at_least_pct: float | None = None
+                        ) -> Test:
+    """The select functions' share (derive.SELECT_SYMBOLS) of all profile samples, idle
+    included, i.e. of the CPU as the papers' profiles count it; per dispatch."""
+
+    def test(m: Measured) -> Outcome:
+        if m.profiles.empty:
+            raise Unmeasured("no profiles.parquet in the run")
+        share = derive.profile_share(m.profiles, derive.SELECT_SYMBOLS)
+        merged = share.merge(m.valid, on=["run_id", "point_id", "repetition"])
+        by = merged.groupby("dispatch")["profile_pct"].median()
+        if "select" not in by:
+            raise Unmeasured("no valid profiled select point")
+        parts, passed = [f"select functions: {', '.join(f'{d} {v:.2f} %' for d, v in by.items())}"
+                         ], True
+        if at_least_pct is not None:
+            passed &= by["select"] >= at_least_pct
+        if dispatch_ratio is not None:
+            if "epoll" not in by:
+                raise Unmeasured("no valid profiled epoll point")
+            ratio = by["select"] / max(by["epoll"], 0.01)
+            passed &= ratio >= dispatch_ratio
+            parts.append(f"select/epoll = {ratio:.1f}")
+        return Outcome(bool(passed), "; ".join(parts))
+
+    return test
+
+
+def overflow_regimes(m: Measured) -> Outcome:
+    """CM01 Table 1: no SIGIO overflow while the server keeps up, overflows past saturation.
+    Points past saturation count even when invalid (a generator falling behind there too
+    does not change the server's own counters; figures.py keep_invalid says the same)."""
+    points = m.all[(m.all.get("dispatch") == "rtsig")]
+    if points.empty or "sigio_overflows" not in points:
+        raise Unmeasured("no rtsig points with SIGIO counters")
+    kept_up = points[points["reply_ratio"] >= KEEP_UP_FRACTION]
+    behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION)
+                    & points["server_saturated"].astype("boolean").fillna(False)]
+    if kept_up.empty or behind.empty:
+        raise Unmeasured(f"{len(kept_up)} records kept up, {len(behind)} were past a saturated "
+                         "server's capacity: both regimes are needed")
+    below = (kept_up["sigio_overflows"] / kept_up["signals_dequeued"].clip(lower=1)).max()
+    above = int(behind["sigio_overflows"].min())
+    passed = below <= 0.001 and above > 0
+    return Outcome(passed, f"kept up ({len(kept_up)} records): overflows ≤ {100 * below:.3f} % "
+                           f"of dequeues; past saturation ({len(behind)}): ≥ {above} overflows")
+
+
+def _claim(text: str, source: str, test: Test, needs: str | None = None) -> Claim:
+    return Claim(text, source, test, needs)
+
+
+CLAIMS: dict[str, tuple[Claim, ...]] = {
+    "bm98-fig1": (
+        _claim("server CPU rises with cold connections: at 2000 cold ≥ 2× at 0, each hot count",
+               "BM98 §3, Fig. 1 (kernel select up to 53 % of CPU)",
+               ratio_across("cpu_server_pct", "cold_conns", low=2.0, each=("hot_conns",))),
+    ),
+    "bm98-table1-2": (
+        _claim("select functions take ≥ 10 % of the CPU at 750 cold, 50 hot",
+               "BM98 Table 1 (select and helpers ≈ 22 %)", select_share_of_cpu(at_least_pct=10)),
+    ),
+    "bm98-fig3-5": (
+        _claim("750 cold connections lower the saturation point: the naive benchmark keeps up "
+               "with at least the realistic one's rates, and one falls behind in the sweep",
+               "BM98 §5.1, Figs. 3 and 5 ('drastically reduce')",
+               knee_order("cold_conns", 0, 750, each=("reply_bytes",))),
+        _claim("each curve's last point is server-bound", "BM98 §5.1 (last point = saturation)",
+               server_bound_at_saturation(("reply_bytes", "cold_conns"))),
+    ),
+    "bm98-fig4-6": (
+        _claim("CPU idle is lower with 750 cold connections at every rate both kept up with",
+               "BM98 §5.1, Figs. 4 and 6 (16 % vs 88 % idle at 100 req/s)",
+               idle_lower_with_cold(("reply_bytes",))),
+    ),
+    "bm98-fig9": (
+        _claim("select's saturation throughput at 2000 cold ≤ 0.75× at 0 cold",
+               "BM98 §5.2, Fig. 9 (unmodified kernel: −44 %)",
+               ratio_across("reply_rate_rps", "cold_conns", high=0.75)),
+    ),
+    "bm98-tables-4-5": (
+        _claim("CPU idle falls linearly with request rate (r ≤ −0.9), and the capacity it "
+               "predicts is lower with 750 cold connections",
+               "BM98 §6.2, Tables 4, 5, 9, 15 (|r| ≥ 0.92)", idle_regression(("reply_bytes",))),
+    ),
+    "bm98-ufalloc": (
+        _claim("epoll server: CPU per accepted connection at the most open descriptors ≤ 1.5× at "
+               "the fewest (today's two-level descriptor bitmap; the paper's ufalloc was linear)",
+               "BM98 §2.3, §4.2",
+               ratio_across("cpu_us_per_conn", "cold_conns", high=1.5, dispatch="epoll")),
+    ),
+    "bmd99-fig8": (
+        _claim("select's reply rate at 2000 cold ≤ 0.6× its rate at 0 cold",
+               "BMD99 Fig. 8", ratio_across("reply_rate_rps", "cold_conns", high=0.6,
+                                            dispatch="select")),
+        _claim("epoll's reply rate at 2000 cold ≥ 0.9× its rate at 0 cold",
+               "BMD99 Fig. 8 (new API independent of cold connections)",
+               ratio_across("reply_rate_rps", "cold_conns", low=0.9, dispatch="epoll")),
+    ),
+    "bmd99-fig9": (
+        _claim("the event API keeps up with rates at least as high as select, and one of them "
+               "falls behind in the sweep", "BMD99 Fig. 9 (1348 vs 1291 req/s)",
+               knee_order("dispatch", "epoll", "select")),
+        _claim("at the highest rate both served validly, epoll's mean response time ≤ 0.5× "
+               "select's", "BMD99 Fig. 9 ('much lower latency')",
+               compare_series("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5,
+                              at_max="offered_rate_rps")),
+    ),
+    "bmd99-table2": (
+        _claim("select functions' share of the CPU: select ≥ 10× epoll's",
+               "BMD99 Table 2 (34 % vs 0.68 %)", select_share_of_cpu(dispatch_ratio=10)),
+    ),
+    "cm01-fig3-5": (
+        _claim("rtsig's server CPU is flat with connections: most / fewest ≤ 1.5, each rate",
+               "CM01 §3.1.2, Fig. 4 (6.67 % at 500 req/s, 13.25 % at 1000)",
+               ratio_across("cpu_server_pct", "cold_conns", high=1.5, dispatch="rtsig",
+                            each=("offered_rate_rps",))),
+        _claim("rtsig's mean response time is flat with connections: most / fewest ≤ 2, each rate",
+               "CM01 §3.1.2, Fig. 5 (≈ 0.3 ms)",
+               ratio_across("resp_time_mean_ms", "cold_conns", high=2.0, dispatch="rtsig",
+                            each=("offered_rate_rps",))),
+        _claim("select's server CPU grows with connections: most / fewest ≥ 2, each rate",
+               "CM01 §3.1.2, Fig. 4",
+               ratio_across("cpu_server_pct", "cold_conns", low=2.0, dispatch="select",
+                            each=("offered_rate_rps",))),
+        _claim("/dev/poll's server CPU grows with connections", "CM01 §3.1.2, Fig. 4",
+               lambda m: Outcome(False, "unreachable"), needs="dev_poll"),
+    ),
+    "cm01-fig6-9": (
+        _claim("multi-accept select's peak reply rate ≥ 0.9× rtsig's, each idle count and size",
+               "CM01 §4.1, Figs. 6-8",
+               compare_series("reply_rate_rps", "dispatch", "select", "rtsig", low=0.9,
+                              at_max="offered_rate_rps", each=("cold_conns", "reply_bytes"),
+                              accept="multi")),
+        _claim("the sweep drives rtsig past saturation, server-bound, each idle count and size",
+               "CM01 §4.2 (rtsig saturated at about 3200 req/s)",
+               server_bound_at_saturation(("cold_conns", "reply_bytes", "accept"),
+                                          dispatch="rtsig")),
+        _claim("RT signals with signal-per-fd", "CM01 §4, Figs. 6-9",
+               lambda m: Outcome(False, "unreachable"), needs="signal_per_fd"),
+    ),
+    "cm01-table1": (
+        _claim("no SIGIO overflow while rtsig keeps up; overflows at every point past saturation",
+               "CM01 §4.2, Table 1", overflow_regimes),
+    ),
+    "cpp-fig4": (
+        _claim("cycles per packet nearly flat with one connection's bandwidth: highest / lowest "
+               "≤ 1.3", "cpp §5.1, Fig. 4 (+18 % only near line rate)",
+               ratio_across("cycles_per_packet", "stream_mbps", high=1.3)),
+        _claim("instructions per packet flat with bandwidth: highest / lowest ≤ 1.1",
+               "cpp §5.1, Fig. 4 (TCP +5 %)",
+               ratio_across("instructions_per_packet", "stream_mbps", high=1.1),
+               needs="hardware_counters"),
+    ),
+    "cpp-fig5": (
+        _claim("cycles per packet rise with connections at constant bandwidth: 2048 / 4 ≥ 1.5",
+               "cpp §5.2, Fig. 5 (TCP +157 %, system call +250 %)",
+               ratio_across("cycles_per_packet", "stream_conns", low=1.5)),
+        _claim("instructions per packet flat with connections: 2048 / 4 ≤ 1.15",
+               "cpp §5.2, Fig. 5 (TCP +10 %)",
+               ratio_across("instructions_per_packet", "stream_conns", high=1.15),
+               needs="hardware_counters"),
+    ),
+    "cpp-fig6": (
+        _claim("cycles per packet grow with one-way latency at 2048 connections: 40 ms / 0 ms "
+               "≥ 1.15", "cpp §5.3, Fig. 6 (TCP's cycles almost double; other layers flat)",
+               ratio_across("cycles_per_packet", "one_way_delay_ms", low=1.15)),
+        _claim("instructions per packet constant with latency: 40 ms / 0 ms ≤ 1.1",
+               "cpp §5.3, Fig. 6",
+               ratio_across("instructions_per_packet", "one_way_delay_ms", high=1.1),
+               needs="hardware_counters"),
+    ),
+    "cpp-fig2": (
+        _claim("content throughput rises with connections at 0 ms: most / fewest ≥ 1.5",
+               "cpp §4, Fig. 2 ('first increases rapidly')",
+               ratio_across("content_throughput_mbps", "client_conns", low=1.5,
+                            one_way_delay_ms=0)),
+    ),
+    "cpp-fig3": (
+        _claim("content throughput falls as latency grows, at the most connections: "
+               "40 ms / 0 ms ≤ 0.9", "cpp §4, Fig. 3",
+               lambda m: ratio_across("content_throughput_mbps", "one_way_delay_ms", high=0.9,
+                                      client_conns=max(m.levels("client_conns", True)))(m)),
+    ),
+    "cpp-table1": (
+        _claim("per-layer instructions and cycles per packet from hardware counters",
+               "cpp Table 1 (stack cycles 7720 → 10400 from 4 to 2048 connections at ≈ 3000 "
+               "instructions)", lambda m: Outcome(False, "unreachable"),
+               needs="hardware_counters"),
+    ),
+}

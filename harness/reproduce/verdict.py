@@ -1,0 +1,136 @@
+"""Verdicts: a claim's outcome on measured data, and how a target's claims make its status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import pandas as pd
+
+from harness.analysis import derive
+
+
+class Status(StrEnum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    NOT_RUN = "NOT RUN"
+    NOT_POSSIBLE = "NOT POSSIBLE HERE"
+
+
+class Unmeasured(Exception):
+    """The run lacks what a claim compares (no valid point there, a column absent): the
+    target ran but did not measure it, which fails the reproduction."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    numbers: str  # what was compared, with the values, e.g. "select 2000/0 cold: 0.41 ≤ 0.6"
+
+
+class Measured:
+    """One run of a target's scenario: every point record (valid or not, derived columns
+    added) and its profiles. Claims ask it for medians over valid repetitions."""
+
+    def __init__(self, points: pd.DataFrame, profiles: pd.DataFrame | None = None) -> None:
+        self.all = derive.add_derived(points)
+        self.valid = derive.valid_points(self.all)
+        self.profiles = profiles if profiles is not None else pd.DataFrame()
+
+    def _where(self, frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
+        for column, value in where.items():
+            if column not in frame.columns:
+                raise Unmeasured(f"no column {column} in the run")
+            frame = frame[frame[column] == value]
+        return frame
+
+    def values(self, metric: str, **where: object) -> pd.Series:
+        """The valid repetitions' values of metric at one point (Unmeasured when none)."""
+        chosen = self._where(self.valid, where)
+        values = pd.to_numeric(chosen.get(metric, pd.Series(dtype=float)), errors="coerce")
+        values = values.dropna()
+        if values.empty:
+            raise Unmeasured(self._why_missing(metric, where))
+        return values
+
+    def median(self, metric: str, **where: object) -> float:
+        return float(self.values(metric, **where).median())
+
+    def levels(self, column: str, recorded: bool = False, **where: object) -> list:
+        """The values column took (sorted) among valid points, or among all recorded ones
+        (the sweep's own levels, valid or not), e.g. the cold counts swept."""
+        chosen = self._where(self.all if recorded else self.valid, where)
+        if column not in chosen.columns or chosen.empty:
+            raise Unmeasured(self._why_missing(column, where))
+        return sorted(chosen[column].dropna().unique())
+
+    def _why_missing(self, metric: str, where: dict[str, object]) -> str:
+        at = ", ".join(f"{k}={v}" for k, v in where.items()) or "any point"
+        records = self._where(self.all, where)
+        if records.empty:
+            return f"{metric} at {at}: no such point in the run"
+        invalid = records[~records.index.isin(self.valid.index)]
+        if len(invalid) == len(records):
+            reasons = sorted({str(r).split(";")[0] for r in invalid.get("invalid_reason", [])})
+            return f"{metric} at {at}: all {len(records)} record(s) invalid ({'; '.join(reasons)})"
+        return f"{metric} at {at}: not measured"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One shape the paper reports, as a test on a run. `needs` names a capability the test
+    cannot do without (a key of harness.reproduce.capabilities.PROBES)."""
+
+    text: str
+    source: str
+    test: Callable[[Measured], Outcome]
+    needs: str | None = None
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    status: Status
+    detail: str
+
+
+@dataclass
+class TargetResult:
+    target: str
+    title: str
+    scenario: str
+    status: Status
+    run: str | None = None
+    claims: list[ClaimResult] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def summary(self) -> str:
+        """One line: what decided the status."""
+        if self.note:
+            return self.note
+        deciding = [c for c in self.claims if c.status == self.status] or self.claims
+        return "; ".join(f"{c.claim.text}: {c.detail}" for c in deciding)
+
+
+def evaluate_claim(claim: Claim, measured: Measured, missing: str | None) -> ClaimResult:
+    """missing: why the claim's needed capability is absent from this run, or None."""
+    if missing:
+        return ClaimResult(claim, Status.NOT_POSSIBLE, missing)
+    try:
+        outcome = claim.test(measured)
+    except Unmeasured as why:
+        return ClaimResult(claim, Status.FAIL, f"not measured: {why}")
+    return ClaimResult(claim, Status.PASS if outcome.passed else Status.FAIL, outcome.numbers)
+
+
+def combine(results: list[ClaimResult]) -> Status:
+    """Any failed claim fails the target; it passes when every claim this machine can test
+    passed; NOT POSSIBLE HERE when it can test none."""
+    statuses = {r.status for r in results}
+    if Status.FAIL in statuses:
+        return Status.FAIL
+    if Status.PASS in statuses:
+        return Status.PASS
+    return Status.NOT_POSSIBLE

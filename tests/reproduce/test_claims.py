@@ -1,0 +1,160 @@
+"""Shape checks say PASS on data with the paper's shape and FAIL on data without it; an
+invalid end of a sweep fails a claim with its reason instead of being skipped."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.reproduce import claims
+from harness.reproduce.verdict import (
+    Claim,
+    ClaimResult,
+    Measured,
+    Outcome,
+    Status,
+    combine,
+    evaluate_claim,
+)
+
+
+def points(rows: list[dict], repetitions: int = 3) -> pd.DataFrame:
+    """Point records: each row repeated, valid unless it says otherwise."""
+    out = []
+    for i, row in enumerate(rows):
+        for rep in range(repetitions):
+            out.append({"run_id": "r", "point_id": f"p{i}", "repetition": rep, "valid": True,
+                        "invalid_reason": None, **row})
+    return pd.DataFrame(out)
+
+
+def cold_sweep(select_at_2000: float, epoll_at_2000: float) -> Measured:
+    rows = [{"dispatch": d, "cold_conns": c, "reply_rate_rps": r, "cpu_server_pct": 99.0}
+            for d, c, r in (("select", 0, 50_000), ("select", 2000, select_at_2000),
+                            ("epoll", 0, 50_000), ("epoll", 2000, epoll_at_2000))]
+    return Measured(points(rows))
+
+
+def outcome(target: str, measured: Measured) -> list[ClaimResult]:
+    return [evaluate_claim(c, measured, None) for c in claims.CLAIMS[target]]
+
+
+def test_bmd99_fig8_passes_with_the_papers_shape_and_fails_without():
+    good = outcome("bmd99-fig8", cold_sweep(select_at_2000=20_000, epoll_at_2000=49_000))
+    assert [r.status for r in good] == [Status.PASS, Status.PASS]
+    assert "at cold_conns=2000 / at 0 = 0.4" in good[0].detail
+    # select flat, epoll falling: the opposite of the paper
+    bad = outcome("bmd99-fig8", cold_sweep(select_at_2000=49_000, epoll_at_2000=20_000))
+    assert [r.status for r in bad] == [Status.FAIL, Status.FAIL]
+    assert bad[0].detail.endswith("✗")
+
+
+def test_an_invalid_end_of_the_sweep_fails_the_claim_with_its_reason():
+    frame = cold_sweep(select_at_2000=20_000, epoll_at_2000=49_000).all
+    zero = (frame["dispatch"] == "select") & (frame["cold_conns"] == 0)
+    frame.loc[zero, "valid"] = False
+    frame.loc[zero, "invalid_reason"] = "closed loop, but the server was not the bottleneck"
+    result = outcome("bmd99-fig8", Measured(frame))[0]
+    assert result.status == Status.FAIL
+    assert "all 3 record(s) invalid (closed loop, but the server was not the bottleneck)" \
+        in result.detail
+
+
+def rate_sweep(server_cpu_at_top: float, behind_at_top: bool) -> Measured:
+    rows = []
+    for dispatch, knee in (("epoll", 30_000), ("select", 20_000)):
+        for rate in (10_000, 20_000, 30_000, 40_000):
+            kept = rate <= knee
+            top = rate == 40_000
+            rows.append({"dispatch": dispatch, "offered_rate_rps": float(rate),
+                         "reply_rate_rps": float(rate if kept or not behind_at_top else knee),
+                         "cpu_server_pct": server_cpu_at_top if top else 50.0,
+                         "resp_time_mean_ms": 0.2 if dispatch == "epoll" else 5.0})
+    return Measured(points(rows))
+
+
+def test_knee_order_needs_a_knee_inside_the_sweep():
+    test = claims.knee_order("dispatch", "epoll", "select")
+    assert test(rate_sweep(99.0, behind_at_top=True)).passed
+    never_behind = test(rate_sweep(99.0, behind_at_top=False))
+    assert not never_behind.passed and "of ≤ 40,000 req/s ✗" in never_behind.numbers
+    reversed_order = claims.knee_order("dispatch", "select", "epoll")
+    assert not reversed_order(rate_sweep(99.0, behind_at_top=True)).passed
+
+
+def test_saturation_points_must_be_server_bound():
+    test = claims.server_bound_at_saturation(("dispatch",))
+    assert test(rate_sweep(99.0, behind_at_top=True)).passed
+    idle_server = test(rate_sweep(40.0, behind_at_top=True))
+    assert not idle_server.passed and "server 40 % CPU, 0/3 saturated ✗" in idle_server.numbers
+
+
+def test_an_absent_capability_is_not_possible_here_never_a_pass():
+    claim = Claim("instructions flat", "paper", lambda m: Outcome(True, "x"),
+                  needs="hardware_counters")
+    result = evaluate_claim(claim, cold_sweep(1, 1), "hardware counters (none here)")
+    assert result.status == Status.NOT_POSSIBLE and "none here" in result.detail
+
+
+@pytest.mark.parametrize("statuses,combined", [
+    ([Status.PASS, Status.NOT_POSSIBLE], Status.PASS),
+    ([Status.PASS, Status.FAIL], Status.FAIL),
+    ([Status.NOT_POSSIBLE, Status.FAIL], Status.FAIL),
+    ([Status.NOT_POSSIBLE], Status.NOT_POSSIBLE),
+])
+def test_a_targets_status_from_its_claims(statuses, combined):
+    claim = Claim("c", "s", lambda m: Outcome(True, ""))
+    assert combine([ClaimResult(claim, s, "") for s in statuses]) == combined
+
+
+def sigio(overflows_below: int, overflows_above: int) -> Measured:
+    rows = [{"dispatch": "rtsig", "offered_rate_rps": 25_000.0, "reply_rate_rps": 25_000.0,
+             "cpu_server_pct": 30.0, "signals_dequeued": 50_000, "sigio_overflows":
+             overflows_below},
+            {"dispatch": "rtsig", "offered_rate_rps": 250_000.0, "reply_rate_rps": 200_000.0,
+             "cpu_server_pct": 99.0, "signals_dequeued": 60_000, "sigio_overflows":
+             overflows_above, "valid": False, "invalid_reason": "generator CPU saturated"}]
+    return Measured(points(rows))
+
+
+def test_sigio_regimes_both_ways():
+    assert claims.overflow_regimes(sigio(0, 200)).passed
+    assert not claims.overflow_regimes(sigio(500, 200)).passed  # overflowed while keeping up
+    assert not claims.overflow_regimes(sigio(0, 0)).passed  # never overflowed past saturation
+
+
+def regression_points(idle_at_750: list[float]) -> Measured:
+    rows = []
+    for cold, idles in ((0, [80.0, 60.0, 40.0, 20.0]), (750, idle_at_750)):
+        for rate, idle in zip((1000.0, 2000.0, 3000.0, 4000.0), idles, strict=True):
+            rows.append({"reply_bytes": 1259, "cold_conns": cold, "offered_rate_rps": rate,
+                         "request_rate_rps": rate, "reply_rate_rps": rate,
+                         "cpu_idle_pct": idle})
+    return Measured(points(rows))
+
+
+def test_idle_regression_both_ways():
+    test = claims.idle_regression(("reply_bytes",))
+    good = test(regression_points([70.0, 45.0, 20.0, 5.0]))  # capacity falls with cold
+    assert good.passed, good.numbers
+    assert not test(regression_points([90.0, 75.0, 60.0, 45.0])).passed  # capacity rises
+    assert not test(regression_points([50.0, 10.0, 60.0, 5.0])).passed  # not linear
+
+
+def profiled(select_pct: float, epoll_pct: float) -> Measured:
+    measured = Measured(points([{"dispatch": "select"}, {"dispatch": "epoll"}], repetitions=1))
+    measured.profiles = pd.DataFrame([
+        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "do_select",
+         "pct": select_pct, "layer": "syscall"},
+        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "tcp_sendmsg",
+         "pct": 5.0, "layer": "tcp"},
+        {"run_id": "r", "point_id": "p1", "repetition": 0, "symbol": "ep_poll",
+         "pct": epoll_pct, "layer": "syscall"},
+    ])
+    return measured
+
+
+def test_select_share_both_ways():
+    test = claims.select_share_of_cpu(dispatch_ratio=10)
+    assert test(profiled(20.0, 0.5)).passed
+    assert not test(profiled(2.0, 0.5)).passed
