@@ -152,10 +152,12 @@ class PointLauncher:
         return target
 
     async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
-        """The server alone in a PID namespace, so nothing it forks can outlive the run."""
+        """The server alone in a PID namespace, so nothing it forks can outlive the run. It
+        joins its budget's cgroup first, in the host's view: `ip netns exec` mounts a sysfs
+        of its own, without the cgroup hierarchy, and what it execs inherits the group."""
         budget = self.budget.join_argv() if self.budget else []
-        return await self._spawn(self.ends.prefix(self.ends.server_host) + procs.CONTAINED
-                                 + budget + argv, "server")
+        return await self._spawn(budget + self.ends.prefix(self.ends.server_host)
+                                 + procs.CONTAINED + argv, "server")
 
     def _server_said(self) -> str:
         lines = (self.raw / "server.stderr").read_text(errors="replace").strip().splitlines()

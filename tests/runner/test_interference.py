@@ -251,6 +251,18 @@ def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path)
 
 
 @pytest.mark.timing
+def test_a_budget_holds_a_server_in_a_network_namespace(tmp_path: Path):
+    # `ip netns exec` hides the cgroup hierarchy: the server must join its group before
+    text = POINT.replace("topologies/loopback.yaml", "topologies/lan.yaml").replace(
+        "conns: 4, rate_rps: 4000", "conns: 50")
+    point = _run_budgeted(tmp_path, text, 30)
+    seen = point[["cpu_server_pct", "server_throttled_pct", "invalid_reason"]]
+    assert "exited before it was ready" not in (point["invalid_reason"] or ""), seen
+    assert point["cpu_server_pct"] < 30 * 1.15, seen
+    assert point["server_throttled_pct"] > 50 and point["server_saturated"], seen
+
+
+@pytest.mark.timing
 def test_a_budgeted_server_that_keeps_up_is_not_saturated(tmp_path: Path):
     point = _run_budgeted(tmp_path, POINT.replace("rate_rps: 4000", "rate_rps: 500"), 50)
     seen = point[["cpu_server_pct", "reply_rate_rps", "server_throttled_pct"]]
