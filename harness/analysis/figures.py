@@ -50,6 +50,7 @@ class FigureSpec:
 
     kind: line (x vs median y over repetitions, min-max bars), profile (top functions),
     regression (scatter + least-squares lines, with a table), layers (stacked per layer).
+    Points the runner marked invalid are drawn hollow, their reasons in the notes.
     """
 
     id: str
@@ -66,7 +67,8 @@ class FigureSpec:
     only: tuple[tuple[str, tuple[object, ...]], ...] = ()  # keep rows whose column is in values
     log_x: bool = False
     # Overload targets: why points the runner marked invalid (a generator that could not
-    # send the offered rate) still measure what is plotted; None drops them
+    # send the offered rate) still measure what is plotted, so that they are drawn as data;
+    # None draws them hollow, apart from the valid ones
     keep_invalid: str | None = None
 
 

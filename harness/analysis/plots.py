@@ -11,9 +11,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, ScalarFormatter  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.textpath import text_to_path  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogFormatter, ScalarFormatter  # noqa: E402
 
 from harness.analysis.figures import label  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
@@ -32,59 +37,121 @@ STYLE = {
     "lines.markersize": 4,
     "svg.hashsalt": "wanbench",  # stable SVG ids: regenerated figures diff cleanly
 }
+# No grey: grey is the paper's (read off a plot) and the legend's keys.
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#8c564b", "#e377c2", "#637939", "#bcbd22", "#17becf",
 )
-PANEL_SIZE = (4.2, 3.0)
+KEY_COLOR = "#555555"  # legend keys that stand for every series (bars, hollow markers)
+INVALID_ALPHA = 0.6
+# The paper's values: black when printed in its text or a table, grey when read off its plot.
+PAPER_COLORS = {False: "black", True: "#8a8a8a"}
+PAPER_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")  # one per paper series; ours are "o"
+# A response time (ms) whose positive values span more than this factor is drawn on a log
+# axis: on a linear one, every point below saturation sits on zero beside the overloaded ones.
+LOG_SPAN = 30.0
+PANEL_SIZE = (4.2, 3.0)  # one panel's data area
+PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
 NOTE_WIDTH = 90  # characters per line of a figure's notes
+TITLE_FONT_SIZE = 9  # the title and the notes under it
+# Figure size: constrained layout fits everything into the figure, so the figure is sized
+# for what sits beside the panels (legends, right axes, profile symbols) from these estimates.
+TITLE_LINE_IN = 0.17
+LEGEND_LINE_IN = 0.19
+LEGEND_WIDTH = 48  # characters per line of a legend entry (paper series names are long)
+LEGEND_HANDLE_IN = 0.6
+TWIN_AXIS_IN = 0.7  # a right axis' ticks and label
+MARGIN_IN = 0.3  # around the title and notes
+PANEL_PAD_IN = 0.08  # around each panel's labels
+FIT_FONT_SIZE = 6
+PROFILE_SYMBOLS_IN = 1.4
 
 
 def _colors(series: list[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
 
 
+def log_y(metric: str, frame: pd.DataFrame) -> bool:
+    """The one rule for log y axes: a metric in ms whose positive values span > LOG_SPAN.
+
+    Judged over every panel of the metric, so that its panels share one kind of axis.
+    """
+    if not metric.endswith("_ms"):
+        return False
+    rows = frame[frame["metric"] == metric]
+    values = pd.to_numeric(pd.concat([rows["median"], rows["low"], rows["high"]]),
+                           errors="coerce")
+    positive = values[values > 0]
+    return not positive.empty and positive.max() > LOG_SPAN * positive.min()
+
+
+def _marks(color: str, valid: bool) -> dict[str, object]:
+    """Valid medians: filled markers on a line. Invalid ones measure no capacity: hollow,
+    fainter and never joined to the line."""
+    if valid:
+        return {"marker": "o", "color": color}
+    return {"marker": "o", "color": color, "markerfacecolor": "none", "linestyle": "none",
+            "alpha": INVALID_ALPHA}
+
+
 def _draw_line(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
-    for name, line in rows.groupby("series", sort=False):
+    for (name, valid), line in rows.groupby(["series", "valid"], sort=False):
         line = line.sort_values("x")
-        ax.plot(line["x"], line["median"], marker="o", color=colors[name], label=name)
+        color = colors[name]
+        ax.plot(line["x"], line["median"], **_marks(color, valid))
         # min-max over repetitions as plain vertical bars: a quarter of errorbar's artists
         if line["low"].notna().any():
-            ax.vlines(line["x"], line["low"], line["high"], color=colors[name], linewidth=0.8)
+            ax.vlines(line["x"], line["low"], line["high"], color=color, linewidth=0.8,
+                      linestyles="solid" if valid else "dashed",
+                      alpha=1.0 if valid else INVALID_ALPHA)
+
+
+def _fit_label(series: str, slope: float, r: float) -> str:
+    return f"{series}: slope {slope:.3g}, r {r:.2f}"
 
 
 def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame,
                      colors: dict[str, str]) -> None:
-    for name, cloud in rows.groupby("series", sort=False):
-        ax.scatter(cloud["x"], cloud["median"], s=10, color=colors[name], alpha=0.6)
+    for (name, valid), cloud in rows.groupby(["series", "valid"], sort=False):
+        ax.plot(cloud["x"], cloud["median"], markersize=3,
+                **{**_marks(colors[name], valid), "linestyle": "none"})
+    for name, cloud in rows[rows["valid"]].groupby("series", sort=False):
         fit = fits[fits["series"] == name]
         if fit.empty:
             continue
         xs = pd.Series([cloud["x"].min(), cloud["x"].max()])
         slope, intercept, r = fit[["slope", "intercept", "r"]].iloc[0]
-        ax.plot(xs, intercept + slope * xs, color=colors[name],
-                label=f"{name}: slope {slope:.3g}, r {r:.2f}")
+        ax.plot(xs, intercept + slope * xs, color=colors[name], label=_fit_label(name, slope, r))
+
+
+def _bar_colors(color: str, valid: bool) -> dict[str, object]:
+    """Bars of valid repetitions filled, of invalid ones hollow (outline only)."""
+    return {"facecolor": color if valid else "none", "edgecolor": color}
 
 
 def _draw_profile(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
     order = rows.groupby("x")["median"].max().sort_values().index.tolist()
-    series = list(pd.unique(rows["series"]))
-    height = 0.8 / len(series)
-    for i, name in enumerate(series):
-        bars = rows[rows["series"] == name].set_index("x").reindex(order)["median"].fillna(0)
+    groups = list(rows.groupby(["series", "valid"], sort=False))
+    height = 0.8 / len(groups)
+    for i, ((name, valid), group) in enumerate(groups):
+        bars = group.set_index("x").reindex(order)["median"].fillna(0)
         positions = [p + i * height for p in range(len(order))]
-        ax.barh(positions, bars.to_numpy(), height=height, color=colors[name], label=name)
+        ax.barh(positions, bars.to_numpy(), height=height, **_bar_colors(colors[name], valid))
     ax.set_yticks([p + 0.4 - height / 2 for p in range(len(order))], order, fontsize=7)
 
 
 def _draw_layers(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
-    table = rows.pivot_table(index="x", columns="series", values="median", aggfunc="sum")
+    table = rows.pivot_table(index=["x", "valid"], columns="series", values="median",
+                             aggfunc="sum")
     bottom = pd.Series(0.0, index=table.index)
-    ticks = [_tick(x) for x in table.index]
+    ticks = [_tick(x) + ("" if valid else "\n(invalid)") for x, valid in table.index]
+    valid = table.index.get_level_values("valid")
     for layer in table.columns:
-        ax.bar(ticks, table[layer].fillna(0), bottom=bottom, color=colors[layer], label=layer)
-        bottom = bottom + table[layer].fillna(0)
+        heights = table[layer].fillna(0)
+        ax.bar(ticks, heights, bottom=bottom, edgecolor=colors[layer],
+               color=[colors[layer] if v else "none" for v in valid])
+        bottom = bottom + heights
 
 
 def _tick(value: object) -> str:
@@ -102,37 +169,105 @@ def _unavailable(ax: Axes, reason: str) -> None:
     ax.set_yticks([])
 
 
-def _layout(rows: int, cols: int, title_lines: int, legend: bool,
-            wide_labels: bool) -> tuple[Figure, list]:
-    """A fixed grid in inches: constrained layout would cost half the rendering time."""
-    width, height = PANEL_SIZE
-    left, right = 1.8 if wide_labels else 0.8, 2.3 if legend else 0.3
-    bottom, gap_w, gap_h = 0.5, 0.8, 0.7
-    top = 0.45 + 0.17 * title_lines
-    fig_w = left + right + cols * width + (cols - 1) * gap_w
-    fig_h = top + bottom + rows * height + (rows - 1) * gap_h
-    figure = Figure(figsize=(fig_w, fig_h), dpi=DPI)
-    axes = figure.subplots(rows, cols, squeeze=False, gridspec_kw={
-        "left": left / fig_w, "right": 1 - right / fig_w, "bottom": bottom / fig_h,
-        "top": 1 - top / fig_h, "wspace": gap_w / width, "hspace": gap_h / height,
-    })
-    return figure, axes
+def _paper_label(series: str, read_off: bool) -> str:
+    how = "read off its plot" if read_off else "printed"
+    return f"paper: {series}, {how}" if series != "all" else f"paper, {how}"
+
+
+def _paper_markers(data: FigureData) -> dict[str, str]:
+    series = pd.unique(data.paper_on_axes["series"])
+    return {name: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, name in enumerate(series)}
+
+
+def _legend(data: FigureData, colors: dict[str, str],
+            markers: dict[str, str]) -> tuple[list[Artist], list[str]]:
+    """Our series, what bars and hollow markers mean, and the paper's series: built from the
+    data, so that a series drawn only hollow or in one panel is still named."""
+    bar_kind = data.spec.kind in ("profile", "layers")
+    entries: list[tuple[Artist, str]] = [
+        (Patch(color=color) if bar_kind else Line2D([], [], marker="o", color=color),
+         "measured" if name == "all" else name)
+        for name, color in colors.items()
+    ]
+    if data.bars:
+        entries.append((Line2D([], [], color=KEY_COLOR, marker="|", markersize=9,
+                               linestyle="none"), data.bars))
+    if not data.frame["valid"].all():
+        hollow = (Patch(facecolor="none", edgecolor=KEY_COLOR) if bar_kind else
+                  Line2D([], [], marker="o", color=KEY_COLOR, markerfacecolor="none",
+                         linestyle="none"))
+        entries.append((hollow, "hollow: invalid repetitions (see notes)"))
+    drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
+    for series, read_off in drawn.itertuples(index=False):
+        entries.append((Line2D([], [], color=PAPER_COLORS[read_off], marker=markers[series],
+                               linestyle=":", linewidth=0.8), _paper_label(series, read_off)))
+    return ([handle for handle, _ in entries],
+            ["\n".join(textwrap.wrap(text, LEGEND_WIDTH)) for _, text in entries])
+
+
+def _text_width(lines: list[str], font_size: float) -> float:
+    """Inches taken by the widest of the lines (each may hold several, one per '\\n')."""
+    font = FontProperties(size=font_size)
+    widths = (text_to_path.get_text_width_height_descent(line, font, ismath=False)[0]
+              for text in lines for line in text.split("\n"))
+    return max(widths, default=0.0) / 72
+
+
+def _legend_entry_width(labels: list[str], font_size: float) -> float:
+    return _text_width(labels, font_size) + LEGEND_HANDLE_IN
+
+
+def _fit_labels(data: FigureData) -> list[str]:
+    if data.spec.kind != "regression":
+        return []
+    return [_fit_label(s, slope, r) for s, slope, r in
+            data.table[["series", "slope", "r"]].itertuples(index=False)]
+
+
+def _figure_size(data: FigureData, rows: int, cols: int, title: str,
+                 legend_labels: list[str]) -> tuple[tuple[float, float], int]:
+    """(width, height) in inches, and the legend's columns: panels with what sits beside
+    them, the legend below them, the title and notes above, never narrower than these."""
+    width, height = (size + labels for size, labels in zip(PANEL_SIZE, PANEL_LABELS_IN,
+                                                           strict=True))
+    if not data.paper_on_axes.empty:
+        width += TWIN_AXIS_IN
+    fits = _fit_labels(data)
+    if fits:
+        width += _legend_entry_width(fits, FIT_FONT_SIZE)
+    left = PROFILE_SYMBOLS_IN if data.spec.kind == "profile" else 0.0
+    title_width = _text_width([title], TITLE_FONT_SIZE) + MARGIN_IN
+    figure_width = max(cols * width + left, title_width)
+    entry = _legend_entry_width(legend_labels, STYLE["legend.fontsize"])
+    columns = max(1, min(len(legend_labels), int(figure_width // entry)))
+    lines_per_entry = max((text.count("\n") + 1 for text in legend_labels), default=0)
+    legend_height = math.ceil(len(legend_labels) / columns) * lines_per_entry * LEGEND_LINE_IN
+    title_height = (title.count("\n") + 2) * TITLE_LINE_IN
+    figure_height = rows * height + legend_height + title_height
+    return (figure_width, figure_height), columns
 
 
 def draw(data: FigureData) -> Figure:
-    """One panel per (facet, metric); series share colours across panels."""
+    """One panel per (facet, metric); series share colours across panels.
+
+    Constrained layout keeps the legend (outside, below), right axes and titles off the data.
+    """
     spec = data.spec
     metrics = list(spec.y)
     # Rows arrive sorted by the underlying values: keep that order (2048 after 256).
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
-    # Wrapped to stay within the narrowest (one-panel) figure.
+    markers = _paper_markers(data)
+    # Wrapped, so that long notes widen a one-panel figure only a little.
     note_lines = [line for note in data.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
-    notes = "\n".join(note_lines)
-    legend = spec.kind != "regression" and list(colors) != ["all"]
+    title = "\n".join([spec.title, spec.target, *note_lines])
+    handles, labels = _legend(data, colors, markers)
     with matplotlib.rc_context(STYLE):
-        figure, axes = _layout(len(facets), len(metrics), 2 + len(note_lines), legend,
-                               wide_labels=spec.kind == "profile")
+        size, columns = _figure_size(data, len(facets), len(metrics), title, labels)
+        figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+        # A right axis' label otherwise nearly touches the next panel's left one.
+        figure.get_layout_engine().set(w_pad=PANEL_PAD_IN, h_pad=PANEL_PAD_IN)
+        axes = figure.subplots(len(facets), len(metrics), squeeze=False)
         for row, facet in enumerate(facets):
             for col, metric in enumerate(metrics):
                 ax = axes[row][col]
@@ -140,18 +275,55 @@ def draw(data: FigureData) -> Figure:
                     ax.set_title(label(metric))
                     _unavailable(ax, data.unavailable[metric])
                     continue
-                _panel(ax, data, facet, metric, colors)
+                _panel(ax, data, facet, metric, colors, markers)
                 if facet != "all":
                     ax.set_title(facet)
-        if legend:
-            handles, labels = axes[0][0].get_legend_handles_labels()
-            figure.legend(handles, labels, loc="upper right")
-        figure.suptitle(f"{spec.title}\n{spec.target}" + (f"\n{notes}" if notes else ""),
-                        fontsize=9)
+        # Below the panels: beside them, it would run into the title and notes, which
+        # constrained layout centres over the whole figure.
+        figure.legend(handles, labels, loc="outside lower center", ncols=columns)
+        figure.suptitle(title, fontsize=TITLE_FONT_SIZE)
     return figure
 
 
-def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str, str]) -> None:
+class _PlainLogFormatter(LogFormatter):
+    """Labels the ticks LogFormatter would (minor ones within a decade or two), written as
+    0.1, 0.3, 10 rather than 10^-1 or 3e-01."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return f"{x:g}"
+
+
+def _scale_y(ax: Axes, values: pd.Series, log: bool, from_zero: bool) -> None:
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(_PlainLogFormatter())
+        ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    elif from_zero and values.min() >= 0 and not math.isnan(values.max()):
+        ax.set_ylim(bottom=0)
+
+
+def _draw_paper(ax: Axes, rows: pd.DataFrame, metric: str, markers: dict[str, str],
+                log: bool, from_zero: bool) -> None:
+    """The paper's values on their own right axis: other hardware, so their magnitudes do
+    not compare with ours, their shapes do."""
+    twin = ax.twinx()
+    twin.grid(False)
+    twin.spines["right"].set_visible(True)
+    for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
+        group = group.sort_values("x")
+        twin.plot(group["x"], group["value"], color=PAPER_COLORS[read_off],
+                  marker=markers[series], linestyle=":", linewidth=0.8)
+    twin.set_ylabel("paper: " + label(metric))
+    _scale_y(twin, rows["value"], log, from_zero)
+
+
+def _paper_rows(data: FigureData, facet: str, metric: str) -> pd.DataFrame:
+    paper = data.paper_on_axes
+    return paper[(paper["metric"] == metric) & paper["facet"].isin((facet, "all"))]
+
+
+def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str, str],
+           markers: dict[str, str]) -> None:
     spec = data.spec
     rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
     ylabel = label(metric) + data.ylabel_suffix.get(metric, "")
@@ -159,12 +331,17 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         _draw_profile(ax, rows, colors)
         ax.set_xlabel(ylabel)
         return
+    paper = _paper_rows(data, facet, metric)
     if spec.kind == "layers":
         _draw_layers(ax, rows, colors)
     elif spec.kind == "regression":
         fits = data.table[(data.table["facet"] == facet) & (data.table["metric"] == metric)]
         _draw_regression(ax, rows, fits, colors)
-        ax.legend(fontsize=6)  # each panel has its own fitted lines
+        # Each panel has its own fitted lines: their legend sits right of the panel (and of
+        # its right axis), where constrained layout keeps room for it.
+        beside = 1.02 + (TWIN_AXIS_IN / PANEL_SIZE[0] if not paper.empty else 0.0)
+        ax.legend(loc="upper left", bbox_to_anchor=(beside, 1.0), borderaxespad=0,
+                  fontsize=FIT_FONT_SIZE)
     else:
         _draw_line(ax, rows, colors)
         if spec.log_x and rows["x"].min() > 0:
@@ -174,8 +351,11 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         ax.xaxis.set_major_formatter(FuncFormatter(_thousands))  # 250k, not 250000
     ax.set_xlabel(label(spec.x))
     ax.set_ylabel(ylabel)
-    if spec.kind == "line" and rows["median"].min() >= 0 and not math.isnan(rows["median"].max()):
-        ax.set_ylim(bottom=0)
+    log = log_y(metric, data.frame)
+    from_zero = spec.kind == "line"
+    _scale_y(ax, rows["median"], log, from_zero)
+    if not paper.empty:
+        _draw_paper(ax, paper, metric, markers, log, from_zero)
 
 
 FORMATS = ("png", "svg")
@@ -188,4 +368,7 @@ def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = FORMATS) 
     paths = [out_dir / f"{data.spec.id}.{fmt}" for fmt in formats]
     for path in paths:
         figure.savefig(path)
+        # The first format was laid out; the others keep that layout (the same pixels)
+        # rather than pay for constrained layout again.
+        figure.set_layout_engine("none")
     return paths

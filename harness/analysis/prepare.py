@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from harness.analysis import derive
+from harness.analysis import derive, paper_values
 from harness.analysis.figures import FigureSpec
 from harness.results.runset import RunSet
 
@@ -14,12 +15,34 @@ PROFILE_TOP_SYMBOLS = 15  # bars in the figure
 PROFILE_TABLE_ROWS = 40  # rows in the report's table
 CYCLE_METRICS = ("cycles_per_packet", "layer_cycles_per_packet")
 COUNTER_METRICS = ("instructions_per_packet",)
-FRAME_COLUMNS = ["facet", "series", "metric", "x", "median", "low", "high"]
+# valid: whether the row summarises repetitions the runner judged valid (False: drawn hollow).
+# Valid and invalid repetitions of one point are summarised apart, so a point may have both.
+FRAME_COLUMNS = ["facet", "series", "metric", "x", "valid", "median", "low", "high"]
+SAMPLE = ["run_id", "point_id", "repetition"]  # one repetition of one point
+# Kinds whose x axis is a number, so the paper's values can sit on it; the others (a symbol,
+# bars per category) get them as a table in the report.
+PAPER_ON_AXES_KINDS = ("line", "regression")
+PAPER_ON_AXES_NOTE = ("paper values on the right axis (hardware of 1998-2004; compare shapes, "
+                      "not magnitudes)")
+PAPER_IN_TABLE_NOTE = "paper values: in the report's table beside ours (not on this figure's axes)"
+NO_REASON = "no reason recorded"
+# A runner's reason names its rule first; details (counts, percentages) follow a colon or a
+# parenthesis and differ from repetition to repetition.
+_REASON_DETAILS = re.compile(r":| \(")
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+def _no_paper_values() -> pd.DataFrame:
+    return pd.DataFrame(columns=paper_values.COLUMNS)
 
 
 @dataclass
 class FigureData:
-    """Rows to draw (FRAME_COLUMNS), an optional table, and what the reader must be told."""
+    """Rows to draw (FRAME_COLUMNS), an optional table, and what the reader must be told.
+
+    `bars` says what the min-max bars span (None: no bars); `paper` holds the paper's values
+    for this figure (paper_values.COLUMNS), `paper_on_axes` those drawn on a right axis.
+    """
 
     spec: FigureSpec
     frame: pd.DataFrame
@@ -27,6 +50,9 @@ class FigureData:
     notes: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # metric -> why
     ylabel_suffix: dict[str, str] = field(default_factory=dict)
+    bars: str | None = None
+    paper: pd.DataFrame = field(default_factory=_no_paper_values)
+    paper_on_axes: pd.DataFrame = field(default_factory=_no_paper_values)
 
 
 @dataclass
@@ -70,16 +96,31 @@ def _require(points: pd.DataFrame, columns: list[str], scenario: str) -> None:
         raise _Skip(f"column(s) {', '.join(missing)} absent from the {scenario} run(s)")
 
 
+def _repetitions(counts: pd.Series) -> str:
+    """'3 repetitions', or '2–3 repetitions' when points were repeated unequally."""
+    low, high = int(counts.min()), int(counts.max())
+    span = str(high) if low == high else f"{low}–{high}"
+    return f"{span} repetition{'' if span == '1' else 's'}"
+
+
+def _repetitions_per_point(rows: pd.DataFrame) -> pd.Series:
+    """How many repetitions of each point (valid and invalid apart) `rows` hold."""
+    return rows.drop_duplicates(SAMPLE).groupby(["run_id", "point_id", "valid"]).size()
+
+
 def _summary_rows(
-    points: pd.DataFrame, spec: FigureSpec, metrics: list[str], series: list[str]
+    data: FigureData, points: pd.DataFrame, metrics: list[str], series: list[str]
 ) -> pd.DataFrame:
-    group = [*spec.facets, *series, spec.x]
+    spec = data.spec
+    group = [*spec.facets, *series, spec.x, "valid"]
     frames = []
     for metric in metrics:
         summary = derive.summarize(points, group, metric)
         summary["metric"] = metric
         frames.append(summary)
     rows = pd.concat(frames, ignore_index=True)
+    data.bars = f"bars: min–max over {_repetitions(rows['n'])}"
+    data.notes.append(f"{data.bars}; markers: their median")
     rows["facet"] = _labels(rows, list(spec.facets))
     rows["series"] = _labels(rows, series)
     return rows.rename(columns={spec.x: "x"})[FRAME_COLUMNS]
@@ -125,7 +166,7 @@ def _from_points(data: FigureData, runs: RunSet, points: pd.DataFrame, series: l
             data.unavailable[metric] = _unavailable_reason(runs, metric)
     if not present:
         raise _Skip(f"no values for {', '.join(spec.y)} in the {spec.scenario} run(s)")
-    data.frame = _summary_rows(points, spec, present, series)
+    data.frame = _summary_rows(data, points, present, series)
 
 
 def _select_share(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
@@ -136,7 +177,7 @@ def _select_share(data: FigureData, runs: RunSet, points: pd.DataFrame, series: 
         )
     else:
         share = derive.profile_share(runs.profiles, derive.SELECT_SYMBOLS)
-        points = points.merge(share, on=["run_id", "point_id", "repetition"], how="inner")
+        points = points.merge(share, on=SAMPLE, how="inner")
         points = points.rename(columns={"profile_pct": "select_cpu_pct"})
         data.notes.append(
             "select functions' share of perf profile samples (symbols matching "
@@ -149,11 +190,17 @@ def _saturation(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
     spec = data.spec
     by = [*spec.facets, *series, spec.x]
     _require(points, [*by, "offered_rate_rps", "reply_rate_rps"], spec.scenario)
-    table = derive.saturation(points, by)
-    if not table["saturated"].all():
+    # Invalid repetitions get a knee of their own (hollow): never mixed into a measured one.
+    table = derive.saturation(points, [*by, "valid"])
+    table["valid"] = table["valid"].astype(bool)
+    if not table.loc[table["valid"], "saturated"].all():
         data.notes.append(
             "some curves never fell behind the offered rate: their saturation is a lower bound"
         )
+    data.notes.append(
+        "saturation throughput: the highest median reply rate over the offered rates (medians "
+        f"over {_repetitions(_repetitions_per_point(points))}); no bars"
+    )
     rows = table.assign(
         metric="saturation_rps", median=table["saturation_rps"], low=float("nan"), high=float("nan")
     )
@@ -166,12 +213,13 @@ def _saturation(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
 def _regression(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
     spec = data.spec
     _require(points, [spec.x, *spec.facets, *series, *spec.y], spec.scenario)
-    table = derive.regressions(points, spec.x, list(spec.y), [*spec.facets, *series])
+    table = derive.regressions(points[points["valid"]], spec.x, list(spec.y),
+                               [*spec.facets, *series])
     if table.empty:
-        raise _Skip("fewer than 3 points below saturation per curve: no regression")
+        raise _Skip("fewer than 3 valid points below saturation per curve: no regression")
     below = points[points["reply_ratio"] >= derive.KEEP_UP_FRACTION]
     below = below.sort_values([*spec.facets, *series, spec.x])
-    rows = below.melt(id_vars=[spec.x, *spec.facets, *series], value_vars=list(spec.y),
+    rows = below.melt(id_vars=[spec.x, *spec.facets, *series, "valid"], value_vars=list(spec.y),
                       var_name="metric", value_name="median")
     rows = rows.assign(low=float("nan"), high=float("nan"))
     rows["facet"] = _labels(rows, list(spec.facets))
@@ -181,15 +229,21 @@ def _regression(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
     table["series"] = _labels(table, series)
     data.table = table[["facet", "series", "metric", "slope", "intercept", "r", "x_intercept", "n"]]
     data.notes.append(
-        "regressions use points that kept up with the offered rate; the idle x-intercept "
-        "(idle = 0) is a capacity estimate"
+        "dots: one repetition each; regressions use the valid repetitions that kept up with the "
+        "offered rate (hollow dots are left out); the idle x-intercept (idle = 0) is a capacity "
+        "estimate"
     )
 
 
 def _profile_points(runs: RunSet, points: pd.DataFrame, scenario: str) -> pd.DataFrame:
     if runs.profiles.empty:
         raise _Skip(f"no profiles.parquet in the {scenario} run(s) (perf record unavailable?)")
-    return runs.profiles.merge(points, on=["run_id", "point_id", "repetition"], how="inner")
+    return runs.profiles.merge(points, on=SAMPLE, how="inner")
+
+
+def _with_validity(series: pd.Series, valid: pd.Series) -> pd.Series:
+    """Series labels for a table's columns: invalid repetitions' get their own."""
+    return series.where(valid, series + " (invalid)")
 
 
 def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
@@ -199,21 +253,22 @@ def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[
     merged["series"] = _labels(merged, series)
     # The papers profile the server's busy time: idle-loop samples are left out and the
     # rest scaled to 100 % of the samples that did work.
-    sample = ["run_id", "point_id", "repetition"]
     idle = merged["layer"] == "idle"
-    busy_pct = 100 - merged[idle].groupby(sample)["pct"].sum()
-    merged = merged[~idle].join(busy_pct.rename("busy_pct"), on=sample)
+    busy_pct = 100 - merged[idle].groupby(SAMPLE)["pct"].sum()
+    merged = merged[~idle].join(busy_pct.rename("busy_pct"), on=SAMPLE)
     merged["pct"] = 100 * merged["pct"] / merged["busy_pct"].fillna(100)
-    table = merged.groupby(["series", "symbol", "layer"])["pct"].median().reset_index()
+    table = merged.groupby(["series", "valid", "symbol", "layer"])["pct"].median().reset_index()
     top = table.groupby("symbol")["pct"].max().nlargest(PROFILE_TOP_SYMBOLS).index
     rows = table[table["symbol"].isin(top)].rename(columns={"symbol": "x", "pct": "median"})
     data.frame = rows.assign(facet="all", metric="pct", low=float("nan"), high=float("nan"))[
         FRAME_COLUMNS
     ]
-    pivot = table.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
+    columns = table.assign(series=_with_validity(table["series"], table["valid"]))
+    pivot = columns.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
     top_rows = pivot.max(axis=1).nlargest(PROFILE_TABLE_ROWS).index
     data.table = pivot.loc[top_rows].reset_index()
-    data.notes.append("median % of the non-idle profile samples over repetitions")
+    data.notes.append("bars: median % of the non-idle profile samples over "
+                      f"{_repetitions(_repetitions_per_point(merged))}")
 
 
 def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
@@ -223,7 +278,7 @@ def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[s
     merged = merged.dropna(subset=["layer_cycles_per_packet"])
     if merged.empty:
         raise _Skip("no cycles per packet in the run(s): layers cannot be sized")
-    by = [*spec.facets, *series, spec.x, "layer"]
+    by = [*spec.facets, *series, spec.x, "valid", "layer"]
     table = merged.groupby(by, dropna=False)["layer_cycles_per_packet"].median().reset_index()
     rows = table.assign(metric="layer_cycles_per_packet", low=float("nan"), high=float("nan"))
     rows["facet"] = _labels(rows, [*spec.facets, *series])
@@ -231,8 +286,13 @@ def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[s
     rows["median"] = rows["layer_cycles_per_packet"]
     data.frame = rows.rename(columns={spec.x: "x"})[FRAME_COLUMNS]
     data.table = table.pivot_table(
-        index=[*spec.facets, *series, spec.x], columns="layer", values="layer_cycles_per_packet"
+        index=[*spec.facets, *series, spec.x, "valid"], columns="layer",
+        values="layer_cycles_per_packet",
     ).reset_index()
+    data.notes.append(
+        "bars: cycles per packet split by each layer's share of the busy profile samples, "
+        f"median over {_repetitions(_repetitions_per_point(merged))}"
+    )
 
 
 SOURCES = {
@@ -245,27 +305,85 @@ SOURCES = {
 }
 
 
+def _runner_verdict(points: pd.DataFrame) -> pd.DataFrame:
+    """points with `valid` a plain bool: the runner's verdict (a null one is not valid)."""
+    valid = points.index.isin(derive.valid_points(points).index)
+    return points.assign(valid=valid)
+
+
+def short_reason(reason: object) -> str:
+    """The rules a runner's reason names, without details, so that repetitions group by rule.
+
+    'late sends: 3 of 221 ... (1.4 %) ...; the generator fell behind' -> 'late sends; the
+    generator fell behind'; numbers left in a rule's name become '…'.
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        return NO_REASON
+    names = (_REASON_DETAILS.split(part, maxsplit=1)[0] for part in reason.split(";"))
+    names = (_NUMBER.sub("…", name).strip() for name in names)
+    return "; ".join(dict.fromkeys(name for name in names if name))
+
+
+def _validity_notes(spec: FigureSpec, points: pd.DataFrame) -> list[str]:
+    """How many repetitions were invalid and why, one note per combination of rules."""
+    invalid = points[~points["valid"]]
+    if invalid.empty:
+        return []
+    if spec.keep_invalid:
+        return [f"{len(invalid)} invalid point record(s) drawn as data: {spec.keep_invalid}"]
+    reasons = invalid.get("invalid_reason", pd.Series(None, index=invalid.index))
+    counts = reasons.map(short_reason).value_counts()
+    return [f"{n} point repetition(s) invalid: {why} (hollow)" for why, n in counts.items()]
+
+
+def _paper_on_axes(data: FigureData, paper: pd.DataFrame) -> pd.DataFrame:
+    """The paper's values a panel of this figure can show: a numeric x, a plotted metric, and
+    a facet drawn here ("all": every panel)."""
+    if data.spec.kind not in PAPER_ON_AXES_KINDS or not pd.api.types.is_numeric_dtype(paper["x"]):
+        return paper.iloc[0:0]
+    metrics = set(data.frame["metric"]) - set(data.unavailable)
+    facets = {*data.frame["facet"], "all"}
+    return paper[paper["metric"].isin(metrics) & paper["facet"].isin(facets)]
+
+
+def _add_paper_values(data: FigureData) -> None:
+    try:
+        paper = paper_values.for_figure(data.spec.id)
+    except paper_values.PaperValuesError as error:
+        # A malformed file costs its values, not the figure.
+        data.notes.append(f"paper values unreadable: {error}")
+        return
+    if paper.empty:
+        return
+    data.paper = paper
+    data.paper_on_axes = _paper_on_axes(data, paper)
+    data.notes.append(PAPER_IN_TABLE_NOTE if data.paper_on_axes.empty else PAPER_ON_AXES_NOTE)
+
+
 def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
-    """Rows for `spec` from the runs whose scenario_name is spec.scenario."""
+    """Rows for `spec` from the runs whose scenario_name is spec.scenario.
+
+    Invalid repetitions are kept and marked (valid False, drawn hollow) unless the spec
+    plots them as data (keep_invalid): then every row counts as valid, with its explanation.
+    """
     mine = runs.scenario(spec.scenario)
     if mine.manifests.empty:
         return Skipped(spec, f"no run of scenario {spec.scenario} among the given runs")
-    points = mine.points if spec.keep_invalid else derive.valid_points(mine.points)
-    invalid = len(mine.points) - len(derive.valid_points(mine.points))
+    points = _runner_verdict(mine.points)
     for column, values in spec.only:
         if column in points.columns:
             points = points[points[column].isin(values)]
     if points.empty:
-        return Skipped(spec, f"no valid points to plot ({invalid} invalid) in {spec.scenario}")
+        return Skipped(spec, f"no points to plot in {spec.scenario}")
     points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
-    if invalid and spec.keep_invalid:
-        data.notes.append(f"{invalid} invalid point record(s) drawn: {spec.keep_invalid}")
-    elif invalid:
-        data.notes.append(f"{invalid} invalid point record(s) left out (see invalid_reason)")
+    data.notes += _validity_notes(spec, points)
+    if spec.keep_invalid:
+        points = points.assign(valid=True)
     series = _label_cycles(data, points, _series_columns(spec, mine))
     try:
         SOURCES[spec.source](data, mine, points, series)
     except _Skip as skip:
         return Skipped(spec, str(skip))
+    _add_paper_values(data)
     return data

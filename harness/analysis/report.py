@@ -26,11 +26,33 @@ td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 img { max-width: 100%; }
 .skipped { color: #777; }
 .note { font-size: 0.85em; color: #555; }
+.tables { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
+h4 { margin: 0.5em 0 0; font-size: 0.9em; }
 """
 
 
 def table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="—", border=0)
+
+
+PAPER_TABLE_COLUMNS = ["facet", "series", "metric", "x", "value", "source", "how", "note"]
+
+
+def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
+    """The paper's values of one figure as the report lists them: where each comes from and
+    whether it was printed or read off a plot."""
+    how = paper["read_off"].map({True: "read off a plot", False: "printed"})
+    return paper.assign(how=how)[PAPER_TABLE_COLUMNS]
+
+
+def _tables(result: FigureData) -> str:
+    """Our table and the paper's values, side by side."""
+    tables = []
+    if result.table is not None:
+        tables.append(f"<div><h4>ours</h4>{table_html(result.table)}</div>")
+    if not result.paper.empty:
+        tables.append(f"<div><h4>paper's values</h4>{table_html(paper_table(result.paper))}</div>")
+    return f"<div class='tables'>{''.join(tables)}</div>" if tables else ""
 
 
 def _figure_section(result: FigureData | Skipped, figure_dir: str) -> str:
@@ -42,8 +64,7 @@ def _figure_section(result: FigureData | Skipped, figure_dir: str) -> str:
     parts = [head, f"<a href='{figure_dir}/{spec.id}.svg'>"
                    f"<img src='{figure_dir}/{spec.id}.png' alt='{spec.id}'></a>"]
     parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
-    if result.table is not None:
-        parts.append(table_html(result.table))
+    parts.append(_tables(result))
     return "\n".join(parts)
 
 

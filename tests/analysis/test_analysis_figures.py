@@ -87,12 +87,15 @@ def test_measured_counters_are_not_called_estimated(tmp_path: Path) -> None:
     assert set(result.frame["metric"]) == {"cycles_per_packet", "instructions_per_packet"}
 
 
-def test_invalid_points_are_not_plotted(tmp_path: Path) -> None:
+def test_a_run_of_invalid_points_is_drawn_hollow_not_skipped(tmp_path: Path) -> None:
+    # Figures keep invalid points (drawn hollow, reasons in the notes): a run whose every
+    # point is invalid still has a figure, with nothing in it drawn as measured.
     points = make_points("bm98-ufalloc", repetitions=2)
     points["valid"] = False
     result = prepare(BY_ID["bm98-ufalloc"], read_runs([write_run(tmp_path, points)]))
-    assert isinstance(result, Skipped)
-    assert "no valid points" in result.reason and "6 invalid" in result.reason
+    assert isinstance(result, FigureData)
+    assert not result.frame["valid"].any() and len(result.frame) == 3
+    assert "6 point repetition(s) invalid: no reason recorded (hollow)" in result.notes
 
 
 def test_an_overload_target_draws_invalid_points_and_says_so(tmp_path: Path) -> None:
