@@ -54,6 +54,7 @@ PANEL_SIZE = (4.2, 3.0)  # one panel's data area
 PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
 NOTE_WIDTH = 90  # characters per line of a figure's notes
+UNAVAILABLE_WIDTH = 50  # characters per line of why a panel is empty
 TITLE_FONT_SIZE = 9  # the title and the notes under it
 # Figure size: constrained layout fits everything into the figure, so the figure is sized
 # for what sits beside the panels (legends, right axes, profile symbols) from these estimates.
@@ -163,8 +164,9 @@ def _thousands(value: float, _pos: int) -> str:
 
 
 def _unavailable(ax: Axes, reason: str) -> None:
-    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, transform=ax.transAxes,
-            fontsize=8, color="#555555")
+    # Wrapped here: matplotlib's wrap=True wraps at the figure's edge, not the panel's.
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(reason, UNAVAILABLE_WIDTH)), ha="center",
+            va="center", transform=ax.transAxes, fontsize=8, color="#555555")
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -186,7 +188,7 @@ def _legend(data: FigureData, colors: dict[str, str],
     bar_kind = data.spec.kind in ("profile", "layers")
     entries: list[tuple[Artist, str]] = [
         (Patch(color=color) if bar_kind else Line2D([], [], marker="o", color=color),
-         "measured" if name == "all" else name)
+         "ours" if name == "all" else name)
         for name, color in colors.items()
     ]
     if data.bars:
