@@ -16,10 +16,23 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "wanbench"
 MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # the kernel's bounds on a CFS period
+MIN_QUOTA_US = 1_000  # nor does it take a quota under 1 ms (v1 and v2 alike)
 
 
 class CgroupError(RuntimeError):
     """No CPU controller to budget with; the message says what is missing and the fix."""
+
+
+def check_budget(pct: float, period_us: int) -> None:
+    """A budget the kernel can enforce as asked: pct % of period_us is at least its minimum
+    quota. (Clamping it would run the server at MIN_QUOTA_US / period_us instead: 35 % of a
+    1 ms period is 100 %.)"""
+    quota = period_us * pct / 100
+    if quota < MIN_QUOTA_US:
+        shortest = -(-MIN_QUOTA_US * 100 // pct)
+        raise ValueError(f"a {pct:g} % budget of a {period_us} us period is a {quota:g} us "
+                         f"quota, under the kernel's {MIN_QUOTA_US} us minimum: make "
+                         f"budget_period_us at least {shortest:.0f}")
 
 
 @dataclass(frozen=True)
@@ -64,13 +77,14 @@ class CpuBudget:
     _serial = itertools.count()
 
     def __init__(self, pct: float, period_us: int, root: Path | None = None):
+        check_budget(pct, period_us)
         self.version, self.parent = cpu_hierarchy(root)
         self.root, self.pct, self.period_us = root or CGROUP_ROOT, pct, period_us
         self.path = self.parent / f"run{os.getpid()}-{next(self._serial)}"
 
     @property
     def quota_us(self) -> int:
-        return max(MIN_PERIOD_US, round(self.period_us * self.pct / 100))
+        return round(self.period_us * self.pct / 100)
 
     def __enter__(self) -> CpuBudget:
         self._make_parent()

@@ -27,7 +27,7 @@ from pydantic import (
 from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, MAX_CONNS, check_sclient_only
 from clients.targets import check_request_path
-from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US
+from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.servers import (
     DISPATCHES,
     MAX_REPLY_BYTES,
@@ -208,6 +208,8 @@ class Cpus(Strict):
         if self.server == self.generator:
             raise ValueError("server and generator must be pinned to different CPUs: a "
                              "generator sharing the server's CPU measures itself")
+        if self.server_budget_pct is not None:
+            check_budget(self.server_budget_pct, self.budget_period_us)
         return self
 
 

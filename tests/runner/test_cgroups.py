@@ -15,7 +15,7 @@ import pytest
 from harness import cgroups
 from harness.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
 from harness.runner.run import MissingTool, preflight
-from harness.scenario import parse
+from harness.scenario import ScenarioError, parse
 
 
 def empty(group: Path) -> None:
@@ -64,6 +64,19 @@ def test_v1_writes_quota_and_period(tmp_path: Path):
         assert budget.throttling() == Throttling(10, 4, 0.003)
         assert budget.join_argv()[-1] == str(budget.path / "cgroup.procs")
         empty(budget.path)
+
+
+@pytest.mark.parametrize("pct,period_us,shortest", [(35, 1_000, 2858), (15, 2_000, 6667)])
+def test_a_quota_under_the_kernels_minimum_is_refused_not_clamped(tmp_path: Path, pct,
+                                                                   period_us, shortest):
+    # Clamped to 1 ms, 35 % of a 1 ms period would run the server unbudgeted.
+    with pytest.raises(ValueError, match=f"make budget_period_us at least {shortest}"):
+        CpuBudget(pct, period_us, v1_root(tmp_path))
+    text = f"name: b\ncpus: {{server: 0, generator: 1, server_budget_pct: {pct}, " \
+           f"budget_period_us: {period_us}}}\n"
+    with pytest.raises(ScenarioError, match="under the kernel's 1000 us minimum"):
+        parse(text)
+    parse(text.replace(f"budget_period_us: {period_us}", f"budget_period_us: {shortest}"))
 
 
 def test_no_cpu_controller_names_the_fix(tmp_path: Path):

@@ -98,7 +98,7 @@ def test_a_server_axis_compares_whole_servers_by_their_own_columns():
 
 def test_a_budget_axis_has_its_own_column_names():
     scenario = parse("name: b\nsweep:\n  cpus.server_budget_pct: [null, 40]\n"
-                     "  cpus.budget_period_us: [1000, 10000]\n")
+                     "  cpus.budget_period_us: [2500, 10000]\n")
     assert sweep_columns(scenario) == ["server_budget_pct", "budget_period_us"]
     assert {(p.columns["server_budget_pct"], p.config.cpus.server_budget_pct)
             for p in points(scenario)} == {(None, None), (40, 40)}
