@@ -55,10 +55,18 @@ bench: bench-servers bench-clients bench-wan bench-runner bench-analysis
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis bench-runner reference
-# Small measured runs the notebooks and figure tests read (committed under results/reference).
-reference: deps all
-	bash scripts/reference.sh
+.PHONY: bench-analysis bench-runner reproduce reproduce-quick
+# Every reproduction target at the papers' axes, 3 repetitions, from one clean revision, into
+# results/reference (committed); then each target's verdict into REPRODUCTION.md, and figures.
+reproduce: deps all
+	$(VENV)/bin/wanbench reproduce --run --prune-raw --check results/reference \
+	  --write-status REPRODUCTION.md; test $$? -le 1
+	$(VENV)/bin/wanbench plot results/reference
+
+# The same pipeline on one short point per scenario (a smoke test, not a reproduction).
+reproduce-quick: deps all
+	$(VENV)/bin/wanbench reproduce --run --quick --allow-dirty --check build/reproduce-quick; \
+	  test $$? -le 1
 
 
 bench-analysis: python-deps

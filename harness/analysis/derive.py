@@ -42,6 +42,12 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     )
     out["reply_ratio"] = _ratio(_column(out, "reply_rate_rps"), _column(out, "offered_rate_rps"))
     out["cpu_busy_pct"] = 100.0 - _column(out, "cpu_idle_pct")
+    # Idle as the papers count it, of the server's machine: with a CPU budget standing in for
+    # a slower CPU, the unused share of that budget (the rest of its CPU was never the
+    # server's); without one, its CPU's idle time.
+    budget = _column(out, "server_budget_pct")
+    of_budget = (100.0 * (1.0 - _column(out, "cpu_server_pct") / budget)).clip(0.0, 100.0)
+    out["server_idle_pct"] = of_budget.where(budget.notna(), _column(out, "cpu_idle_pct"))
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
     out["cpu_kernel_pct"] = _column(out, "cpu_system_pct") + _column(out, "cpu_softirq_pct").fillna(
         0.0

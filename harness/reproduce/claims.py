@@ -157,8 +157,8 @@ def idle_lower_with_cold(each: tuple[str, ...]) -> Test:
             naive, realistic = _ends(m, "cold_conns", **combo)
             rates = sorted(set(m.levels("offered_rate_rps", **combo, cold_conns=naive))
                            & set(m.levels("offered_rate_rps", **combo, cold_conns=realistic)))
-            gaps = [m.median("cpu_idle_pct", **combo, cold_conns=naive, offered_rate_rps=r)
-                    - m.median("cpu_idle_pct", **combo, cold_conns=realistic, offered_rate_rps=r)
+            gaps = [m.median("server_idle_pct", **combo, cold_conns=naive, offered_rate_rps=r)
+                    - m.median("server_idle_pct", **combo, cold_conns=realistic, offered_rate_rps=r)
                     for r in rates]
             if not gaps:
                 raise Unmeasured(f"no offered rate with valid points at both {naive} and "
@@ -179,7 +179,7 @@ def idle_regression(each: tuple[str, ...]) -> Test:
     capacity it predicts (idle = 0) is lower with cold connections."""
 
     def test(m: Measured) -> Outcome:
-        fits = derive.regressions(m.valid, "request_rate_rps", ["cpu_idle_pct"],
+        fits = derive.regressions(m.valid, "request_rate_rps", ["server_idle_pct"],
                                   [*each, "cold_conns"])
         if fits.empty:
             raise Unmeasured("fewer than 3 valid points below saturation per curve")

@@ -101,4 +101,4 @@ def test_missing_results_or_no_check_flag_exit_2(tmp_path, capsys):
                        ["reproduce", "--check", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
     assert run_command("harness.commands.reproduce", ["reproduce", str(tmp_path)]) == 2
-    assert "say --check" in capsys.readouterr().err
+    assert "say --run (run the scenarios), --check" in capsys.readouterr().err

@@ -1,0 +1,157 @@
+"""Run every reproduction scenario from one revision, within a time budget, into one folder.
+
+The scenario files themselves hold the papers' axes, repetitions and windows (chosen so that
+all of them fit REPRODUCE_BUDGET_S on a 2-CPU machine); this module only runs them in turn,
+times them, and, once every one finished, leaves in the folder nothing older than this run.
+`quick` shrinks each sweep axis to its first level and each point to one short repetition:
+a smoke test of the whole pipeline, not a reproduction.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from clients.atomic import write_atomic
+from clients.paths import REPO_ROOT
+from harness.analysis.figures import SPECS
+from harness.manifest import git_revision
+from harness.results.runset import find_runs
+from harness.scenario import Range, Values, load, points
+
+REPRODUCE_BUDGET_S = 30 * 60  # the issue's budget for all targets on this 2-CPU machine
+# What a point × repetition costs beyond warm-up and window (start-up, cold connections,
+# samplers, stopping): 0.6 s measured on this machine (bm98-fig3-6, 16 × 3 s in 58 s).
+POINT_OVERHEAD_S = 1.0
+QUICK = ["repetitions=1", "warmup_s=0.3", "duration_s=1"]
+SUMMARY = "reproduce.json"
+
+
+class ReproduceError(RuntimeError):
+    """Refused before anything ran (the message names the fix)."""
+
+
+@dataclass
+class ScenarioRun:
+    scenario: str
+    points: int
+    repetitions: int
+    estimate_s: float
+    seconds: float | None = None
+    exit_code: int | None = None
+    run_dir: str | None = None
+
+
+def scenario_paths() -> list[Path]:
+    """Each reproduction scenario once, in the order of the targets."""
+    names = dict.fromkeys(spec.scenario for spec in SPECS)
+    return [REPO_ROOT / "scenarios" / f"{name}.yaml" for name in names]
+
+
+def quick_overrides(path: Path) -> list[str]:
+    """Every sweep axis at its first level (an axis's column name kept), one short repetition."""
+    sets = list(QUICK)
+    for axis, values in load(path).sweep.items():
+        if isinstance(values, Range):
+            first: object = {"values": [values.values()[0]], "as": values.as_}
+        elif isinstance(values, Values):
+            first = {"values": values.values[:1], "as": values.as_}
+        else:
+            first = values[:1]
+        sets.append(f"sweep.{axis}={json.dumps(first)}")
+    return sets
+
+
+def plan(paths: list[Path], quick: bool) -> list[ScenarioRun]:
+    planned = []
+    for path in paths:
+        scenario = load(path, quick_overrides(path) if quick else None)
+        count = len(points(scenario))
+        per_point = scenario.warmup_s + scenario.duration_s + POINT_OVERHEAD_S
+        planned.append(ScenarioRun(path.stem, count, scenario.repetitions,
+                                    count * scenario.repetitions * per_point))
+    return planned
+
+
+def check_revision(allow_dirty: bool) -> str:
+    revision = git_revision() or "unknown"
+    if revision.endswith("-dirty") and not allow_dirty:
+        raise ReproduceError("the working tree has uncommitted changes: commit them (the "
+                             "reference must come from one clean revision) or pass "
+                             "--allow-dirty for a trial run")
+    return revision
+
+
+def _run_one(path: Path, out: Path, quick: bool) -> tuple[int, str | None]:
+    before = set(find_runs(out / path.stem)) if (out / path.stem).exists() else set()
+    argv = [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out),
+            "--allow-invalid"]
+    for item in quick_overrides(path) if quick else []:
+        argv += ["--set", item]
+    code = subprocess.run(argv, cwd=REPO_ROOT).returncode
+    made = sorted(set(find_runs(out / path.stem)) - before) if (out / path.stem).exists() else []
+    return code, str(made[-1]) if made else None
+
+
+def replace_older_runs(out: Path, runs: list[ScenarioRun]) -> list[Path]:
+    """Removes every earlier run of these scenarios under out: the folder then holds one
+    revision's runs of them. Only called when all finished."""
+    keep = {Path(r.run_dir) for r in runs if r.run_dir}
+    removed = []
+    for run in runs:
+        for old in find_runs(out / run.scenario) if (out / run.scenario).exists() else []:
+            if old not in keep:
+                shutil.rmtree(old)
+                removed.append(old)
+    return removed
+
+
+def prune_raw(out: Path) -> None:
+    """The Parquet tables hold all the analysis reads; raw generator documents and per-point
+    records would only make the committed reference larger."""
+    for path in [*out.rglob("raw"), *out.rglob("points")]:
+        if path.is_dir() and (path.parent / "manifest.json").is_file():
+            shutil.rmtree(path)
+
+
+def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
+              only: list[str] | None = None, log=print) -> dict:
+    """Runs the scenarios (all, or those named in `only`) into out and returns the summary
+    written to out/reproduce.json. Older runs are replaced only when every scenario exited
+    0 or 1 (measured, valid or not): an interrupted or refused one leaves them all."""
+    revision = check_revision(allow_dirty)
+    paths = [p for p in scenario_paths() if not only or p.stem in only]
+    if only and len(paths) != len(set(only)):
+        known = ", ".join(p.stem for p in scenario_paths())
+        raise ReproduceError(f"--only {' '.join(only)}: unknown scenario; known: {known}")
+    runs = plan(paths, quick)
+    estimate = sum(r.estimate_s for r in runs)
+    log(f"{len(runs)} scenarios, {sum(r.points * r.repetitions for r in runs)} point × "
+        f"repetitions, estimated {estimate / 60:.0f} min (budget "
+        f"{REPRODUCE_BUDGET_S / 60:.0f} min), revision {revision}")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    for path, run in zip(paths, runs, strict=True):
+        log(f"== {run.scenario}: {run.points} points × {run.repetitions}, "
+            f"~{run.estimate_s / 60:.1f} min")
+        began = time.monotonic()
+        run.exit_code, run.run_dir = _run_one(path, out, quick)
+        run.seconds = time.monotonic() - began
+        if run.exit_code not in (0, 1):
+            log(f"{run.scenario}: wanbench run exited {run.exit_code}; stopping here "
+                "(earlier runs are kept)")
+            break
+    finished = all(r.exit_code in (0, 1) for r in runs)
+    if finished:
+        replace_older_runs(out, runs)
+    summary = {"revision": revision, "quick": quick, "started_at": started,
+               "seconds": time.time() - started, "budget_s": REPRODUCE_BUDGET_S,
+               "estimate_s": estimate, "finished": finished,
+               "scenarios": [asdict(r) for r in runs]}
+    write_atomic(out / SUMMARY, (json.dumps(summary, indent=2) + "\n").encode())
+    return summary

@@ -1,0 +1,86 @@
+"""`wanbench reproduce --run`: every scenario from one revision into one folder, older runs
+replaced only when all finished, the time recorded; --quick shrinks sweeps, not columns."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.reproduce import run as reproduce_run
+from harness.reproduce.run import ReproduceError, plan, quick_overrides, reproduce
+from harness.results.runset import find_runs
+from harness.scenario import load, points
+from tests.conftest import REPO, build, needs_root
+from tests.runner.test_run import WANBENCH
+
+CPP5 = "cpp-fig5-cpp-vs-connections"
+
+
+def test_quick_keeps_each_axis_column_at_its_first_level():
+    path = REPO / "scenarios/cpp-fig6-cpp-vs-latency.yaml"
+    (point,) = points(load(path, quick_overrides(path)))
+    assert point.columns["one_way_delay_ms"] == 0
+    (run,) = plan([path], quick=True)
+    assert (run.points, run.repetitions) == (1, 1)
+
+
+def test_every_scenario_fits_the_budget_by_its_own_estimate():
+    runs = plan(reproduce_run.scenario_paths(), quick=False)
+    assert len(runs) == 16 and all(r.repetitions >= 3 for r in runs)
+    assert sum(r.estimate_s for r in runs) <= reproduce_run.REPRODUCE_BUDGET_S
+
+
+def test_uncommitted_changes_are_refused_unless_allowed(monkeypatch, tmp_path):
+    monkeypatch.setattr(reproduce_run, "git_revision", lambda: "abc123-dirty")
+    with pytest.raises(ReproduceError, match="uncommitted changes"):
+        reproduce(tmp_path, only=[CPP5])
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_an_unknown_scenario_is_refused(tmp_path):
+    with pytest.raises(ReproduceError, match="unknown scenario; known: bm98-fig1"):
+        reproduce(tmp_path, allow_dirty=True, only=["nope"])
+
+
+@needs_root
+def test_a_finished_run_replaces_older_runs_and_a_failed_one_keeps_them(monkeypatch, tmp_path):
+    build("build/bin/wb-sclient")
+    build("build/bin/wb-server")
+    first = reproduce(tmp_path, quick=True, allow_dirty=True, only=[CPP5], log=lambda _: None)
+    second = reproduce(tmp_path, quick=True, allow_dirty=True, only=[CPP5], log=lambda _: None)
+    assert first["finished"] and second["finished"]
+    (kept,) = find_runs(tmp_path / CPP5)
+    assert str(kept) == second["scenarios"][0]["run_dir"]
+    summary = json.loads((tmp_path / "reproduce.json").read_text())
+    assert summary["seconds"] > 0 and summary["scenarios"][0]["exit_code"] in (0, 1)
+    # A scenario that could not run (exit 2) stops the sweep and replaces nothing.
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick: (2, None))
+    third = reproduce(tmp_path, quick=True, allow_dirty=True, only=[CPP5], log=lambda _: None)
+    assert not third["finished"]
+    assert find_runs(tmp_path / CPP5) == [Path(kept)]
+
+
+@needs_root
+@pytest.mark.slow
+def test_quick_pipeline_runs_every_scenario_and_judges_every_target(tmp_path):
+    """make reproduce-quick's pipeline, as CI's smoke test: one short point per scenario."""
+    for name in ("wb-server", "wb-sclient", "wb-linkem"):
+        build(f"build/bin/{name}")
+    out = tmp_path / "quick"
+    done = subprocess.run([*WANBENCH, "reproduce", "--run", "--quick", "--allow-dirty",
+                           "--check", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    summary = json.loads((out / "reproduce.json").read_text())
+    assert summary["finished"] and len(summary["scenarios"]) == 16
+    verdicts = [ln.split("  ")[0] for ln in done.stdout.splitlines()
+                if re.match(r"^(PASS|FAIL|NOT RUN|NOT POSSIBLE HERE) ", ln)]
+    assert len(verdicts) == 19 and "NOT RUN" not in verdicts, done.stdout[-3000:]
+    plotted = subprocess.run([*WANBENCH, "plot", str(out)], cwd=REPO, capture_output=True,
+                             text=True, timeout=600)
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    assert (out / "index.html").is_file()
