@@ -47,7 +47,8 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     # server's); without one, its CPU's idle time.
     budget = _column(out, "server_budget_pct")
     of_budget = (100.0 * (1.0 - _column(out, "cpu_server_pct") / budget)).clip(0.0, 100.0)
-    out["server_idle_pct"] = of_budget.where(budget.notna(), _column(out, "cpu_idle_pct"))
+    out["server_idle_pct"] = _column(out, "server_idle_pct").fillna(
+        of_budget.where(budget.notna(), _column(out, "cpu_idle_pct")))
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
     out["cpu_kernel_pct"] = _column(out, "cpu_system_pct") + _column(out, "cpu_softirq_pct").fillna(
         0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -37,6 +38,13 @@ class Measured:
         self.all = derive.add_derived(points)
         self.valid = derive.valid_points(self.all)
         self.profiles = profiles if profiles is not None else pd.DataFrame()
+
+    def with_column(self, name: str, values: Callable[[pd.DataFrame], pd.Series]) -> Measured:
+        """The same records with one more column, e.g. a series label made of two."""
+        out = copy.copy(self)
+        out.all = self.all.assign(**{name: values(self.all)})
+        out.valid = out.all.loc[self.valid.index]
+        return out
 
     def _where(self, frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
         for column, value in where.items():

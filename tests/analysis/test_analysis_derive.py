@@ -138,3 +138,11 @@ def test_cpu_and_run_periods_per_reply() -> None:
     assert out["cpu_us_per_reply"].tolist() == pytest.approx([50.0, 10.0])
     assert out["run_periods_per_reply"][0] == pytest.approx(0.2)
     assert np.isnan(out["run_periods_per_reply"][1])  # runs recorded before the column
+
+
+def test_idle_under_a_cpu_budget_is_of_the_budget():
+    points = pd.DataFrame({"cpu_server_pct": [10.0, 20.5, 50.0], "cpu_idle_pct": [85.0, 79.0, 50.0],
+                           "server_budget_pct": [20.0, 20.0, None]})
+    idle = derive.add_derived(points)["server_idle_pct"]
+    # half the budget unused; the budget used up (a hair over it clips to 0); no budget: the CPU's
+    assert idle.tolist() == [50.0, 0.0, 50.0]

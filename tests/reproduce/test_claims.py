@@ -158,3 +158,46 @@ def test_select_share_both_ways():
     test = claims.select_share_of_cpu(dispatch_ratio=10)
     assert test(profiled(20.0, 0.5)).passed
     assert not test(profiled(2.0, 0.5)).passed
+
+
+def test_below_both_knees_compares_only_rates_both_kept_up_with():
+    test = claims.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5)
+    good = test(rate_sweep(99.0, behind_at_top=True))  # epoll 0.2 ms, select 5 ms
+    assert good.passed and "10,000: 0.04" in good.numbers and "30,000" not in good.numbers
+    frame = rate_sweep(99.0, behind_at_top=True).all
+    frame.loc[frame["dispatch"] == "epoll", "resp_time_mean_ms"] = 4.0
+    assert not test(Measured(frame)).passed
+
+
+def mechanisms(multi_peak: float) -> Measured:
+    rows = [{"dispatch": d, "accept": a, "cold_conns": 252, "reply_bytes": 1,
+             "offered_rate_rps": rate, "reply_rate_rps": min(rate, peak)}
+            for d, a, peak in (("select", "multi", multi_peak), ("rtsig", "single", 6000.0),
+                               ("select", "single", 1000.0))
+            for rate in (2000.0, 5000.0, 10000.0)]
+    return Measured(points(rows))
+
+
+def test_multi_accept_select_against_rt_signals_both_ways():
+    (claim, *_) = claims.CLAIMS["cm01-fig6-9"]
+    good = evaluate_claim(claim, mechanisms(5800.0), None)
+    assert good.status == Status.PASS, good.detail
+    assert "peak select/multi 5,800 / rtsig/single 6,000" in good.detail
+    assert evaluate_claim(claim, mechanisms(3000.0), None).status == Status.FAIL
+
+
+def idle_points(idle_750: list[float], idle_0: list[float] | None = None) -> Measured:
+    idle_0 = idle_0 or [90.0, 60.0, 1.0]
+    rows = [{"reply_bytes": 1259, "cold_conns": cold, "offered_rate_rps": rate,
+             "reply_rate_rps": rate, "server_idle_pct": idle}
+            for cold, idles in ((0, idle_0), (750, idle_750))
+            for rate, idle in zip((1000.0, 2000.0, 3000.0), idles, strict=True)]
+    return Measured(points(rows))
+
+
+def test_idle_lower_with_cold_both_ways():
+    test = claims.idle_lower_with_cold(("reply_bytes",))
+    # lower everywhere, or both exhausted at the top rate
+    assert test(idle_points([50.0, 20.0, 0.5])).passed
+    assert not test(idle_points([95.0, 20.0, 0.5])).passed  # more idle with cold at 1000
+    assert not test(idle_points([89.0, 59.0, 0.5])).passed  # never 10 points lower
