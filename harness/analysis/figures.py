@@ -71,6 +71,9 @@ class FigureSpec:
     # send the offered rate) still measure what is plotted, so that they are drawn as data;
     # None draws them hollow, apart from the valid ones
     keep_invalid: str | None = None
+    # Mechanisms of the paper that no Linux has (keys of
+    # harness.reproduce.capabilities.ABSENT_FROM_LINUX): the figure says what stands in
+    absent: tuple[str, ...] = ()
 
 
 FIG3_6 = "bm98-fig3-6-naive-vs-realistic"
@@ -202,6 +205,7 @@ SPECS: tuple[FigureSpec, ...] = (
         y=("reply_rate_rps", "cpu_server_pct", "resp_time_mean_ms"),
         series=("dispatch",),
         facets=("offered_rate_rps",),
+        absent=("dev_poll",),
     ),
     FigureSpec(
         id="cm01-fig6-9",
@@ -213,6 +217,7 @@ SPECS: tuple[FigureSpec, ...] = (
         y=("reply_rate_rps", "cpu_server_pct", "resp_time_mean_ms"),
         series=("dispatch", "accept"),
         facets=("cold_conns", "reply_bytes"),
+        absent=("dev_poll", "signal_per_fd"),
     ),
     FigureSpec(
         id="cm01-table1",

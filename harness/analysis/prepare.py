@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness.analysis import derive, paper_values
 from harness.analysis.figures import FigureSpec
+from harness.reproduce.capabilities import ABSENT_FROM_LINUX
 from harness.results.runset import RunSet
 
 PROFILE_TOP_SYMBOLS = 15  # bars in the figure
@@ -378,6 +379,7 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
     data.notes += _validity_notes(spec, points)
+    data.notes += [f"not in this figure: {ABSENT_FROM_LINUX[key]}" for key in spec.absent]
     if spec.keep_invalid:
         points = points.assign(valid=True)
     series = _label_cycles(data, points, _series_columns(spec, mine))

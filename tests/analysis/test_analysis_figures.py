@@ -164,3 +164,15 @@ def test_docs_list_every_spec_with_its_scenario() -> None:
         assert row is not None, f"docs/figures.md lacks {spec.id}"
         assert f"`{spec.scenario}`" in row and f"`{spec.x}`" in row
         assert all(f"`{y}`" in row for y in spec.y), spec.id
+
+
+def test_a_mechanism_no_linux_has_is_named_on_its_figure(tmp_path: Path) -> None:
+    write_run(tmp_path, make_points("cm01-fig6-9-vs-rate"))
+    data = prepare(BY_ID["cm01-fig6-9"], read_runs([tmp_path]))
+    assert isinstance(data, FigureData)
+    assert any("epoll-backed stand-in" in note for note in data.notes), data.notes
+    assert any(note.startswith("not in this figure: signal-per-fd") for note in data.notes)
+    write_run(tmp_path, make_points("cm01-table1-sigio"))
+    other = prepare(BY_ID["cm01-table1"], read_runs([tmp_path]))
+    assert isinstance(other, FigureData)
+    assert not any(note.startswith("not in this figure") for note in other.notes)
