@@ -230,21 +230,29 @@ def idle_regression(each: tuple[str, ...]) -> Test:
     return test
 
 
-def select_share_of_cpu(dispatch_ratio: float | None = None, at_least_pct: float | None = None
-                        ) -> Test:
-    """The select functions' share (derive.SELECT_SYMBOLS) of all profile samples, idle
-    included, i.e. of the CPU as the papers' profiles count it; per dispatch."""
+def select_share_of_cpu(dispatch_ratio: float | None = None, at_least_pct: float | None = None,
+                        of_busy: bool = False) -> Test:
+    """The select functions' share (derive.SELECT_SYMBOLS, idle loop excluded) of the profile
+    samples, per dispatch: of all samples, i.e. of the CPU as BMD99 Table 2 counts it, or
+    (of_busy) of the samples that did work, as BM98 Table 1 does on a machine that had none
+    idle."""
 
     def test(m: Measured) -> Outcome:
         if m.profiles.empty:
             raise Unmeasured("no profiles.parquet in the run")
-        share = derive.profile_share(m.profiles, derive.SELECT_SYMBOLS)
-        merged = share.merge(m.valid, on=["run_id", "point_id", "repetition"])
+        keys = ["run_id", "point_id", "repetition"]
+        working = m.profiles[m.profiles["layer"] != "idle"]
+        share = derive.profile_share(working, derive.SELECT_SYMBOLS).set_index(keys)
+        if of_busy:
+            busy = working.groupby(keys)["pct"].sum()
+            share["profile_pct"] = 100 * share["profile_pct"] / busy.reindex(share.index)
+        merged = share.reset_index().merge(m.valid, on=keys)
         by = merged.groupby("dispatch")["profile_pct"].median()
         if "select" not in by:
             raise Unmeasured("no valid profiled select point")
-        parts, passed = [f"select functions: {', '.join(f'{d} {v:.2f} %' for d, v in by.items())}"
-                         ], True
+        of = "of busy samples" if of_busy else "of the CPU"
+        parts, passed = [f"select functions {of}: "
+                         + ", ".join(f"{d} {v:.2f} %" for d, v in by.items())], True
         if at_least_pct is not None:
             passed &= by["select"] >= at_least_pct
         if dispatch_ratio is not None:
@@ -296,8 +304,9 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                ratio_across("cpu_server_pct", "cold_conns", low=2.0, each=("hot_conns",))),
     ),
     "bm98-table1-2": (
-        _claim("select functions take ≥ 10 % of the CPU at 750 cold, 50 hot",
-               "BM98 Table 1 (select and helpers ≈ 22 %)", select_share_of_cpu(at_least_pct=10)),
+        _claim("select functions take ≥ 20 % of the server's busy samples at 750 cold, 50 hot",
+               "BM98 Table 1 (select and helpers ≈ 22 % of a CPU with none idle)",
+               select_share_of_cpu(at_least_pct=20, of_busy=True)),
     ),
     "bm98-fig3-5": (
         _claim("750 cold connections lower the saturation point: the naive benchmark keeps up "

@@ -201,3 +201,14 @@ def test_idle_lower_with_cold_both_ways():
     assert test(idle_points([50.0, 20.0, 0.5])).passed
     assert not test(idle_points([95.0, 20.0, 0.5])).passed  # more idle with cold at 1000
     assert not test(idle_points([89.0, 59.0, 0.5])).passed  # never 10 points lower
+
+
+def test_select_share_of_busy_samples_leaves_the_idle_loop_out():
+    measured = profiled(5.0, 0.5)
+    measured.profiles = pd.concat([measured.profiles, pd.DataFrame([
+        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "cpu_idle_poll",
+         "pct": 90.0, "layer": "idle"}])])
+    of_cpu = claims.select_share_of_cpu(at_least_pct=20)(measured)
+    of_busy = claims.select_share_of_cpu(at_least_pct=20, of_busy=True)(measured)
+    assert not of_cpu.passed and "select 5.00 %" in of_cpu.numbers  # idle's "poll" not counted
+    assert of_busy.passed and "select 50.00 %" in of_busy.numbers  # 5 of 10 busy %
