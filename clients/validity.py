@@ -174,6 +174,13 @@ def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
     return [r for r in reasons if r]
 
 
+def server_busy(server_cpu_pct: float, server_cpus: float = 1,
+                server_wait_pct: float | None = None) -> bool:
+    """The server ran, or waited to run, ≥ SERVER_BUSY_PCT of the CPUs it may use (a budget
+    counts as its share of one CPU): it had no CPU to spare, whether or not it kept up."""
+    return server_cpu_pct + (server_wait_pct or 0.0) >= SERVER_BUSY_PCT * server_cpus
+
+
 def server_saturated(reply_rps: float | None, offered_rps: float | None,
                      server_cpu_pct: float | None, server_cpus: float = 1,
                      server_wait_pct: float | None = None) -> bool | None:
@@ -185,7 +192,7 @@ def server_saturated(reply_rps: float | None, offered_rps: float | None,
     a neighbour took a share of it was still the bottleneck (the neighbour is judged apart)."""
     if server_cpu_pct is None:
         return None
-    busy = server_cpu_pct + (server_wait_pct or 0.0) >= SERVER_BUSY_PCT * server_cpus
+    busy = server_busy(server_cpu_pct, server_cpus, server_wait_pct)
     if not offered_rps:
         return busy
     if reply_rps is None:

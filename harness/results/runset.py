@@ -111,7 +111,21 @@ def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
                 **LONG_TABLE_COLUMNS}
     for name, frame in tables.items():
         _require_columns(frame, required[name], run.table_path(name))
+    tables["points"] = _with_fixed_budget(tables["points"], manifest)
     return tables
+
+
+def _with_fixed_budget(points: pd.DataFrame, manifest: dict) -> pd.DataFrame:
+    """The server's CPU budget as columns even where the scenario fixed it rather than swept
+    it (only sweep axes become parameter columns): what the server's CPU and idle time are
+    judged against (harness.analysis.derive)."""
+    cpus = (manifest.get("scenario") or {}).get("cpus") or {}
+    fixed = {column: cpus.get(field) for column, field in
+             (("server_budget_pct", "server_budget_pct"), ("budget_period_us", "budget_period_us"))
+             if column not in points.columns}
+    if not fixed.get("server_budget_pct"):
+        return points
+    return points.assign(**fixed)
 
 
 def _manifest_row(manifest: dict, run_dir: Path) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -84,3 +85,20 @@ def test_manifest_must_be_json(tmp_path: Path) -> None:
     (run / "manifest.json").write_text("{not json")
     with pytest.raises(ResultsFormatError, match="manifest.json: not valid JSON"):
         read_runs([run])
+
+
+@pytest.mark.parametrize("cpus,budget", [({"server_budget_pct": 20.0, "budget_period_us": 5000},
+                                          20.0), ({"server": 0}, None)])
+def test_a_budget_fixed_by_the_scenario_becomes_a_column(tmp_path: Path, cpus, budget) -> None:
+    # Only sweep axes are parameter columns; the budget the server's CPU and idle time are
+    # judged against must reach the analysis even when the scenario fixed it.
+    run = write_run(tmp_path, make_points("bm98-fig9-saturation-vs-cold", repetitions=1))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["scenario"]["cpus"] = cpus
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    points = read_runs([run]).points
+    if budget is None:
+        assert "server_budget_pct" not in points.columns
+    else:
+        assert set(points["server_budget_pct"]) == {budget}
+        assert set(points["budget_period_us"]) == {5000}

@@ -119,8 +119,21 @@ def sigio(overflows_below: int, overflows_above: int) -> Measured:
 
 def test_sigio_regimes_both_ways():
     assert claims.overflow_regimes(sigio(0, 200)).passed
-    assert not claims.overflow_regimes(sigio(500, 200)).passed  # overflowed while keeping up
+    assert not claims.overflow_regimes(sigio(500, 200)).passed  # overflowed with CPU to spare
     assert not claims.overflow_regimes(sigio(0, 0)).passed  # never overflowed past saturation
+
+
+def test_a_point_at_the_knee_is_neither_regime():
+    # Kept up, but with its whole 20 % budget in use: overflowing there is saturation's onset
+    frame = sigio(0, 200).all
+    knee = frame.iloc[:1].assign(point_id="knee", offered_rate_rps=20_000.0,
+                                 reply_rate_rps=20_000.0, cpu_server_pct=20.0,
+                                 sigio_overflows=22, signals_dequeued=22)
+    frame = pd.concat([frame, knee], ignore_index=True).assign(server_budget_pct=20.0)
+    frame.loc[frame["offered_rate_rps"] == 25_000.0, "cpu_server_pct"] = 10.0
+    assert claims.overflow_regimes(Measured(frame)).passed
+    # the same point with CPU to spare (no budget: 20 % of a whole CPU) fails the claim
+    assert not claims.overflow_regimes(Measured(frame.drop(columns="server_budget_pct"))).passed
 
 
 def regression_points(idle_at_750: list[float]) -> Measured:
