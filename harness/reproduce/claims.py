@@ -19,6 +19,11 @@ from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
 Test = Callable[[Measured], Outcome]
 
 
+def _label(combo: dict) -> str:
+    """A point's coordinates as the numbers name them: "dispatch=select, cold_conns=2000"."""
+    return ", ".join(f"{k}={v}" for k, v in combo.items())
+
+
 def _fmt(value: float) -> str:
     return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
 
@@ -45,7 +50,7 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
                 metric, **combo, **{column: first})
             ok = (low is None or ratio >= low) and (high is None or ratio <= high)
             passed &= ok
-            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            label = _label(combo)
             parts.append(f"{label + ': ' if label else ''}{metric} at {column}={last} / at "
                          f"{first} = {ratio:.3g}{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
@@ -56,7 +61,7 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
 def _combinations(m: Measured, each: tuple[str, ...], where: dict) -> list[dict]:
     if not each:
         return [dict(where)]
-    frame = m._where(m.all, where)  # every combination swept: an all-invalid one fails
+    frame = m.rows(valid=False, **where)  # every combination swept: an all-invalid one fails
     missing = [c for c in each if c not in frame.columns]
     if missing or frame.empty:
         raise Unmeasured(f"no points with {', '.join(each)} where {where or 'anywhere'}")
@@ -80,7 +85,7 @@ def peak_ratio(column: str, numerator: object, denominator: object, low: float,
             ratio = top / bottom
             ok = ratio >= low
             passed &= ok
-            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            label = _label(combo)
             parts.append(f"{label}: peak {numerator} {_fmt(top)} / {denominator} "
                          f"{_fmt(bottom)} = {ratio:.3g}{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
@@ -121,14 +126,14 @@ def server_bound_at_saturation(each: tuple[str, ...], **where: object) -> Test:
         parts, passed = [], True
         for combo in _combinations(m, each, where):
             top = max(m.levels("offered_rate_rps", recorded=True, **combo))
-            rows = m._where(m.valid, {**combo, "offered_rate_rps": top})
+            rows = m.rows(**combo, offered_rate_rps=top)
             if rows.empty:
                 m.median("reply_rate_rps", **combo, offered_rate_rps=top)  # raises: why
             saturated = rows["server_saturated"].astype("boolean").fillna(False)
             cpu = pd.to_numeric(rows["cpu_server_pct"], errors="coerce").median()
             ok = bool(saturated.all())
             passed &= ok
-            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            label = _label(combo)
             parts.append(f"{label}: at {_fmt(top)} offered, server {cpu:.0f} % CPU, "
                          f"{int(saturated.sum())}/{len(rows)} saturated{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
@@ -158,7 +163,7 @@ def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...
             late, early = (_knee(m, **combo, **{column: s}) for s in (later, earlier))
             ok = late >= early and min(late, early) < top
             passed &= ok
-            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            label = _label(combo)
             parts.append(f"{label + ': ' if label else ''}kept up to {later} {_fmt(late)}, "
                          f"{earlier} {_fmt(early)} of ≤ {_fmt(top)} req/s"
                          f"{'' if ok else ' ✗'}")
@@ -194,7 +199,7 @@ def idle_lower_with_cold(each: tuple[str, ...]) -> Test:
                 g > 0 or max(a, b) <= EXHAUSTED_IDLE_PCT for g, (a, b) in zip(gaps, idle,
                                                                             strict=True))
             passed &= ok
-            label = ", ".join(f"{k}={v}" for k, v in combo.items())
+            label = _label(combo)
             parts.append(f"{label}: idle at {naive} / {realistic} cold, at "
                          + ", ".join(f"{_fmt(r)}: {a:.0f}/{b:.0f} %" for r, (a, b) in
                                      zip(rates, idle, strict=True))
@@ -221,7 +226,7 @@ def idle_regression(each: tuple[str, ...]) -> Test:
             falls = len(capacities) >= 2 and capacities[-1] < capacities[0]
             passed &= linear and falls
             key = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{c}={v}" for c, v in zip(each, key, strict=True))
+            label = _label(dict(zip(each, key, strict=True)))
             rs = ", ".join(f"{r:.2f}" for r in group["r"])
             caps = " → ".join(_fmt(c) for c in capacities)
             parts.append(f"{label}: r {rs}{'' if linear else ' ✗'}; capacity {caps} req/s "

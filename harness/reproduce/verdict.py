@@ -46,6 +46,10 @@ class Measured:
         out.valid = out.all.loc[self.valid.index]
         return out
 
+    def rows(self, valid: bool = True, **where: object) -> pd.DataFrame:
+        """The valid records (or all of them) whose columns have the given values."""
+        return self._where(self.valid if valid else self.all, where)
+
     def _where(self, frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
         for column, value in where.items():
             if column not in frame.columns:
