@@ -143,7 +143,7 @@ class WindowSampler:
             totals.update(perf.counters_from_file(stat_file))
             totals["cycles_estimated"] = False
         else:
-            busy_s = last.cpu.busy_s - first.cpu.busy_s
+            busy_s = cpu.busy_s_between(first.cpu, last.cpu)
             totals.update(cycles=perf.estimated_cycles(busy_s, c.tsc_hz), instructions=None,
                           cache_misses=None, cycles_estimated=True)
         packets = (totals["packets_in"] or 0) + (totals["packets_out"] or 0)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
+from harness import doctor
 from harness.metrics import perf
 from harness.results.runset import RunSet
 
@@ -29,8 +31,33 @@ def _hardware_counters(runs: RunSet | None) -> str | None:
     return None if available else f"hardware counters ({reason})"
 
 
+# Server, generator and a userspace link emulator each need a CPU of their own once the
+# emulator forwards tens of thousands of packets a second: sharing the generator's, it
+# starves it (87 % of a CPU for 1024 connections of 8 KB replies at 40 ms, cpp Fig. 3).
+CPUS_BESIDE_EMULATOR = 3
+
+
+def _emulated_link_at_load(runs: RunSet | None) -> str | None:
+    """A delayed link that carries a saturating load: netem (in the kernel, on the CPU
+    that sends) or a CPU for the userspace emulator beside the server's and the
+    generator's. From the run's manifests (what it had), else from this machine."""
+    if runs is not None and runs.raw_manifests:
+        setups = {((m.get("topology") or {}).get("backend"), (m.get("cpu") or {}).get("count"))
+                  for m in runs.raw_manifests.values()}
+    else:
+        setups = {("netem" if doctor.check_netem().ok else "userspace", os.cpu_count())}
+    lacking = sorted(f"{count} CPUs" for backend, count in setups
+                     if backend == "userspace" and (count or 0) < CPUS_BESIDE_EMULATOR)
+    if not lacking:
+        return None
+    return (f"sch_netem, or {CPUS_BESIDE_EMULATOR} CPUs for the userspace link emulator (the "
+            f"run had {', '.join(lacking)}: the emulator shared the generator's CPU and "
+            "starved it)")
+
+
 PROBES: dict[str, Callable[[RunSet | None], str | None]] = {
     "hardware_counters": _hardware_counters,
+    "emulated_link_at_load": _emulated_link_at_load,
     **{name: (lambda runs, why=why: why) for name, why in ABSENT_FROM_LINUX.items()},
 }
 

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from clients import pinning
 from clients.paths import binary
 from harness import interrupts, topology
 from harness.cgroups import CgroupError, cpu_hierarchy
@@ -18,7 +19,7 @@ from harness.results.store import RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
 from harness.runner.launch import PointFailed, PointLauncher
 from harness.runner.record import PointRecorder
-from harness.scenario import Point, Scenario, WbServer, points, sweep_columns
+from harness.scenario import Cpus, Point, Scenario, WbServer, points, sweep_columns
 
 
 class MissingTool(RuntimeError):
@@ -97,6 +98,7 @@ class TopologyCache:
             handle = self.stack.enter_context(topology.bring_up(
                 topo, backend=backend, run_prefix=None, handle_signals=False))
         self.ctx.on_event(f"topology {ref.file} up (backend {handle.backend})")
+        _place_network(handle, point.config.cpus)
         self.key = point.topology_key
         self.ends = endpoints(handle)
         self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
@@ -115,6 +117,16 @@ class TopologyCache:
             self.ctx.topology_manifest["instances"][-1] = self._describe()
         self.stack = contextlib.ExitStack()
         self.key = self.ends = None
+
+
+def _place_network(handle: Any, cpus: Cpus) -> None:
+    """The network's work off the server's CPU, which the interference check holds to the
+    server alone: the link emulators beside the generator, and each host that asks for its
+    own receive processing on its own CPU (a server's on the server's)."""
+    handle.steer_receive({host: cpus.server if spec.role == "server" else cpus.generator
+                          for host, spec in handle.topology.hosts.items()})
+    for pid in handle.emulator_pids():
+        pinning.pin_running(pid, pinning.all_but(cpus.server) or {cpus.generator})
 
 
 def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:

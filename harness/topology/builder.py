@@ -23,7 +23,7 @@ from harness.topology.addressing import (
 from harness.topology.backend_probe import choose_backend
 from harness.topology.calibrate import CalibrationError
 from harness.topology.calibrate import calibrate as calibrate_links
-from harness.topology.commands import build_steps, queue_limits
+from harness.topology.commands import Step, build_steps, ns_exec, queue_limits
 from harness.topology.ledger import Ledger, process_identity, state_dir
 from harness.topology.model import Topology, TopologyError
 
@@ -43,6 +43,7 @@ class TopologyHandle(ABC):
         self.emulator_counters: dict = {}
         self.hosts = list(topology.hosts)
         self._addresses = addresses
+        self.receive_cpus: dict[str, int] = {}  # hosts whose receive work was steered
 
     # ---- where things are ----
     def role_hosts(self, role: str) -> list[str]:
@@ -72,6 +73,17 @@ class TopologyHandle(ABC):
     def _queue_limits(self, link: str) -> dict[str, int]:
         """Queue limit in packets per direction of link, as the builder set it."""
 
+    def steer_receive(self, host_cpus: dict[str, int]) -> None:
+        """Each host whose stack asks for it (receive_on_own_cpu) processes the packets it
+        receives on the CPU host_cpus gives it, where its processes are pinned."""
+        for host, cpu in host_cpus.items():
+            if self.topology.hosts[self._check_host(host)].stack.receive_on_own_cpu:
+                self._steer(host, cpu)
+                self.receive_cpus[host] = cpu
+
+    def _steer(self, host: str, cpu: int) -> None:
+        raise TopologyError(f"host {host}: receive_on_own_cpu needs a namespace topology")
+
     def _check_host(self, host: str) -> str:
         if host not in self.topology.hosts:
             raise TopologyError(f"unknown host {host!r}; hosts are {', '.join(self.hosts)}")
@@ -91,7 +103,9 @@ class TopologyHandle(ABC):
             "backend": self.backend, "probe": self.probe, "prefix": self.prefix,
             "calibration": self.calibration, "links": links,
             "hosts": {h: {"role": self.topology.hosts[h].role, "netns": self.netns(h),
-                          "addresses": self.addresses(h)} for h in self.hosts},
+                          "addresses": self.addresses(h),
+                          "stack": self.topology.hosts[h].stack.model_dump(),
+                          "receive_cpu": self.receive_cpus.get(h)} for h in self.hosts},
             "emulator_counters": self.emulator_counters,
         }
 
@@ -161,6 +175,14 @@ class NamespaceHandle(TopologyHandle):
 
     def _queue_limits(self, link: str) -> dict[str, int]:
         return queue_limits(self.topology, next(lk for lk in self.plan.links if lk.name == link))
+
+    def _steer(self, host: str, cpu: int) -> None:
+        # RPS with one CPU in the mask: every packet the device receives is processed there
+        devices = [link.a_dev if side == "a" else link.b_dev
+                   for link, side, _ in self.plan.peer_links(host)]
+        queues = " ".join(f"/sys/class/net/{dev}/queues/rx-*/rps_cpus" for dev in devices)
+        self._run_steps([Step(ns_exec(self.netns(host), [
+            "sh", "-c", f"set -e; for q in {queues}; do echo {1 << cpu:x} > $q; done"]))])
 
     def detach(self) -> None:
         self._restore_signals()

@@ -40,7 +40,7 @@ def ns_exec(netns: str, argv: list[str]) -> list[str]:
     return ["ip", "netns", "exec", netns, *argv]
 
 
-def host_steps(plan: AddressPlan) -> list[Step]:
+def host_steps(topology: Topology, plan: AddressPlan) -> list[Step]:
     steps = []
     for host in plan.hosts.values():
         ns = host.netns
@@ -48,10 +48,11 @@ def host_steps(plan: AddressPlan) -> list[Step]:
         # No IPv6: router solicitations and DAD would be stray packets on measured links.
         # Clients that open a connection per request reuse TIME_WAIT ports and the whole
         # port range, or a sweep runs out of ports within a minute (these namespaces only).
-        steps.append(Step(ns_exec(ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                                       "net.ipv6.conf.default.disable_ipv6=1",
-                                       "net.ipv4.tcp_tw_reuse=1",
-                                       "net.ipv4.ip_local_port_range=1024 65535"])))
+        sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+                   "net.ipv4.tcp_tw_reuse=1", "net.ipv4.ip_local_port_range=1024 65535"]
+        if not topology.hosts[host.name].stack.timestamps:
+            sysctls.append("net.ipv4.tcp_timestamps=0")
+        steps.append(Step(ns_exec(ns, ["sysctl", "-qw", *sysctls])))
         steps.append(Step(["ip", "-n", ns, "link", "set", "lo", "up"]))
         steps += [Step(["ip", "-n", ns, "addr", "add", f"{addr}/32", "dev", "lo"])
                   for addr in host.addresses]
@@ -132,6 +133,9 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
             steps.append(Step(["ip", "-n", ns, "addr", "add",
                                f"{addr}/{link.subnet.prefixlen}", "dev", dev]))
             steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))
+        if wiring == "veth" and not spec.segmentation_offload:
+            steps += [Step(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", "1"])
+                      for ns, dev in ((ns_a, link.a_dev), (ns_b, link.b_dev))]
         if wiring == "netem":
             for ns, dev, direction in ((ns_a, link.a_dev, "a_to_b"), (ns_b, link.b_dev, "b_to_a")):
                 # One MSS per packet, as on the wire: netem would drop and rate-limit whole
@@ -145,19 +149,21 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
     return steps
 
 
-def route_steps(plan: AddressPlan) -> list[Step]:
+def route_steps(topology: Topology, plan: AddressPlan) -> list[Step]:
     """Each host reaches each neighbour's address block through their shared link."""
     steps = []
     for host in plan.hosts.values():
+        # the route carries the host's ACKs: quickack there turns its delayed ACK off
+        quickack = [] if topology.hosts[host.name].stack.delayed_ack else ["quickack", "1"]
         for link, side, peer in plan.peer_links(host.name):
             via = link.b_addr if side == "a" else link.a_addr
             steps.append(Step(["ip", "-n", host.netns, "route", "add",
                                str(plan.hosts[peer].block), "via", via,
-                               "src", host.addresses[0]]))
+                               "src", host.addresses[0], *quickack]))
     return steps
 
 
 def build_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path,
                 state_dir: Path) -> list[Step]:
-    return (host_steps(plan) + link_steps(topology, plan, backend, linkem, state_dir)
-            + route_steps(plan))
+    return (host_steps(topology, plan) + link_steps(topology, plan, backend, linkem, state_dir)
+            + route_steps(topology, plan))

@@ -91,6 +91,11 @@ class Link(Shaping):
     # (73-78 % of a CPU on dumbbell-wan's 0 ms hot link at 85,000 replies/s, which capped
     # epoll there). True keeps the emulator on it, to measure the emulator itself.
     emulate_unshaped: bool = False
+    # False: every packet is one MSS, as the papers' NICs without TSO sent them (veth:
+    # gso_max_segs 1). True lets the stack hand the link 64 KB GSO bursts as it would a NIC
+    # with TSO, so packets per byte depend on how much each connection has queued. netem
+    # and the emulator's TUN always get single segments.
+    segmentation_offload: bool = True
 
     @model_validator(mode="after")
     def _busy_poll_on_emulated_unshaped_links(self) -> Link:
@@ -134,10 +139,25 @@ class Link(Shaping):
                    for d in ("a_to_b", "b_to_a"))
 
 
+class HostStack(_Strict):
+    """What a host's TCP/IP stack does per packet, where a per-packet cost is measured."""
+
+    # False: every segment is ACKed at once (route `quickack 1`): one ACK per segment, as
+    # the cycles-per-packet study ran, so packets per byte do not vary with conditions.
+    delayed_ack: bool = True
+    # False: no TCP timestamp option, so a full segment carries 1460 bytes, not 1448.
+    timestamps: bool = True
+    # True: packets this host receives are processed on the CPU its processes are pinned to
+    # (RPS), as on a machine with its own NIC. By default a veth pair processes them on the
+    # sender's CPU, so the receiver's stack work is counted on the sender's side.
+    receive_on_own_cpu: bool = False
+
+
 class Host(_Strict):
     role: Literal["server", "hot", "cold"]
     address: str | None = None
     source_addresses: int = Field(default=1, ge=1, le=250)
+    stack: HostStack = Field(default_factory=HostStack)
 
 
 class Topology(_Strict):
@@ -158,6 +178,11 @@ class Topology(_Strict):
             if self.links:
                 raise ValueError("a loopback topology has no links; remove `links` "
                                  "or set `loopback: false`")
+            tuned = [h for h, host in self.hosts.items() if host.stack != HostStack()]
+            if tuned:
+                raise ValueError(f"hosts {', '.join(tuned)}: a loopback topology's hosts "
+                                 "share this machine's stack, so `stack` settings need "
+                                 "namespaces; remove them or set `loopback: false`")
             return self
         if not self.links:
             raise ValueError("a namespace topology needs at least one link")
@@ -223,8 +248,9 @@ def apply_override(data: dict, key: str, value: str) -> None:
 
 def _fields_at(loc: tuple) -> list[str]:
     """Field names allowed where an unknown key was found (for the error message)."""
-    model = {0: Topology, 2: Host if loc[:1] == ("hosts",) else Link, 3: ShapingOverride}.get(
-        len(loc) - 1, Topology)
+    in_hosts = loc[:1] == ("hosts",)
+    model = {0: Topology, 2: Host if in_hosts else Link,
+             3: HostStack if in_hosts else ShapingOverride}.get(len(loc) - 1, Topology)
     return sorted(set(model.model_fields) - {"source_file"})
 
 

@@ -225,3 +225,18 @@ def test_select_share_of_busy_samples_leaves_the_idle_loop_out():
     of_busy = claims.select_share_of_cpu(at_least_pct=20, of_busy=True)(measured)
     assert not of_cpu.passed and "select 5.00 %" in of_cpu.numbers  # idle's "poll" not counted
     assert of_busy.passed and "select 50.00 %" in of_busy.numbers  # 5 of 10 busy %
+
+
+def bandwidth_sweep(cycles_at_400: float) -> Measured:
+    return Measured(points([{"stream_mbps": mbps, "cycles_per_packet": c} for mbps, c in
+                            ((100, 10_000.0), (400, cycles_at_400))]))
+
+
+@pytest.mark.parametrize("cycles_at_400,passed", [
+    (11_800.0, True),   # the paper's +18 % near line rate
+    (14_000.0, False),  # rising
+    (1_400.0, False),   # falling 7×: a per-wake-up cost spread over more packets, not flat
+])
+def test_flat_cycles_with_bandwidth_is_checked_both_ways(cycles_at_400, passed):
+    result = outcome("cpp-fig4", bandwidth_sweep(cycles_at_400))[0]
+    assert (result.status == Status.PASS) is passed, result

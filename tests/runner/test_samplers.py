@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clients import pinning
 from harness.manifest import tsc_hz
 from harness.metrics import cpu, net, perf, profile
 from harness.metrics.sampler import SamplerConfig, WindowSampler
@@ -192,3 +193,56 @@ def test_schedstat_counts_a_busy_tree_to_the_nanosecond(busy_loop):
     assert 0.2 < seconds1 - seconds0 <= 0.55
     assert seconds1 - seconds0 == pytest.approx(ticks1 - ticks0, abs=0.03)
     assert periods1 >= periods0 >= 1
+
+
+def times(at: float | None, busy_ticks: float, idle: float, steal: float) -> cpu.CpuTimes:
+    seconds = dict.fromkeys(cpu.CPU_FIELDS, 0.0)
+    seconds.update(user=busy_ticks, idle=idle, steal=steal)
+    return cpu.CpuTimes(seconds, at)
+
+
+def test_busy_time_is_the_wall_clock_less_measured_idle_where_ticks_miss_it():
+    # a server woken thousands of times a second, each run shorter than a tick: in one
+    # second the tick saw 0.03 s busy; the kernel measured 0.85 s idle; the host stole 0.05
+    first, last = times(100.0, 10.0, 50.0, 1.0), times(101.0, 10.03, 50.85, 1.05)
+    assert cpu.busy_s_between(first, last) == pytest.approx(0.1)
+    assert cpu.cpu_percentages(first, last)["idle_pct"] == pytest.approx(85)
+    # readings without a clock (a /proc/stat a test wrote): the ticks alone
+    first, last = times(None, 10.0, 50.0, 1.0), times(None, 10.03, 50.85, 1.05)
+    assert cpu.busy_s_between(first, last) == pytest.approx(0.03)
+
+
+def test_a_real_reading_carries_its_time_and_a_written_one_does_not(tmp_path: Path):
+    assert cpu.cpu_times(0).read_at_s is not None
+    stat = tmp_path / "stat"
+    stat.write_text(cpu.PROC_STAT.read_text())
+    assert cpu.cpu_times(0, stat).read_at_s is None
+
+
+THREADS = """
+import threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def allowed_cpus(pid: int) -> set[str]:
+    return {line.split()[1] for task in Path(f"/proc/{pid}/task").iterdir()
+            for line in (task / "status").read_text().splitlines()
+            if line.startswith("Cpus_allowed_list:")}
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs to move between")
+def test_pinning_a_running_process_moves_every_thread():
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert len(list(Path(f"/proc/{proc.pid}/task").iterdir())) == 4
+        assert allowed_cpus(proc.pid) != {"1"}
+        pinning.pin_running(proc.pid, pinning.all_but(0))
+        assert allowed_cpus(proc.pid) == {",".join(map(str, sorted(pinning.all_but(0))))}
+    finally:
+        proc.kill()
+        proc.wait()
