@@ -380,31 +380,53 @@ def _check_axis_path(scenario: Scenario, path: str) -> None:
         model = getattr(model, key)
 
 
+# Several paths joined by commas vary together: each value is a list, one item per path, so
+# a sweep can take the combinations a paper ran rather than the whole grid of them.
+JOINT = ","
+
+
+def _axes(scenario: Scenario) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]], str | None]]:
+    """Each sweep axis: its paths, its levels (a value per path), its column alias."""
+    axes = []
+    for key, axis in scenario.sweep.items():
+        paths = tuple(part.strip() for part in key.split(JOINT))
+        for path in paths:
+            _check_axis_path(scenario, path)
+        if len(paths) == 1:
+            values = (axis if isinstance(axis, list) else
+                      axis.values() if isinstance(axis, Range) else axis.values)
+            axes.append((paths, [(value,) for value in values],
+                         None if isinstance(axis, list) else axis.as_))
+            continue
+        if not isinstance(axis, list) or not all(
+                isinstance(level, list) and len(level) == len(paths) for level in axis):
+            raise ValueError(f"sweep axis {key!r}: paths joined by commas vary together; give "
+                             f"a list of levels, each a list of {len(paths)} values (one per "
+                             f"path), e.g. [[252, 1], [6000, 1]]")
+        axes.append((paths, [tuple(level) for level in axis], None))
+    return axes
+
+
+def _column_name(path: str, alias: str | None) -> str:
+    return alias or COLUMN_OF_PATH.get(path) or path.removeprefix("topology.set.").replace(".", "_")
+
+
 def points(scenario: Scenario) -> list[Point]:
     """Expand the sweep into points; every point is re-validated with its values applied."""
-    axes: list[tuple[str, list[Any], str | None]] = []
-    for path, axis in scenario.sweep.items():
-        _check_axis_path(scenario, path)
-        if isinstance(axis, list):
-            axes.append((path, axis, None))
-        else:
-            values = axis.values() if isinstance(axis, Range) else axis.values
-            axes.append((path, values, axis.as_))
+    axes = _axes(scenario)
     base = scenario.model_dump(by_alias=True, exclude={"sweep"})
     result = []
-    for index, combo in enumerate(itertools.product(*(values for _, values, _ in axes))):
+    for index, combo in enumerate(itertools.product(*(levels for _, levels, _ in axes))):
         data = copy.deepcopy(base)
         axis_values = {}
         extra_columns = {}
-        for (path, _, column), value in zip(axes, combo, strict=True):
-            _set_path(data, path, value)
-            axis_values[path] = value
-            if isinstance(value, dict) and column is None:
-                continue  # a whole section (e.g. `server`): its parameter columns describe it
-            name = column or COLUMN_OF_PATH.get(path)
-            if name is None:
-                name = path.removeprefix("topology.set.").replace(".", "_")
-            extra_columns[name] = value
+        for (paths, _, alias), level in zip(axes, combo, strict=True):
+            for path, value in zip(paths, level, strict=True):
+                _set_path(data, path, value)
+                axis_values[path] = value
+                if isinstance(value, dict) and alias is None:
+                    continue  # a whole section (e.g. `server`): its parameter columns say it
+                extra_columns[_column_name(path, alias)] = value
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
@@ -423,11 +445,7 @@ def sweep_columns(scenario: Scenario) -> list[str]:
     if not scenario.sweep:
         return []
     first = points(scenario)[0]
-    names = []
-    for path, axis in scenario.sweep.items():
-        alias = None if isinstance(axis, list) else axis.as_
-        names.append(alias or COLUMN_OF_PATH.get(path)
-                     or path.removeprefix("topology.set.").replace(".", "_"))
+    names = [_column_name(path, alias) for paths, _, alias in _axes(scenario) for path in paths]
     return [n for n in names if n in first.columns]
 
 

@@ -109,10 +109,11 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bm98",
         target="Banga & Mogul 1998, Fig. 3 and 5",
         scenario=FIG3_6,
-        title="Response time vs request rate, naive (0 cold) vs realistic (750 cold)",
+        title="Response time vs request rate, naive (0 cold) vs realistic (750 cold); "
+              "unmodified kernel (select) vs modified (epoll)",
         x="offered_rate_rps",
         y=("resp_time_mean_ms",),
-        series=("cold_conns",),
+        series=("dispatch", "cold_conns"),
         facets=("reply_bytes",),
     ),
     FigureSpec(
@@ -120,10 +121,11 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bm98",
         target="Banga & Mogul 1998, Fig. 4 and 6",
         scenario=FIG3_6,
-        title="CPU idle vs request rate, naive (0 cold) vs realistic (750 cold)",
+        title="CPU idle vs request rate, naive (0 cold) vs realistic (750 cold); "
+              "unmodified kernel (select) vs modified (epoll)",
         x="offered_rate_rps",
         y=("server_idle_pct",),
-        series=("cold_conns",),
+        series=("dispatch", "cold_conns"),
         facets=("reply_bytes",),
     ),
     FigureSpec(
@@ -146,7 +148,7 @@ SPECS: tuple[FigureSpec, ...] = (
         title="CPU vs request rate: linear regressions",
         x="request_rate_rps",
         y=("server_idle_pct", "cpu_kernel_pct", "cpu_user_pct"),
-        series=("cold_conns",),
+        series=("dispatch", "cold_conns"),
         facets=("reply_bytes",),
         kind="regression",
         source="regression",

@@ -46,6 +46,13 @@ class Measured:
         out.valid = out.all.loc[self.valid.index]
         return out
 
+    def only(self, **where: object) -> Measured:
+        """The records whose columns have the given values (one series of several)."""
+        out = copy.copy(self)
+        out.all = self._where(self.all, where)
+        out.valid = self.valid.loc[self.valid.index.isin(out.all.index)]
+        return out
+
     def rows(self, valid: bool = True, **where: object) -> pd.DataFrame:
         """The valid records (or all of them) whose columns have the given values."""
         return self._where(self.valid if valid else self.all, where)

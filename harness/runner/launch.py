@@ -152,11 +152,8 @@ class PointLauncher:
         return target
 
     async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
-        """The server alone in a PID namespace, so nothing it forks can outlive the run. It
-        joins its budget's cgroup first, in the host's view: `ip netns exec` mounts a sysfs
-        of its own, without the cgroup hierarchy, and what it execs inherits the group."""
-        budget = self.budget.join_argv() if self.budget else []
-        return await self._spawn(budget + self.ends.prefix(self.ends.server_host)
+        """The server alone in a PID namespace, so nothing it forks can outlive the run."""
+        return await self._spawn(self.ends.prefix(self.ends.server_host)
                                  + procs.CONTAINED + argv, "server")
 
     def _server_said(self) -> str:
@@ -280,6 +277,9 @@ class PointLauncher:
         cfg = self.config
         target = await self._start_server_checked()
         cold_proc = await self._start_cold(target)
+        if self.budget:  # held to its budget from the warm-up on, not while it accepts cold
+            assert self.server_pid is not None
+            self.budget.admit(process_tree(self.server_pid))
         spec = self._hot_spec(target)
         hot = await self._spawn(self.ends.prefix(self.ends.hot_host) + clients.command(spec),
                                 "hot")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import load, parse, points, sweep_columns
+from harness.scenario import ScenarioError, load, parse, points, sweep_columns
 
 GRID = """
 name: grid
@@ -102,3 +102,39 @@ def test_a_budget_axis_has_its_own_column_names():
     assert sweep_columns(scenario) == ["server_budget_pct", "budget_period_us"]
     assert {(p.columns["server_budget_pct"], p.config.cpus.server_budget_pct)
             for p in points(scenario)} == {(None, None), (40, 40)}
+
+
+JOINT = """
+name: joint
+hot: {conns: 10, rate_rps: 500}
+sweep:
+  cold.conns, server.reply_bytes: [[252, 1], [6000, 1], [6000, 6144]]
+  hot.rate_rps: [2000, 5000]
+"""
+
+
+def test_joined_paths_vary_together_not_as_a_grid():
+    grid = points(parse(JOINT))
+    combos = [(p.columns["cold_conns"], p.columns["reply_bytes"], p.columns["offered_rate_rps"])
+              for p in grid]
+    assert combos == [(252, 1, 2000), (252, 1, 5000), (6000, 1, 2000), (6000, 1, 5000),
+                      (6000, 6144, 2000), (6000, 6144, 5000)]  # no (252, 6144)
+    assert sweep_columns(parse(JOINT)) == ["cold_conns", "reply_bytes", "offered_rate_rps"]
+    # the same point as the full grid would name it: resumable, comparable
+    full = parse(JOINT.replace("cold.conns, server.reply_bytes: [[252, 1], [6000, 1], "
+                               "[6000, 6144]]", "cold.conns: [252, 6000]\n"
+                               "  server.reply_bytes: [1, 6144]"))
+    ids = {p.point_id: p.columns["reply_bytes"] for p in points(full)}
+    assert all(ids[p.point_id] == p.columns["reply_bytes"] for p in grid)
+
+
+@pytest.mark.parametrize("levels", ["[252, 6000]", "[[252, 1], [6000]]",
+                                    "{values: [[252, 1]]}"])
+def test_joined_paths_need_a_value_for_each(levels):
+    with pytest.raises(ScenarioError, match="one per path"):
+        parse(JOINT.replace("[[252, 1], [6000, 1], [6000, 6144]]", levels))
+
+
+def test_a_joined_path_must_exist():
+    with pytest.raises(ScenarioError, match="'colt' is not a field"):
+        parse(JOINT.replace("cold.conns, server", "colt.conns, server"))
