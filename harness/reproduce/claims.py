@@ -311,12 +311,6 @@ def _multi_accept_vs_rtsig(m: Measured) -> Outcome:
                       each=("cold_conns", "reply_bytes"))(mechanisms)
 
 
-def _modified_vs_naive(m: Measured) -> Outcome:
-    """BM98's curves are (kernel, benchmark) pairs: epoll at 750 cold against naive select."""
-    series = m.with_column("curve", lambda f: f["dispatch"] + "@" + f["cold_conns"].astype(str))
-    return knee_order("curve", "epoll@750", "select@0")(series)
-
-
 def _claim(text: str, source: str, test: Test, needs: str | None = None) -> Claim:
     return Claim(text, source, test, needs)
 
@@ -347,10 +341,6 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                "BM98 §5.1, Figs. 3 and 5 ('higher saturation request rate')",
                among(knee_order("dispatch", "epoll", "select", each=("reply_bytes",)),
                      cold_conns=750)),
-        _claim("with the modified kernel, 750 cold connections cost no throughput: it keeps up "
-               "at 750 cold with rates at least as high as the naive benchmark, 1259-byte "
-               "replies", "BM98 §5.1, Fig. 3 ('nearly independent of the presence of many "
-               "slow connections')", among(_modified_vs_naive, reply_bytes=1259)),
     ),
     "bm98-fig4-6": (
         _claim("CPU idle is lower with 750 cold connections at every rate both kept up with "
