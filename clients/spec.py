@@ -57,6 +57,11 @@ class LoadSpec:
     warmup_s: float = option("--warmup", 1.0, metavar="S")
     requests_per_conn: int | None = option("--requests-per-conn", None, metavar="N",
                                            help="default: persistent")
+    pick: Literal["last", "random"] = option(
+        "--pick", "last", native=SCLIENT,
+        help="sclient, open loop: send on the connection that finished last (few connections "
+             "do the work) or on a random ready one (every connection sends now and then, so "
+             "the idle set keeps changing)")
     path: str = option("--path", "/",
                        help="request path: starts with /, printable ASCII without @ \\ \" "
                             "(percent-encode those); the host goes in --target")
@@ -119,7 +124,8 @@ class LoadSpec:
             raise ValueError("duration_s must be > 0 (0 = hold until signalled, cold-only runs)")
         if isinstance(self.source_addrs, str):
             ipaddress.ip_network(self.source_addrs, strict=False)
-        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us)
+        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
+                           pick=self.pick != "last")
 
     @property
     def cold_only(self) -> bool:
@@ -139,11 +145,12 @@ class LoadSpec:
 
 
 def check_sclient_only(generator: str, **options: int) -> None:
-    """Options that decide when wb-sclient sleeps; other generators have none."""
+    """Options only wb-sclient has (when it sleeps, which connection sends): each is refused,
+    when set, for the other generators."""
     for name, value in options.items():
         if value and generator != "sclient":
-            raise ValueError(f"{name} is a wb-sclient option; generator {generator!r} cannot "
-                             f"poll or coalesce its sleeps: use generator: sclient or drop {name}")
+            raise ValueError(f"{name} is a wb-sclient option; generator {generator!r} has no "
+                             f"such control: use generator: sclient or drop {name}")
 
 
 def options(names: Iterable[str] | None = None) -> list[Field]:

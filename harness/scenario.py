@@ -156,6 +156,9 @@ class Hot(Strict):
     rate_rps: float | None = Field(None, gt=0)
     arrivals: Literal["fixed", "poisson"] = "fixed"
     requests_per_conn: int | None = Field(None, ge=1)
+    # sclient, open loop: "random" spreads sends over every connection, so each one sends
+    # now and then and the idle set keeps changing (CM01's periodic connections)
+    pick: Literal["last", "random"] = "last"
     path: str = "/"
     connect_timeout_s: float = Field(2.0, gt=0)
     response_timeout_s: float = Field(5.0, gt=0)
@@ -174,7 +177,8 @@ class Hot(Strict):
 
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:
-        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us)
+        check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
+                           pick=self.pick != "last")
         return self
 
 

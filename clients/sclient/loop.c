@@ -573,7 +573,11 @@ static void run_hot_schedule(struct loop *L) {
             if (slip > L->r->max_slip_ns) L->r->max_slip_ns = slip;
         }
         if (!L->backlog_len && L->nready) {
-            hot_send(L, L->ready[L->nready - 1], intended);
+            /* random: every connection sends now and then, so the set of idle ones keeps
+             * changing (CM01's periodic connections); last: few connections do all the work */
+            int pick = L->o->pick_random ? (int)(rng_uniform(&L->rng) * L->nready) % L->nready
+                                         : L->nready - 1;
+            hot_send(L, L->ready[pick], intended);
         } else if (L->backlog_len < BACKLOG_MAX) {
             L->backlog[(L->backlog_head + L->backlog_len++) % BACKLOG_MAX] = intended;
         } else if (in_window(L, intended)) {

@@ -30,7 +30,8 @@ static const char usage[] =
     "  --duration S --warmup S --seed N --cpu N --json PATH --workers N (0: automatic)\n"
     "  --source LIST|CIDR|auto   source addresses (comma list or a.b.c.d/n)\n"
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
-    "        --requests-per-conn N (0: persistent) --path P --connect-timeout S\n"
+    "        --requests-per-conn N (0: persistent) --pick last|random (open loop: the\n"
+    "        connection that finished last, or any ready one) --path P --connect-timeout S\n"
     "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
     "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
@@ -120,7 +121,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"target", 1, 0, 't'}, {"source", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"warmup", 1, 0, 'w'}, {"seed", 1, 0, 's'}, {"cpu", 1, 0, 'c'},
         {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
-        {"requests-per-conn", 1, 0, 'n'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
+        {"requests-per-conn", 1, 0, 'n'}, {"pick", 1, 0, 'P'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
         {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
         {"spin-us", 1, 0, 'x'}, {"slice-us", 1, 0, 'L'}, {"coalesce-us", 1, 0, 'z'},
         {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
@@ -155,6 +156,10 @@ static void parse_args(struct opts *o, int argc, char **argv) {
             o->poisson = !strcmp(optarg, "poisson");
             break;
         case 'n': o->requests_per_conn = (int)num(name, optarg, 0, 1e9); break;
+        case 'P':
+            if (strcmp(optarg, "last") && strcmp(optarg, "random")) die("--pick %s: expected last or random", optarg);
+            o->pick_random = !strcmp(optarg, "random");
+            break;
         case 'p':
             if (optarg[0] != '/' || strpbrk(optarg, " \r\n\"\\")) die("--path %s: expected an absolute URL path without spaces or quotes", optarg);
             o->path = optarg;

@@ -54,6 +54,7 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
     if (o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");
     fprintf(f, ", \"arrivals\": \"%s\", \"requests_per_conn\": ", o->poisson ? "poisson" : "fixed");
     if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
+    fprintf(f, ", \"pick\": \"%s\"", o->pick_random ? "random" : "last");
     fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
                ", \"max_outstanding\": %d, \"late_threshold_us\": %.6g, \"spin_us\": %d"
                ", \"coalesce_us\": %d, \"slice_us\": %d",

@@ -27,6 +27,7 @@ struct opts {
     double rate; /* 0: closed loop */
     int poisson;
     int requests_per_conn; /* 0: persistent */
+    int pick_random; /* open loop: send on a random ready connection, not the one that finished last */
     const char *path;
     double connect_timeout_s, response_timeout_s;
     int max_outstanding;

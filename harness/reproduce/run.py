@@ -25,9 +25,13 @@ from harness.results.runset import find_runs
 from harness.scenario import Range, Values, load, points
 
 REPRODUCE_BUDGET_S = 30 * 60  # the issue's budget for all targets on this 2-CPU machine
-# What a point × repetition costs beyond warm-up and window (start-up, cold connections,
-# samplers, stopping): 0.6 s measured on this machine (bm98-fig3-6, 16 × 3 s in 58 s).
-POINT_OVERHEAD_S = 1.0
+# What a point × repetition costs beyond warm-up and window (start-up, samplers, stopping),
+# and each of its cold connections (opened, confirmed held, closed): a least-squares fit to
+# the 16 scenarios' times in the 46be0ed `make reproduce` on this machine (29.5 min in all;
+# the fit is within 25 % of each scenario's time but bm98-ufalloc's, +35 %: its 15,000
+# cold connections are local, not across the emulated WAN, and cost less each).
+POINT_OVERHEAD_S = 0.5
+COLD_CONN_S = 0.00025
 QUICK = ["repetitions=1", "warmup_s=0.3", "duration_s=1"]
 SUMMARY = "reproduce.json"
 
@@ -45,6 +49,20 @@ class ScenarioRun:
     seconds: float | None = None
     exit_code: int | None = None
     run_dir: str | None = None
+    revision: str | None = None
+
+
+def earlier_runs(out: Path, quick: bool) -> list[ScenarioRun]:
+    """The scenarios out/reproduce.json recorded (of the same kind, quick or not): an --only
+    call keeps the others' entries, each with the revision that ran it."""
+    try:
+        summary = json.loads((out / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return []
+    if summary.get("quick") != quick:
+        return []
+    return [ScenarioRun(**{"revision": summary.get("revision"), **entry})
+            for entry in summary.get("scenarios", [])]
 
 
 def scenario_paths() -> list[Path]:
@@ -71,10 +89,11 @@ def plan(paths: list[Path], quick: bool) -> list[ScenarioRun]:
     planned = []
     for path in paths:
         scenario = load(path, quick_overrides(path) if quick else None)
-        count = len(points(scenario))
-        per_point = scenario.warmup_s + scenario.duration_s + POINT_OVERHEAD_S
-        planned.append(ScenarioRun(path.stem, count, scenario.repetitions,
-                                    count * scenario.repetitions * per_point))
+        grid = points(scenario)
+        window = scenario.warmup_s + scenario.duration_s + POINT_OVERHEAD_S
+        per_repetition = sum(window + p.config.cold.conns * COLD_CONN_S for p in grid)
+        planned.append(ScenarioRun(path.stem, len(grid), scenario.repetitions,
+                                    scenario.repetitions * per_repetition))
     return planned
 
 
@@ -142,6 +161,7 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
         began = time.monotonic()
         run.exit_code, run.run_dir = _run_one(path, out, quick)
         run.seconds = time.monotonic() - began
+        run.revision = revision
         if run.exit_code not in (0, 1):
             log(f"{run.scenario}: wanbench run exited {run.exit_code}; stopping here "
                 "(earlier runs are kept)")
@@ -149,9 +169,16 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
     finished = all(r.exit_code in (0, 1) for r in runs)
     if finished:
         replace_older_runs(out, runs)
+    ran = {r.scenario for r in runs}
+    kept = [r for r in earlier_runs(out, quick) if only and r.scenario not in ran]
+    order = [p.stem for p in scenario_paths()]
+    entries = sorted(kept + runs, key=lambda r: order.index(r.scenario)
+                     if r.scenario in order else len(order))
+    # revision, seconds and estimate are this call's; each scenario names its own revision
     summary = {"revision": revision, "quick": quick, "started_at": started,
                "seconds": time.time() - started, "budget_s": REPRODUCE_BUDGET_S,
                "estimate_s": estimate, "finished": finished,
-               "scenarios": [asdict(r) for r in runs]}
+               "revisions": sorted({r.revision for r in entries if r.revision}),
+               "scenarios": [asdict(r) for r in entries]}
     write_atomic(out / SUMMARY, (json.dumps(summary, indent=2) + "\n").encode())
     return summary

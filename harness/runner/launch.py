@@ -269,7 +269,7 @@ class PointLauncher:
         return self._load_spec(
             target, self.ends.hot_host, generator=hot.generator, hot_conns=hot.conns,
             rate_rps=hot.rate_rps, arrivals=hot.arrivals,
-            requests_per_conn=hot.requests_per_conn, path=hot.path,
+            requests_per_conn=hot.requests_per_conn, pick=hot.pick, path=hot.path,
             connect_timeout_s=hot.connect_timeout_s, response_timeout_s=hot.response_timeout_s,
             spin_us=hot.spin_us, coalesce_us=hot.coalesce_us, **common)
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import json
+import selectors
 import shlex
 import signal
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -274,6 +278,68 @@ def test_closed_loop_and_one_request_per_connection(server, sclient, tmp_path):
     closed = run(spec(server, tmp_path, hot_conns=4, duration_s=1))
     validate(closed)
     assert closed["offered_rate_rps"] is None and closed["reply_rate_rps"] > 1000
+
+
+class RequestsByConnection:
+    """A minimal HTTP server on loopback that counts the requests each connection sent."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.counts: collections.Counter[int] = collections.Counter()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        reply = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.listener, selectors.EVENT_READ)
+            while not self.stopping.is_set():
+                for key, _ in sel.select(0.1):
+                    if key.fileobj is self.listener:
+                        conn, _ = self.listener.accept()
+                        sel.register(conn, selectors.EVENT_READ)
+                        continue
+                    conn = key.fileobj
+                    data = conn.recv(65536)
+                    if not data:
+                        sel.unregister(conn)
+                        conn.close()
+                        continue
+                    requests = data.count(b"\r\n\r\n")
+                    self.counts[conn.getpeername()[1]] += requests
+                    conn.sendall(reply * requests)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+@pytest.mark.parametrize("pick", ["last", "random"])
+def test_pick_random_spreads_sends_over_every_connection(sclient, tmp_path, pick):
+    # 200 persistent connections, 400 req/s for 1 s: picked at random, each connection
+    # expects 2 requests and all but about e^-2 of them send; the one that finished last
+    # is free again long before the next send, so a handful carry the whole load
+    counting = RequestsByConnection()
+    try:
+        doc = run(LoadSpec(generator="sclient", targets=[counting.address], hot_conns=200,
+                           rate_rps=400, duration_s=1, warmup_s=0, pick=pick,
+                           cpu=GENERATOR_CPU, json_path=str(tmp_path / "result.json")))
+    finally:
+        counting.stop()
+    assert doc["config"]["pick"] == pick and doc["replies"]["total"] >= 380
+    sent_on = len(counting.counts)
+    if pick == "random":
+        assert sent_on >= 150, counting.counts
+    else:
+        assert sent_on <= 20, counting.counts
+
+
+def test_pick_is_refused_for_other_generators():
+    with pytest.raises(ValueError, match="pick is a wb-sclient option"):
+        LoadSpec(generator="asyncio", targets=["127.0.0.1:80"], hot_conns=2, pick="random")
 
 
 def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):

@@ -49,6 +49,16 @@ def test_bmd99_fig8_passes_with_the_papers_shape_and_fails_without():
     assert bad[0].detail.endswith("✗")
 
 
+def test_bm98_fig9_unmodified_and_modified_kernels_both_ways():
+    # the paper's shape: select loses 44 %, the modified kernel (epoll) 14 %
+    good = outcome("bm98-fig9", cold_sweep(select_at_2000=28_000, epoll_at_2000=43_000))
+    assert [r.status for r in good] == [Status.PASS, Status.PASS]
+    assert "dispatch=epoll: reply_rate_rps at cold_conns=2000 / at 0 = 0.86" in good[1].detail
+    # both kernels lose alike: the modified one does not scale
+    bad = outcome("bm98-fig9", cold_sweep(select_at_2000=28_000, epoll_at_2000=28_000))
+    assert [r.status for r in bad] == [Status.PASS, Status.FAIL]
+
+
 def test_an_invalid_end_of_the_sweep_fails_the_claim_with_its_reason():
     frame = cold_sweep(select_at_2000=20_000, epoll_at_2000=49_000).all
     zero = (frame["dispatch"] == "select") & (frame["cold_conns"] == 0)

@@ -46,6 +46,26 @@ def test_an_unknown_scenario_is_refused(tmp_path):
         reproduce(tmp_path, allow_dirty=True, only=["nope"])
 
 
+def test_only_keeps_the_other_scenarios_entries_with_their_revision(monkeypatch, tmp_path):
+    other = "bm98-fig1-select-cpu-vs-cold"
+    (tmp_path / "reproduce.json").write_text(json.dumps({
+        "revision": "old", "quick": False, "scenarios": [
+            {"scenario": name, "points": 1, "repetitions": 3, "estimate_s": 1.0,
+             "seconds": 1.0, "exit_code": 0, "run_dir": f"{name}/x"} for name in (other, CPP5)]}))
+    monkeypatch.setattr(reproduce_run, "git_revision", lambda: "new")
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick: (0, None))
+    summary = reproduce(tmp_path, only=[CPP5], log=lambda _: None)
+    by_name = {entry["scenario"]: entry for entry in summary["scenarios"]}
+    assert by_name[other]["revision"] == "old" and by_name[other]["run_dir"] == f"{other}/x"
+    assert by_name[CPP5]["revision"] == "new" and by_name[CPP5]["run_dir"] is None
+    assert summary["revisions"] == ["new", "old"] and summary["revision"] == "new"
+    # a run of every scenario keeps nothing of the earlier record
+    monkeypatch.setattr(reproduce_run, "scenario_paths", lambda: [REPO / f"scenarios/{CPP5}.yaml"])
+    summary = reproduce(tmp_path, log=lambda _: None)
+    assert [e["scenario"] for e in summary["scenarios"]] == [CPP5]
+    assert summary["revisions"] == ["new"]
+
+
 @needs_root
 def test_a_finished_run_replaces_older_runs_and_a_failed_one_keeps_them(monkeypatch, tmp_path):
     build("build/bin/wb-sclient")
