@@ -15,6 +15,14 @@ def pin_argv(cpu: int | None) -> list[str]:
     return [] if cpu is None else ["taskset", "-c", str(cpu)]
 
 
+def observer_argv(cpus: set[int]) -> list[str]:
+    """The argv prefix for an observer of the server (perf): on `cpus` (never the server's),
+    under SCHED_IDLE, so it runs only when they have nothing else to run and a waking
+    generator preempts it at once. At normal priority perf record's buffer drains on the
+    generator's CPU made 1-3 % of its sends over 1 ms late at 100 req/s (BM98 Fig 1)."""
+    return ["taskset", "-c", ",".join(map(str, sorted(cpus))), "chrt", "--idle", "0"]
+
+
 def pin_running(pid: int, cpus: set[int]) -> None:
     """Moves every thread of a running process to `cpus` (sched_setaffinity acts on one
     thread, and threads started before it keep their own mask)."""

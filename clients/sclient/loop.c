@@ -46,6 +46,8 @@
 /* A sleep this much late is checked against the run-queue wait: if another task held the CPU,
  * polling longer would not have helped, so it does not raise the lead. */
 #define WAKE_CHECK_NS 100000LL
+/* events handled between looks at the send schedule (see the event loop) */
+#define EVENTS_PER_SCHEDULE_CHECK 32
 
 enum kind { HOT, COLD, STREAM };
 enum state { CLOSED, CONNECTING, OPEN };
@@ -861,7 +863,16 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
             L->spin_idle_ns += (L->now < due ? L->now : due) - polled;
         if (wait && !n) wake_observed(L, L->now - (polled + wait));
         if (!wait && L->now - polled > PREEMPTED_NS) contention_check(L, L->now - polled);
-        for (int i = 0; i < n; i++) on_event(L, &L->conns[events[i].data.u32], events[i].events);
+        for (int i = 0; i < n; i++) {
+            on_event(L, &L->conns[events[i].data.u32], events[i].events);
+            /* a throttled server releases its replies in bursts of hundreds, whose handling
+               (read, close, reconnect) takes milliseconds: sends that fall due meanwhile go
+               out between events, not after the burst */
+            if (s->hot && s->rate > 0 && i % EVENTS_PER_SCHEDULE_CHECK == EVENTS_PER_SCHEDULE_CHECK - 1) {
+                L->now = (int64_t)now_ns();
+                run_hot_schedule(L);
+            }
+        }
     }
 
     L->now = (int64_t)now_ns();

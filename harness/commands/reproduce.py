@@ -41,8 +41,12 @@ def _run(args: argparse.Namespace) -> int | None:
         return _fail(str(exc))
     if args.prune_raw:
         prune_raw(args.results[0])
-    print(f"ran {len(summary['scenarios'])} scenarios in {summary['seconds'] / 60:.1f} min "
-          f"(budget {summary['budget_s'] / 60:.0f} min), revision {summary['revision']}")
+    ran = len(args.only) if args.only else len(summary["scenarios"])
+    kept = len(summary["scenarios"]) - ran
+    print(f"ran {ran} scenarios in {summary['seconds'] / 60:.1f} min "
+          f"(budget {summary['budget_s'] / 60:.0f} min), revision {summary['revision']}"
+          + (f"; kept {kept} from earlier runs ({', '.join(summary['revisions'])})"
+             if kept else ""))
     if not summary["finished"]:
         return _fail("not every scenario ran (see above); the runs that finished are kept")
     return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients import pinning
 from harness import procs
 from harness.metrics import cpu, net, perf, profile
 from harness.metrics.interference import Interference
@@ -78,14 +79,17 @@ class WindowSampler:
     async def start(self) -> None:
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
+        observer = pinning.observer_argv(pinning.all_but(c.server_cpu) or {c.server_cpu})
         if c.hardware_counters:
             out = c.workdir / "perf-stat.txt"
-            self._perf.append(("stat", await procs.spawn(perf.stat_argv(c.server_cpu, out),
-                                                         stderr=asyncio.subprocess.DEVNULL), out))
+            self._perf.append(("stat", await procs.spawn(
+                observer + perf.stat_argv(c.server_cpu, out), stderr=asyncio.subprocess.DEVNULL),
+                out))
         if c.profile:
             out = c.workdir / "perf.data"
             self._perf.append(("record", await procs.spawn(
-                profile.record_argv(c.server_cpu, out), stderr=asyncio.subprocess.DEVNULL), out))
+                observer + profile.record_argv(c.server_cpu, out),
+                stderr=asyncio.subprocess.DEVNULL), out))
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))

@@ -246,3 +246,28 @@ def test_pinning_a_running_process_moves_every_thread():
     finally:
         proc.kill()
         proc.wait()
+
+
+def _exec_done(proc: subprocess.Popen, comm: str) -> None:
+    """Waits until the prefixes (taskset, chrt) have exec'd the command itself."""
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{proc.pid}/comm").read_text().strip() != comm:
+        assert time.monotonic() < deadline, f"{comm} never started"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a CPU beside the server's")
+def test_an_observer_runs_off_the_servers_cpu_at_idle_priority():
+    observer = subprocess.Popen(pinning.observer_argv(pinning.all_but(0)) + ["sleep", "30"])
+    pinned = subprocess.Popen(pinning.pin_argv(1) + ["sleep", "30"])
+    try:
+        _exec_done(observer, "sleep")
+        _exec_done(pinned, "sleep")
+        assert os.sched_getscheduler(observer.pid) == os.SCHED_IDLE
+        assert allowed_cpus(observer.pid) == {",".join(map(str, sorted(pinning.all_but(0))))}
+        # a plainly pinned command keeps the normal policy: the check can tell them apart
+        assert os.sched_getscheduler(pinned.pid) == os.SCHED_OTHER
+    finally:
+        for proc in (observer, pinned):
+            proc.kill()
+            proc.wait()
