@@ -37,6 +37,7 @@ demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml
 
 test: deps all
+	@bash scripts/setup-system.sh test
 	$(PY) -m pytest -q tests
 
 # Every `timing` test 20 times beside the rest of the suite: each must pass 20 of 20.
@@ -61,7 +62,7 @@ clean:
 reproduce: deps all
 	$(VENV)/bin/wanbench reproduce --run --prune-raw --check results/reference \
 	  --write-status REPRODUCTION.md; test $$? -le 1
-	$(VENV)/bin/wanbench plot results/reference
+	$(VENV)/bin/wanbench plot --figures papers results/reference
 
 # The same pipeline on one short point per scenario (a smoke test, not a reproduction).
 reproduce-quick: deps all

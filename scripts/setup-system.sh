@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages wanbench needs that this machine lacks; does nothing when all are present.
+# Usage: setup-system.sh [test]
 set -euo pipefail
 
 # command-or-file : Debian package
@@ -9,6 +10,8 @@ needs=(
   "wrk:wrk" "httperf:httperf" "nginx:nginx-light" "perf:linux-perf"
   "/usr/include/liburing.h:liburing-dev"
 )
+# `setup-system.sh test`: also what only the tests use (the report is checked in a real browser)
+[[ ${1:-} == test ]] && needs+=("chromium:chromium" "chromedriver:chromium-driver")
 
 missing=()
 for entry in "${needs[@]}"; do

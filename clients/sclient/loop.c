@@ -571,7 +571,10 @@ static void run_hot_schedule(struct loop *L) {
         uint64_t slip = (uint64_t)(L->now - intended);
         if (in_window(L, intended)) {
             L->r->scheduled++;
-            if (slip > (uint64_t)(L->o->late_us * 1e3)) L->r->late++;
+            if (slip > (uint64_t)(L->o->late_us * 1e3)) {
+                L->r->late++;
+                timeline_at(L, L->now)->late++;
+            }
             if (slip > L->r->max_slip_ns) L->r->max_slip_ns = slip;
         }
         if (!L->backlog_len && L->nready) {

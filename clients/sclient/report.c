@@ -24,6 +24,7 @@ void result_merge(struct result *into, const struct result *from) {
         into->timeline[i].sent += from->timeline[i].sent;
         into->timeline[i].replies += from->timeline[i].replies;
         into->timeline[i].errors += from->timeline[i].errors;
+        into->timeline[i].late += from->timeline[i].late;
     }
     hist_merge(&into->corrected, &from->corrected);
     hist_merge(&into->uncorrected, &from->uncorrected);
@@ -157,9 +158,10 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
     int span = (int)(o->warmup_s + r->window_s + 0.999);
     if (span > last) last = span < r->timeline_len ? span : r->timeline_len;
     for (int i = 0; i < last; i++)
-        fprintf(f, "%s{\"t_s\": %d, \"sent\": %llu, \"replies\": %llu, \"errors\": %llu}", i ? ", " : "",
-                i, (unsigned long long)r->timeline[i].sent, (unsigned long long)r->timeline[i].replies,
-                (unsigned long long)r->timeline[i].errors);
+        fprintf(f, "%s{\"t_s\": %d, \"sent\": %llu, \"replies\": %llu, \"errors\": %llu, \"late\": %llu}",
+                i ? ", " : "", i, (unsigned long long)r->timeline[i].sent,
+                (unsigned long long)r->timeline[i].replies, (unsigned long long)r->timeline[i].errors,
+                (unsigned long long)r->timeline[i].late);
     fprintf(f, "], \"cold\": {\"requested\": %llu, \"established\": %llu, \"held\": %llu, "
                "\"reconnected\": %llu, \"failed\": %llu, \"requests\": %llu, \"replies\": %llu, "
                "\"established_s\": ",

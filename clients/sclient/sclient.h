@@ -61,7 +61,7 @@ struct shard {
 };
 
 struct timeline_entry {
-    uint64_t sent, replies, errors;
+    uint64_t sent, replies, errors, late; /* late: scheduled sends that left late (--late-us) */
 };
 
 /* Everything a shard measures; lives in shared memory so the parent can merge. */

@@ -35,6 +35,15 @@ LABELS = {
     "stream_mbps": "offered stream bandwidth, all connections [Mbit/s]",
     "one_way_delay_ms": "one-way delay [ms]",
     "pct": "share of profile samples [%]",
+    "tail": "percentile",
+    "latency_corrected_ms": "response time, corrected [ms]",
+    "latency_uncorrected_ms": "response time, uncorrected [ms]",
+    "t_s": "seconds since the generator started",
+    "generator.replies": "replies [per s]",
+    "generator.late": "late sends [per s]",
+    "server_proc.cpu_pct": "server CPU [% of one CPU]",
+    "errors_total": "errors",
+    "resp_time_p50_ms": "median response time [ms]",
 }
 
 PAPERS = {
@@ -50,7 +59,8 @@ class FigureSpec:
     """What to plot for one target; `source` names how rows are derived (see prepare.py).
 
     kind: line (x vs median y over repetitions, min-max bars), profile (top functions),
-    regression (scatter + least-squares lines, with a table), layers (stacked per layer).
+    regression (scatter + least-squares lines, with a table), layers (stacked per layer),
+    spectrum (response time against 1/(1-p), as HdrHistogram plots it).
     Points the runner marked invalid are drawn hollow, their reasons in the notes.
     """
 

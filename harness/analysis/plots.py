@@ -18,7 +18,12 @@ from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.textpath import text_to_path  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogFormatter, ScalarFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogFormatter,
+    NullLocator,
+    ScalarFormatter,
+)
 
 from harness.analysis.figures import label  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
@@ -50,7 +55,10 @@ PAPER_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")  # one per paper series
 # A response time (ms) whose positive values span more than this factor is drawn on a log
 # axis: on a linear one, every point below saturation sits on zero beside the overloaded ones.
 LOG_SPAN = 30.0
+# 1/(1-p) of the percentiles a latency spectrum is ticked at: 50, 90, 99, 99.9 ... %
+SPECTRUM_TICKS = (2, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 PANEL_SIZE = (4.2, 3.0)  # one panel's data area
+WRAP_COLUMNS = 3  # panels per row when one facet has more metrics than this
 PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
 NOTE_WIDTH = 90  # characters per line of a figure's notes
@@ -264,22 +272,30 @@ def draw(data: FigureData) -> Figure:
     note_lines = [line for note in data.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
     title = "\n".join([spec.title, spec.target, *note_lines])
     handles, labels = _legend(data, colors, markers)
+    if len(facets) == 1 and len(metrics) > WRAP_COLUMNS:
+        # many metrics of one facet: rows of WRAP_COLUMNS panels, not one long strip
+        rows, cols = math.ceil(len(metrics) / WRAP_COLUMNS), WRAP_COLUMNS
+        cells = [(facets[0], m, i // cols, i % cols) for i, m in enumerate(metrics)]
+    else:
+        rows, cols = len(facets), len(metrics)
+        cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
     with matplotlib.rc_context(STYLE):
-        size, columns = _figure_size(data, len(facets), len(metrics), title, labels)
+        size, columns = _figure_size(data, rows, cols, title, labels)
         figure = Figure(figsize=size, dpi=DPI, layout="constrained")
         # A right axis' label otherwise nearly touches the next panel's left one.
         figure.get_layout_engine().set(w_pad=PANEL_PAD_IN, h_pad=PANEL_PAD_IN)
-        axes = figure.subplots(len(facets), len(metrics), squeeze=False)
-        for row, facet in enumerate(facets):
-            for col, metric in enumerate(metrics):
-                ax = axes[row][col]
-                if metric in data.unavailable:
-                    ax.set_title(label(metric))
-                    _unavailable(ax, data.unavailable[metric])
-                    continue
-                _panel(ax, data, facet, metric, colors, markers)
-                if facet != "all":
-                    ax.set_title(facet)
+        axes = figure.subplots(rows, cols, squeeze=False)
+        for ax in axes.flat[len(cells):]:
+            ax.set_visible(False)
+        for facet, metric, row, col in cells:
+            ax = axes[row][col]
+            if metric in data.unavailable:
+                ax.set_title(label(metric))
+                _unavailable(ax, data.unavailable[metric])
+                continue
+            _panel(ax, data, facet, metric, colors, markers)
+            if facet != "all":
+                ax.set_title(facet)
         # Below the panels: beside them, it would run into the title and notes, which
         # constrained layout centres over the whole figure.
         figure.legend(handles, labels, loc="outside lower center", ncols=columns)
@@ -324,6 +340,15 @@ def _paper_rows(data: FigureData, facet: str, metric: str) -> pd.DataFrame:
     return paper[(paper["metric"] == metric) & paper["facet"].isin((facet, "all"))]
 
 
+def _percentile_axis(ax: Axes) -> None:
+    """x = 1/(1-p) on a log scale, ticked at the percentiles readers quote (HdrHistogram's
+    percentile spectrum)."""
+    ax.set_xscale("log")
+    ticks = [t for t in SPECTRUM_TICKS if t <= ax.get_xlim()[1]]
+    ax.set_xticks(ticks, [f"{100 * (1 - 1 / t):g}%" for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str, str],
            markers: dict[str, str]) -> None:
     spec = data.spec
@@ -346,7 +371,9 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
                   fontsize=FIT_FONT_SIZE)
     else:
         _draw_line(ax, rows, colors)
-        if spec.log_x and rows["x"].min() > 0:
+        if spec.kind == "spectrum":
+            _percentile_axis(ax)
+        elif spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
     if spec.kind in ("line", "regression") and not spec.log_x and rows["x"].max() >= 10_000:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from harness.analysis import derive, paper_values
+from harness.analysis import derive, latency, paper_values
 from harness.analysis.figures import FigureSpec
 from harness.reproduce.capabilities import ABSENT_FROM_LINUX
 from harness.results.runset import RunSet
@@ -296,8 +296,79 @@ def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[s
     )
 
 
+def _by_point(points: pd.DataFrame, series: list[str]) -> list[tuple[str, bool, pd.DataFrame]]:
+    """(series label, valid, its repetitions) per point: the valid repetitions, or, for a
+    point without any, its invalid ones (drawn hollow)."""
+    labelled = points.assign(series=_labels(points, series))
+    out = []
+    for label, reps in labelled.groupby("series", sort=False):
+        valid = reps[reps["valid"]]
+        out.append((label, not valid.empty, valid if not valid.empty else reps))
+    return out
+
+
+def _latency(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
+    _require(points, series, data.spec.scenario)
+    histograms = runs.histograms
+    frames = []
+    for label, valid, reps in _by_point(points, series):
+        mine = histograms.merge(reps[SAMPLE], on=SAMPLE)
+        for kind in latency.KINDS:
+            curve = latency.spectrum(latency.to_hdr(mine[mine["kind"] == kind]))
+            frames.append(pd.DataFrame({
+                "facet": "all", "series": label, "metric": latency.METRIC_OF_KIND[kind],
+                "x": curve["tail"], "valid": valid, "median": curve["value_ms"],
+                "low": float("nan"), "high": float("nan")}))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frame.empty or frame["median"].isna().all():
+        raise _Skip(f"no response-time histograms in the {data.spec.scenario} run(s)")
+    data.frame = frame[FRAME_COLUMNS]
+    data.notes.append("each point's repetitions merged; corrected: from each request's intended "
+                      "send time (coordinated omission corrected), uncorrected: from its actual "
+                      f"send; {_repetitions(_repetitions_per_point(points))}")
+
+
+def _timeseries(data: FigureData, runs: RunSet, points: pd.DataFrame,
+                series: list[str]) -> None:
+    _require(points, series, data.spec.scenario)
+    first = points[points["repetition"] == points["repetition"].min()]
+    samples = runs.timeseries.merge(first[[*SAMPLE, *series, "valid", "duration_s"]], on=SAMPLE)
+    samples = samples.assign(metric=samples["source"] + "." + samples["metric"])
+    samples = samples[samples["metric"].isin(data.spec.y)]
+    if samples.empty:
+        raise _Skip(f"no per-second samples in the {data.spec.scenario} run(s)")
+    samples = samples.assign(x=_since_generator_start(samples, runs))
+    # the generator's last second is cut short by the end of the window: not a rate
+    end = samples["run_id"].map(_warmups(runs)) + samples["duration_s"]
+    samples = samples[(samples["source"] != "generator") | (samples["x"] + 1 <= end + 1e-6)]
+    rows = samples.assign(facet="all", series=_labels(samples, series),
+                          median=samples["value"], low=float("nan"), high=float("nan"))
+    data.frame = rows[FRAME_COLUMNS]
+    data.unavailable.update({m: "unavailable: not sampled in the run(s)" for m in data.spec.y
+                             if m not in set(samples["metric"])})
+    data.notes.append("first repetition of each point; each sample at the start of its second, "
+                      "counted from the generator's start (warm-up included)")
+
+
+def _warmups(runs: RunSet) -> dict[str, float]:
+    return {run: (m.get("scenario") or {}).get("warmup_s") or 0.0
+            for run, m in runs.raw_manifests.items()}
+
+
+def _since_generator_start(samples: pd.DataFrame, runs: RunSet) -> pd.Series:
+    """Each sample's second on the generator's clock. The generator's timeline counts seconds
+    from its start (entry t covers [t, t+1)); the samplers' from the end of the warm-up, each
+    sample stamped at the end of the interval it covers."""
+    warmup = samples["run_id"].map(_warmups(runs))
+    sampler = samples["source"] != "generator"
+    previous = samples.groupby([*SAMPLE, "source", "metric"])["t_s"].shift(fill_value=0.0)
+    return samples["t_s"].where(~sampler, warmup + previous)
+
+
 SOURCES = {
     "points": _from_points,
+    "latency": _latency,
+    "timeseries": _timeseries,
     "select_share": _select_share,
     "saturation": _saturation,
     "regression": _regression,

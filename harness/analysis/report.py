@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.figures import PAPERS, SPECS, FigureSpec
+from harness.analysis.generic import GENERIC, generic_specs, point_table
 from harness.analysis.plots import FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.results.runset import RunSet
@@ -74,6 +75,13 @@ def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Pat
     sections = ["<!doctype html><meta charset='utf-8'><title>wanbench report</title>",
                 f"<style>{STYLE}</style><h1>wanbench report</h1>",
                 "<h2>Runs</h2>", table_html(runs.manifests[MANIFEST_COLUMNS])]
+    sections.append("<h2>Every run</h2>")
+    for scenario in dict.fromkeys(runs.manifests["scenario_name"]):
+        sections.append(f"<h3 id='{html.escape(scenario)}'>{html.escape(scenario)}</h3>"
+                        f"<h4>points: medians over valid repetitions</h4>"
+                        + table_html(point_table(scenario, runs)))
+        sections += [_figure_section(r, figure_dir) for r in results
+                     if r.spec.paper == GENERIC and r.spec.scenario == scenario]
     for paper, name in PAPERS.items():
         mine = [r for r in results if r.spec.paper == paper]
         if mine:
@@ -88,14 +96,24 @@ def _render(job: tuple[FigureData, Path, tuple[str, ...]]) -> list[Path]:
     return render(*job)
 
 
-def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] = SPECS,
+def applicable(runs: RunSet, generic: bool = True) -> tuple[FigureSpec, ...]:
+    """The figures for `runs`: each one's generic figures (unless not `generic`), and the
+    paper figures whose scenario is among them."""
+    scenarios = set(runs.manifests["scenario_name"])
+    papers = tuple(s for s in SPECS if s.scenario in scenarios)
+    return (generic_specs(runs) if generic else ()) + papers
+
+
+def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None = None,
              jobs: int = 1) -> list[FigureData | Skipped]:
-    """Render every spec with data into out_dir/figures and write out_dir/index.html.
+    """Render `specs` (default: every applicable one) into out_dir/figures, write
+    out_dir/index.html.
 
     Preparing is cheap; drawing is matplotlib-bound, so with jobs > 1 each figure's PNG and
     SVG are drawn in separate processes (one large figure then also uses two CPUs).
     """
-    results = [prepare(spec, runs) for spec in specs]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = [prepare(spec, runs) for spec in (applicable(runs) if specs is None else specs)]
     figures = [r for r in results if isinstance(r, FigureData)]
     if jobs > 1:
         todo = [(r, out_dir / "figures", (fmt,)) for r in figures for fmt in FORMATS]

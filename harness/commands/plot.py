@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.analysis.generic import export_hgrm
 from harness.analysis.prepare import Skipped
-from harness.analysis.report import plot_all
+from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
 
@@ -23,12 +24,16 @@ def handle(args: argparse.Namespace) -> int:
         print("wanbench plot: several runs given: say where the report goes with --out DIR",
               file=sys.stderr)
         return 2
-    results = plot_all(runs, Path(out_dir), jobs=args.jobs)
+    specs = applicable(runs, generic=args.figures == "all")
+    results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs)
     for result in results:
         if isinstance(result, Skipped):
             print(f"skipped {result.spec.id}: {result.reason}")
         else:
             print(f"wrote {result.spec.id}")
+    if args.hgrm:
+        hgrm_dir = Path(out_dir) / "hgrm"
+        print(f"wrote {len(export_hgrm(runs, hgrm_dir))} .hgrm files under {hgrm_dir}")
     print(f"report: {Path(out_dir) / 'index.html'}")
     return 0
 
@@ -37,8 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plot",
         help="figures and an HTML report from run directories",
-        description="Draw every reproduction figure whose scenario is among the given runs. "
-        "A RUN may also be a folder of run directories (e.g. results/).",
+        description="Draw each run's headline metrics (reply rate, server CPU, response-time "
+        "percentiles, errors, cycles per packet where measured) against each numeric sweep "
+        "axis, the reproduction figures of the papers' scenarios among the runs, and an "
+        "index.html with a table of every point. A RUN may also be a folder of run "
+        "directories (e.g. results/).",
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directory")
     parser.add_argument("--out", type=Path, help="output directory (default: the single RUN)")
@@ -46,4 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # (docs/bench-analysis.md); on an idle one --jobs 2 helps.
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes drawing figures (default 1)")
+    parser.add_argument("--figures", choices=("all", "papers"), default="all",
+                        help="papers: only the papers' reproduction figures (make reproduce "
+                             "keeps results/reference to those)")
+    parser.add_argument("--hgrm", action="store_true",
+                        help="also write each point's response-time percentile distribution "
+                             "(corrected and uncorrected) as HdrHistogram .hgrm files under "
+                             "OUT/hgrm/, for HdrHistogram's plotter and wrk2 users' tools")
     parser.set_defaults(func=handle)

@@ -13,9 +13,11 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from clients import LoadSpec, command, parse_result, run, validate
+from harness.analysis import latency
 from harness.servers import RunningServer, running
 from tests.clients.conftest import GENERATOR_CPU, server_config, stop_generator, wait_line
 from tests.conftest import build, free_port
@@ -41,6 +43,38 @@ def test_fixed_rate_is_achieved_within_2_percent(server, sclient, tmp_path):
     # corrected latency is measured from the intended send time, so never below uncorrected
     assert h["p50_us"] >= doc["latency"]["uncorrected"]["p50_us"]
     assert sum(s["sent"] for s in doc["timeline"]) >= doc["requests"]["sent"]
+    # each late send is in the second it left
+    assert sum(s["late"] for s in doc["timeline"]) == doc["late_sends"]
+
+
+def _hgrm_lines(path: Path) -> list[tuple[float, float]]:
+    """(value, percentile) of each line of an .hgrm percentile distribution."""
+    rows = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and not line.startswith("#") and fields[0] != "Value":
+            rows.append((float(fields[0]), float(fields[1])))
+    return rows
+
+
+def test_latency_percentiles_agree_with_the_hdrhistogram_package(server, sclient, tmp_path):
+    """wb-sclient's own percentiles (its C histogram) and the hdrhistogram package's, read
+    from the same buckets, and the .hgrm file written from them, agree within one bucket."""
+    doc = run(spec(server, tmp_path, hot_conns=20, rate_rps=2000, duration_s=2))
+    for kind in latency.KINDS:
+        ours = doc["latency"][kind]
+        buckets = pd.DataFrame(ours["buckets"], columns=["lo_us", "hi_us", "count"])
+        hdr = latency.to_hdr(buckets)
+        assert hdr.get_total_count() == ours["count"] > 2000
+        lines = _hgrm_lines(latency.write_hgrm(hdr, tmp_path / f"{kind}.hgrm"))
+        for name, q in (("p50_us", 0.5), ("p90_us", 0.9), ("p99_us", 0.99)):
+            at = buckets[buckets["hi_us"] > ours[name]].iloc[0]
+            width = at["hi_us"] - at["lo_us"]
+            theirs = hdr.get_value_at_percentile(100 * q) / 1000
+            assert abs(theirs - ours[name]) <= width * 1.01, (kind, name, theirs, ours[name])
+            if q <= 0.9:  # the file has a line at the median and at 90 %
+                in_file = next(v for v, p in lines if p >= q) * 1000
+                assert abs(in_file - ours[name]) <= width * 1.01, (kind, name, in_file)
 
 
 def test_kernel_rtt_of_every_hot_connection_is_reported(server, sclient, tmp_path):
@@ -252,6 +286,7 @@ def test_a_generator_sharing_its_cpu_with_hogs_is_still_late_and_invalid(server,
     assert doc["valid"] is False, seen
     assert doc["late_sends"] > 0.01 * doc["requests"]["scheduled"], seen
     assert any(r.startswith("late sends") for r in doc["invalid_reasons"])
+    assert sum(s["late"] for s in doc["timeline"]) == doc["late_sends"]
     assert doc["generator_cpu"]["run_delay_s"] > 0.05 * doc["duration_s"]
     assert doc["schedule"]["contended_s"] > 0.5 * doc["duration_s"]
 
@@ -285,7 +320,7 @@ class RequestsByConnection:
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.counts: collections.Counter[int] = collections.Counter()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)

@@ -1,0 +1,54 @@
+"""Response times from a run's stored histograms (histograms.parquet) as HdrHistograms (the
+`hdrhistogram` package): percentile spectra in the HdrHistogram style, and .hgrm files that
+the tools wrk2 users have (HdrHistogram's plotter) read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hdrh.histogram import HdrHistogram
+
+KINDS = ("corrected", "uncorrected")  # tcp_srtt, also stored, is not a response time
+METRIC_OF_KIND = {"corrected": "latency_corrected_ms", "uncorrected": "latency_uncorrected_ms"}
+# ns in, 3 significant figures (finer than the generators' 128 buckets per octave), up to an
+# hour: every value a generator can store fits
+HIGHEST_NS = 3_600 * 10**9
+SIGNIFICANT_FIGURES = 3
+NS_PER_MS = 1e6
+# The spectrum's percentiles: ten per decade of 1/(1-p), from the median up to the largest
+# value recorded
+SPECTRUM_STEPS_PER_DECADE = 10
+
+
+def to_hdr(rows: pd.DataFrame) -> HdrHistogram:
+    """Histogram rows (lo_us, hi_us, count: one point × repetition, or several merged) as an
+    HdrHistogram: each bucket's count at its midpoint, the finest detail the generators keep."""
+    hdr = HdrHistogram(1, HIGHEST_NS, SIGNIFICANT_FIGURES)
+    middles = ((rows["lo_us"] + rows["hi_us"]) * 500.0).round().astype("int64").clip(lower=1)
+    for value, count in zip(middles, rows["count"].astype("int64"), strict=True):
+        if count > 0:
+            hdr.record_value(int(value), int(count))
+    return hdr
+
+
+def spectrum(hdr: HdrHistogram) -> pd.DataFrame:
+    """percentile, tail (1/(1-p): 2 at the median, 1000 at 99.9 %), value_ms; up to the
+    highest percentile the count resolves."""
+    count = hdr.get_total_count()
+    if count == 0:
+        return pd.DataFrame(columns=["percentile", "tail", "value_ms"])
+    decades = np.log10(max(count, 2))
+    tails = 10 ** np.arange(np.log10(2), decades + 1e-9, 1 / SPECTRUM_STEPS_PER_DECADE)
+    percentiles = 100.0 * (1 - 1 / tails)
+    values = [hdr.get_value_at_percentile(p) / NS_PER_MS for p in percentiles]
+    return pd.DataFrame({"percentile": percentiles, "tail": tails, "value_ms": values})
+
+
+def write_hgrm(hdr: HdrHistogram, path: Path) -> Path:
+    """The percentile distribution as HdrHistogram prints it (values in ms, as wrk2's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as out:
+        hdr.output_percentile_distribution(out, NS_PER_MS)
+    return path

@@ -1,0 +1,65 @@
+"""The report as a reader sees it: index.html loaded in a real headless browser (Debian's
+chromium, driven by selenium through the system chromedriver)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.report import plot_all
+from harness.results.runset import read_runs
+
+from .synthetic import make_points, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "report-screenshot.png"
+GRID = {"dispatch": ["select", "epoll"], "cold_conns": [0, 1000, 2000]}
+BROKEN_IMAGES = ("return Array.from(document.images)"
+                 ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium and chromedriver are not installed (make test installs them: "
+                    "scripts/setup-system.sh test)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+                "--allow-file-access-from-files"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
+    yield session
+    session.quit()
+
+
+def _report(tmp_path: Path, points) -> Path:
+    runs = read_runs([write_run(tmp_path / "results", points)])
+    plot_all(runs, tmp_path / "report")
+    return tmp_path / "report" / "index.html"
+
+
+def test_the_report_loads_without_errors_and_every_image_resolves(browser, tmp_path: Path):
+    page = _report(tmp_path, make_points("my-sweep", GRID, repetitions=2))
+    browser.get(page.as_uri())
+    assert browser.title == "wanbench report"
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    images = browser.execute_script("return document.images.length")
+    assert images == len(list((page.parent / "figures").glob("*.png"))) >= 3
+    assert browser.execute_script(BROKEN_IMAGES) == []
+    shot = tmp_path / "report.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    assert SCREENSHOT.is_file(), f"the reference screenshot {SCREENSHOT} is committed"
+
+
+def test_a_missing_figure_is_seen_as_broken(browser, tmp_path: Path):
+    """The other direction: the check above can fail."""
+    page = _report(tmp_path, make_points("my-sweep", GRID, repetitions=2))
+    next((page.parent / "figures").glob("*.png")).unlink()
+    browser.get(page.as_uri())
+    assert len(browser.execute_script(BROKEN_IMAGES)) == 1
