@@ -72,9 +72,12 @@ def test_latency_percentiles_agree_with_the_hdrhistogram_package(server, sclient
             width = at["hi_us"] - at["lo_us"]
             theirs = hdr.get_value_at_percentile(100 * q) / 1000
             assert abs(theirs - ours[name]) <= width * 1.01, (kind, name, theirs, ours[name])
-            if q <= 0.9:  # the file has a line at the median and at 90 %
-                in_file = next(v for v, p in lines if p >= q) * 1000
-                assert abs(in_file - ours[name]) <= width * 1.01, (kind, name, in_file)
+            # the file's percentile levels step geometrically (no line at exactly 50 %): ours
+            # lies between the lines either side of q, printed to the µs (0.001 ms)
+            below = max(v for v, p in lines if p <= q) * 1000
+            above = min(v for v, p in lines if p >= q) * 1000
+            slack = width * 1.01 + 0.5
+            assert below - slack <= ours[name] <= above + slack, (kind, name, below, above)
 
 
 def test_kernel_rtt_of_every_hot_connection_is_reported(server, sclient, tmp_path):
