@@ -92,6 +92,18 @@ def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Pat
     return path
 
 
+def overlaid_figures(runs: RunSet, out_dir: Path, figure_dir: str = "figures") -> str:
+    """The applicable figures of several runs of one scenario (a base and its candidates:
+    each run, by kernel, a series of its own), drawn under out_dir/figure_dir, as HTML
+    sections for a page that sits in out_dir (wanbench compare's)."""
+    results = [prepare(spec, runs) for spec in applicable(runs)]
+    for result in results:
+        if isinstance(result, FigureData):
+            render(result, out_dir / figure_dir)
+    sections = [_figure_section(r, figure_dir) for r in results]
+    return "<h2>Figures: every run overlaid</h2>\n" + "\n".join(sections) + "\n"
+
+
 def _render(job: tuple[FigureData, Path, tuple[str, ...]]) -> list[Path]:
     return render(*job)
 

@@ -11,7 +11,9 @@ from typing import NoReturn
 from harness.analysis.compare import engine, render, samples
 from harness.analysis.compare.metrics import DEFAULT_METRICS, METRICS
 from harness.analysis.compare.report import Refused, build_report
+from harness.analysis.report import overlaid_figures
 from harness.results.format import ResultsFormatError
+from harness.results.runset import read_runs
 
 EXIT_HELP = """\
 exit status:
@@ -69,6 +71,10 @@ def handle(args: argparse.Namespace) -> int:
     try:
         report = build_report(args.base, args.candidates, options, force=args.force)
         text = render.FORMATS[args.format](report)
+        if args.out and args.format == "html":
+            # the page shows the runs themselves too, each kernel a series of its own
+            runs = read_runs([args.base, *args.candidates])
+            text += overlaid_figures(runs, args.out.parent)
         if args.out:
             args.out.write_text(text)
     except (ResultsFormatError, samples.NotARun, engine.Incomparable, Refused) as exc:

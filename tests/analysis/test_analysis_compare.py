@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.compare import engine, render
+from harness.analysis.prepare import prepare
+from harness.analysis.report import applicable
+from harness.results.runset import read_runs
 
 from .compare_synthetic import SCENARIO, Effect, Noise, make_run
 from .conftest import run_command
@@ -210,6 +214,13 @@ def test_html_report(tmp_path: Path) -> None:
     assert _compare(argv) == 1
     text = out.read_text()
     assert "<table" in text and "regression" in text and "resp_time_mean_ms" in text
+    # the runs themselves, overlaid: each figure drawn beside the page, each kernel a series
+    figures = re.findall(r"src='(figures/[^']+\.png)'", text)
+    assert figures and all((tmp_path / f).stat().st_size > 0 for f in figures)
+    runs = read_runs([base, cand])
+    (spec, *_) = applicable(runs)
+    series = set(prepare(spec, runs).frame["series"])
+    assert any("6.19.0-cand" in s for s in series) and any("6.18.0-base" in s for s in series)
 
 
 def test_numbers_for_people() -> None:

@@ -11,6 +11,8 @@ import pytest
 from harness.analysis.report import plot_all
 from harness.results.runset import read_runs
 
+from .compare_synthetic import make_run
+from .conftest import run_command
 from .synthetic import make_points, write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +62,24 @@ def test_the_report_loads_without_errors_and_every_image_resolves(browser, tmp_p
 def test_a_missing_figure_is_seen_as_broken(browser, tmp_path: Path):
     """The other direction: the check above can fail."""
     page = _report(tmp_path, make_points("my-sweep", GRID, repetitions=2))
-    next((page.parent / "figures").glob("*.png")).unlink()
+    missing = next((page.parent / "figures").glob("*.png"))
+    missing.unlink()
     browser.get(page.as_uri())
     assert len(browser.execute_script(BROKEN_IMAGES)) == 1
+    # and the console says so (reading the log also empties it for the next test)
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert len(severe) == 1 and missing.name in severe[0]
+
+
+def test_the_comparison_page_loads_with_every_figure(browser, tmp_path: Path):
+    base = make_run(seed=1, repetitions=3).write(tmp_path)
+    cand = make_run(seed=2, kernel="6.19.0-cand", repetitions=3).write(tmp_path)
+    page = tmp_path / "compare" / "index.html"
+    page.parent.mkdir()
+    run_command("harness.commands.compare",
+                ["compare", str(base), str(cand), "--format", "html", "--out", str(page)])
+    browser.get(page.as_uri())
+    assert browser.title == "wanbench compare"
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    assert browser.execute_script("return document.images.length") >= 3
+    assert browser.execute_script(BROKEN_IMAGES) == []
