@@ -39,6 +39,9 @@ LABELS = {
     "latency_corrected_ms": "response time, corrected [ms]",
     "latency_uncorrected_ms": "response time, uncorrected [ms]",
     "t_s": "seconds since the generator started",
+    "response_time_ms": "response time [ms]",
+    "cdf_corrected": "fraction of responses, corrected",
+    "cdf_uncorrected": "fraction of responses, uncorrected",
     "generator.replies": "replies [per s]",
     "generator.late": "late sends [per s]",
     "server_proc.cpu_pct": "server CPU [% of one CPU]",
@@ -60,7 +63,8 @@ class FigureSpec:
 
     kind: line (x vs median y over repetitions, min-max bars), profile (top functions),
     regression (scatter + least-squares lines, with a table), layers (stacked per layer),
-    spectrum (response time against 1/(1-p), as HdrHistogram plots it).
+    spectrum (response time against 1/(1-p), as HdrHistogram plots it), cdf (the fraction of
+    responses at or below each response time).
     Points the runner marked invalid are drawn hollow, their reasons in the notes.
     """
 

@@ -57,6 +57,11 @@ def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
             title="response-time percentile spectrum", x="tail",
             y=tuple(latency.METRIC_OF_KIND.values()), series=series, kind="spectrum",
             source="latency"))
+        over_time.append(FigureSpec(
+            id=f"{scenario}--latency-cdf", paper=GENERIC, target=scenario, scenario=scenario,
+            title="response-time distribution", x="response_time_ms",
+            y=tuple(latency.CDF_OF_KIND.values()), series=series, kind="cdf",
+            source="latency"))
     if not mine.timeseries.empty:
         over_time.append(FigureSpec(
             id=f"{scenario}--timeseries", paper=GENERIC, target=scenario, scenario=scenario,

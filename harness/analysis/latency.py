@@ -12,6 +12,7 @@ from hdrh.histogram import HdrHistogram
 
 KINDS = ("corrected", "uncorrected")  # tcp_srtt, also stored, is not a response time
 METRIC_OF_KIND = {"corrected": "latency_corrected_ms", "uncorrected": "latency_uncorrected_ms"}
+CDF_OF_KIND = {"corrected": "cdf_corrected", "uncorrected": "cdf_uncorrected"}
 # ns in, 3 significant figures (finer than the generators' 128 buckets per octave), up to an
 # hour: every value a generator can store fits
 HIGHEST_NS = 3_600 * 10**9
@@ -44,6 +45,18 @@ def spectrum(hdr: HdrHistogram) -> pd.DataFrame:
     percentiles = 100.0 * (1 - 1 / tails)
     values = [hdr.get_value_at_percentile(p) / NS_PER_MS for p in percentiles]
     return pd.DataFrame({"percentile": percentiles, "tail": tails, "value_ms": values})
+
+
+def cdf(hdr: HdrHistogram) -> pd.DataFrame:
+    """value_ms, fraction (of responses at or below it): every percent below the median, then
+    the spectrum's percentiles, denser towards the tail."""
+    tail = spectrum(hdr)
+    if tail.empty:
+        return pd.DataFrame(columns=["value_ms", "fraction"])
+    low = np.arange(1.0, 50.0)
+    values = [hdr.get_value_at_percentile(p) / NS_PER_MS for p in low]
+    return pd.DataFrame({"value_ms": [*values, *tail["value_ms"]],
+                         "fraction": [*(low / 100), *(tail["percentile"] / 100)]})
 
 
 def write_hgrm(hdr: HdrHistogram, path: Path) -> Path:

@@ -373,6 +373,9 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         _draw_line(ax, rows, colors)
         if spec.kind == "spectrum":
             _percentile_axis(ax)
+        elif spec.kind == "cdf" and rows["x"].min() > 0:
+            ax.set_xscale("log")  # response times span decades: 0.1, 1, 10 ms
+            ax.xaxis.set_major_formatter(_PlainLogFormatter())
         elif spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())

@@ -314,11 +314,16 @@ def _latency(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[
     for label, valid, reps in _by_point(points, series):
         mine = histograms.merge(reps[SAMPLE], on=SAMPLE)
         for kind in latency.KINDS:
-            curve = latency.spectrum(latency.to_hdr(mine[mine["kind"] == kind]))
+            hdr = latency.to_hdr(mine[mine["kind"] == kind])
+            if data.spec.kind == "cdf":
+                curve = latency.cdf(hdr)
+                metric, x, y = latency.CDF_OF_KIND[kind], curve["value_ms"], curve["fraction"]
+            else:
+                curve = latency.spectrum(hdr)
+                metric, x, y = latency.METRIC_OF_KIND[kind], curve["tail"], curve["value_ms"]
             frames.append(pd.DataFrame({
-                "facet": "all", "series": label, "metric": latency.METRIC_OF_KIND[kind],
-                "x": curve["tail"], "valid": valid, "median": curve["value_ms"],
-                "low": float("nan"), "high": float("nan")}))
+                "facet": "all", "series": label, "metric": metric, "x": x, "valid": valid,
+                "median": y, "low": float("nan"), "high": float("nan")}))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if frame.empty or frame["median"].isna().all():
         raise _Skip(f"no response-time histograms in the {data.spec.scenario} run(s)")

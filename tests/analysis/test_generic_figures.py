@@ -28,7 +28,7 @@ def test_a_hand_written_sweep_gets_a_figure_per_numeric_axis_and_a_report(
     printed = capsys.readouterr().out
     # only the figures that apply: no line for any paper figure
     figures = ["my-sweep--cold_conns", "my-sweep--offered_rate_rps", "my-sweep--latency",
-               "my-sweep--timeseries"]
+               "my-sweep--latency-cdf", "my-sweep--timeseries"]
     assert printed.splitlines()[:-1] == [f"wrote {figure}" for figure in figures]
     report = (out / "index.html").read_text()
     for figure in figures:
@@ -56,7 +56,7 @@ def test_a_run_where_only_a_category_varies_gets_its_table_but_no_line(tmp_path:
     runs = read_runs([write_run(tmp_path, make_points("my-apis", grid, repetitions=3))])
     assert swept(runs) == ["dispatch"]
     # no line against an axis: only each point's latency spectrum and time series
-    assert [s.source for s in specs_for("my-apis", runs)] == ["latency", "timeseries"]
+    assert [s.kind for s in specs_for("my-apis", runs)] == ["spectrum", "cdf", "line"]
     table = point_table("my-apis", runs)
     assert sorted(table["dispatch"]) == ["epoll", "poll", "select"]
     assert set(table["valid"]) == {"3/3"}
@@ -78,8 +78,8 @@ def test_the_table_counts_invalid_repetitions_and_leaves_them_out_of_the_medians
     assert table.loc[1000, "reply_rate_rps"] == pytest.approx(kept)
 
 
-def _spec(runs, kind: str):
-    (spec,) = [s for s in specs_for("my-sweep", runs) if s.id.endswith(f"--{kind}")]
+def _spec(runs, suffix: str):
+    (spec,) = [s for s in specs_for("my-sweep", runs) if s.id.endswith(f"--{suffix}")]
     return spec
 
 
@@ -101,6 +101,24 @@ def test_the_latency_spectrum_runs_from_the_median_to_the_tail_the_count_resolve
     median = frame[frame["x"] == frame["x"].min()]["median"]
     assert median.to_numpy() == pytest.approx(0.75, rel=0.01)
     assert frame.groupby("series")["median"].max().to_numpy() == pytest.approx(27.5, rel=0.01)
+
+
+def test_the_cdf_climbs_to_every_response_and_meets_the_spectrum_at_the_median(
+    tmp_path: Path,
+) -> None:
+    runs = read_runs([write_run(tmp_path, make_points("my-sweep", {"cold_conns": [0, 1000]}))])
+    cdf, spectrum = (prepare(_spec(runs, kind), runs) for kind in ("latency-cdf", "latency"))
+    assert isinstance(cdf, FigureData) and isinstance(spectrum, FigureData)
+    assert set(cdf.frame["metric"]) == {"cdf_corrected", "cdf_uncorrected"}
+    for (series, metric), curve in cdf.frame.groupby(["series", "metric"]):
+        assert curve["median"].is_monotonic_increasing and curve["x"].is_monotonic_increasing
+        assert curve["median"].iloc[0] == pytest.approx(0.01)
+        assert curve["median"].iloc[-1] > 0.99
+        kind = metric.removeprefix("cdf_")
+        at_median = curve.loc[curve["median"] == 0.5, "x"].iloc[0]
+        both = spectrum.frame[(spectrum.frame["series"] == series)
+                              & (spectrum.frame["metric"] == f"latency_{kind}_ms")]
+        assert at_median == both.loc[both["x"].idxmin(), "median"]
 
 
 def test_samplers_and_generator_share_one_clock_in_the_time_series(tmp_path: Path) -> None:
