@@ -96,8 +96,9 @@ def handle(args: argparse.Namespace) -> int:
         if candidate.forced:
             print("wanbench compare: WARNING: --force: compared a different experiment: "
                   + "; ".join(candidate.differences.refused), file=sys.stderr)
-        for warning in candidate.comparison.warnings:
-            print(f"wanbench compare: warning: {warning}", file=sys.stderr)
+    # the same warning about each of several candidates (estimated cycles): said once
+    for warning in dict.fromkeys(w for c in report.candidates for w in c.comparison.warnings):
+        print(f"wanbench compare: warning: {warning}", file=sys.stderr)
     return report.exit_code
 
 

@@ -176,6 +176,17 @@ def test_several_candidates_against_one_base(tmp_path: Path,
     assert out.count("0 regression(s)") == 1 and "12 regression(s)" in out
 
 
+def test_a_warning_true_of_every_candidate_is_printed_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = make_run(seed=1).write(tmp_path)
+    candidates = [make_run(seed=s, kernel=f"6.19.0-{s}").write(tmp_path) for s in (2, 3)]
+    _compare([str(base), *map(str, candidates)])
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    # cycles per packet are estimated in both candidates' runs: one line says so
+    assert sum("cycles_per_packet is estimated" in line for line in warnings) == 1
+    assert len(warnings) == len(set(warnings))
+
+
 def test_improvement_exits_0(tmp_path: Path) -> None:
     base, cand = _pair(tmp_path, Effect(throughput=1.3), repetitions=5)
     assert _compare([str(base), str(cand), "--metric", "reply_rate_rps"]) == 0
