@@ -111,6 +111,18 @@ def valid_points(points: pd.DataFrame) -> pd.DataFrame:
     return points[points["valid"].astype("boolean").fillna(False).astype(bool)]
 
 
+def with_verdict(points: pd.DataFrame) -> pd.DataFrame:
+    """points with `valid` a plain bool: the runner's verdict (a null one is not valid)."""
+    return points.assign(valid=points.index.isin(valid_points(points).index))
+
+
+def shown_repetitions(reps: pd.DataFrame) -> tuple[bool, pd.DataFrame]:
+    """What stands for one point (reps: its rows, `valid` a plain bool): its valid
+    repetitions, or, when it has none, its invalid ones; and whether those are valid."""
+    valid = reps[reps["valid"]]
+    return (True, valid) if not valid.empty else (False, reps)
+
+
 def summarize(points: pd.DataFrame, by: list[str], metric: str) -> pd.DataFrame:
     """Median and min/max of `metric` over repetitions for each combination of `by`."""
     values = points[[*by, metric]].dropna(subset=[metric])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import latency
+from harness.analysis import derive, latency
 from harness.analysis.figures import FigureSpec
 from harness.results.runset import RunSet
 
@@ -96,7 +96,7 @@ def point_table(scenario: str, runs: RunSet) -> pd.DataFrame:
     """One row per point of `scenario`: its swept parameters, each headline metric's median
     over the valid repetitions, and how many repetitions were valid."""
     mine = runs.scenario(scenario)
-    points = mine.points.assign(valid=mine.points["valid"].astype("boolean").fillna(False))
+    points = derive.with_verdict(mine.points)
     by = ["run_id", *swept(mine)] if mine.manifests["run_id"].nunique() > 1 else swept(mine)
     by = by or ["point_id"]
     metrics = [m for m in HEADLINE_METRICS if _has_values(points, m)]
@@ -118,12 +118,10 @@ def export_hgrm(runs: RunSet, out_dir: Path) -> list[Path]:
     for scenario in dict.fromkeys(runs.manifests["scenario_name"]):
         mine = runs.scenario(scenario)
         axes = swept(mine)
-        points = mine.points.assign(valid=mine.points["valid"].astype("boolean").fillna(False))
-        for _, reps in points.groupby("point_id", sort=False):
-            valid = reps[reps["valid"]]
-            chosen = valid if not valid.empty else reps
+        for _, reps in derive.with_verdict(mine.points).groupby("point_id", sort=False):
+            valid, chosen = derive.shown_repetitions(reps)
             name = _file_label({a: reps[a].iloc[0] for a in axes})
-            name += "" if not valid.empty else ".invalid"
+            name += "" if valid else ".invalid"
             if len(mine.manifests) > 1:
                 name = f"{reps['run_id'].iloc[0]}.{name}"
             rows = mine.histograms.merge(chosen[["run_id", "point_id", "repetition"]])

@@ -300,11 +300,8 @@ def _by_point(points: pd.DataFrame, series: list[str]) -> list[tuple[str, bool, 
     """(series label, valid, its repetitions) per point: the valid repetitions, or, for a
     point without any, its invalid ones (drawn hollow)."""
     labelled = points.assign(series=_labels(points, series))
-    out = []
-    for label, reps in labelled.groupby("series", sort=False):
-        valid = reps[reps["valid"]]
-        out.append((label, not valid.empty, valid if not valid.empty else reps))
-    return out
+    return [(label, *derive.shown_repetitions(reps))
+            for label, reps in labelled.groupby("series", sort=False)]
 
 
 def _latency(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
@@ -382,12 +379,6 @@ SOURCES = {
 }
 
 
-def _runner_verdict(points: pd.DataFrame) -> pd.DataFrame:
-    """points with `valid` a plain bool: the runner's verdict (a null one is not valid)."""
-    valid = points.index.isin(derive.valid_points(points).index)
-    return points.assign(valid=valid)
-
-
 def short_reason(reason: object) -> str:
     """The rules a runner's reason names, without details, so that repetitions group by rule.
 
@@ -446,7 +437,7 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     mine = runs.scenario(spec.scenario)
     if mine.manifests.empty:
         return Skipped(spec, f"no run of scenario {spec.scenario} among the given runs")
-    points = _runner_verdict(mine.points)
+    points = derive.with_verdict(mine.points)
     for column, values in spec.only:
         if column in points.columns:
             points = points[points[column].isin(values)]

@@ -170,7 +170,7 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
     if finished:
         replace_older_runs(out, runs)
     ran = {r.scenario for r in runs}
-    kept = [r for r in earlier_runs(out, quick) if only and r.scenario not in ran]
+    kept = [r for r in earlier_runs(out, quick) if r.scenario not in ran] if only else []
     order = [p.stem for p in scenario_paths()]
     entries = sorted(kept + runs, key=lambda r: order.index(r.scenario)
                      if r.scenario in order else len(order))
