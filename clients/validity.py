@@ -210,12 +210,34 @@ def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> str
             f"ran someone else on these vCPUs")
 
 
-def crowded(server_wait_pct: float | None, server_cpu: int | None) -> str | None:
-    if server_wait_pct is None or server_wait_pct <= WAIT_LIMIT_PCT:
+def crowded(server_wait_pct: float | None, server_cpu: int | None,
+            others_pct: float | None = None) -> str | None:
+    """The server waited for its CPU more than WAIT_LIMIT_PCT of the window while other tasks
+    ran there (others_pct: their busy time on its CPU, % of the window). A task waits only
+    while something else runs, so the wait others can explain is at most their running time;
+    the rest is the CPU's interrupt and softirq work (the network stack's, its host's own when
+    receive is steered there) or a halted vCPU slow to wake, none of them a neighbour.
+    Without others_pct, any long wait counts."""
+    if server_wait_pct is None:
+        return None
+    explained = server_wait_pct if others_pct is None else min(server_wait_pct, others_pct)
+    if explained <= WAIT_LIMIT_PCT:
         return None
     where = f" CPU {server_cpu}" if server_cpu is not None else " its CPU"
+    ran = "" if others_pct is None else f" for {others_pct:.0f} % of it"
     return (f"the server waited for its CPU {server_wait_pct:.0f} % of the window: another task "
-            f"ran on{where}")
+            f"ran on{where}{ran}")
+
+
+def foreign_work(others_pct: float | None, server_cpu: int | None) -> str | None:
+    """Per-packet cost is the measured CPU's whole busy time (or its cycle counters) over the
+    packets: other tasks' work there over WAIT_LIMIT_PCT of the window inflates it, even when
+    the server never waited for them."""
+    if others_pct is None or others_pct <= WAIT_LIMIT_PCT:
+        return None
+    where = f"CPU {server_cpu}" if server_cpu is not None else "the server's CPU"
+    return (f"another task ran on {where} for {others_pct:.0f} % of the window: the cycles per "
+            f"packet count that CPU's whole busy time")
 
 
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,

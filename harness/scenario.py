@@ -49,7 +49,7 @@ class Strict(BaseModel):
 class TopologyRef(Strict):
     file: str = "topologies/loopback.yaml"
     backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
-    set: dict[str, str | int | float] = Field(default_factory=dict)
+    set: dict[str, bool | str | int | float] = Field(default_factory=dict)
 
     def path(self, base: Path) -> Path:
         for candidate in (base / self.file, REPO_ROOT / self.file):

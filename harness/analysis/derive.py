@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from clients.validity import KEEP_UP_FRACTION, server_saturated
+from clients.validity import KEEP_UP_FRACTION, server_busy, server_saturated
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
@@ -80,7 +80,21 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["cycles_source"] = cycles_source(out)
     if "server_saturated" not in out or out["server_saturated"].isna().all():
         out["server_saturated"] = _server_saturated(out)  # runs recorded before the rule
+    out["server_busy"] = _server_busy(out)
     return out
+
+
+def _server_busy(points: pd.DataFrame) -> pd.Series:
+    """clients.validity's rule, row by row: the server ran (or waited to run) through its
+    CPU or budget, whether or not it kept up. Null where its CPU was not measured."""
+    cpus = (_column(points, "server_budget_pct") / 100).fillna(1.0)
+    columns = [_column(points, c) for c in ("cpu_server_pct", "server_wait_pct")]
+
+    def judge(cpu: float, wait: float, share: float) -> bool | None:
+        return None if pd.isna(cpu) else server_busy(cpu, share, None if pd.isna(wait) else wait)
+
+    return pd.Series([judge(*values) for values in zip(*columns, cpus, strict=True)],
+                     index=points.index, dtype="boolean")
 
 
 def _server_saturated(points: pd.DataFrame) -> pd.Series:
@@ -166,11 +180,16 @@ def regressions(
 ) -> pd.DataFrame:
     """Least-squares lines of each y against x per group (Banga & Mogul Tables 4, 5, 9, 15).
 
-    Only points that kept up with the offered rate are used: past saturation, the request
-    rate no longer drives CPU time. The x-intercept (where y reaches 0) is the capacity
-    estimate for idle time; for busy metrics it is reported as null.
+    Only points below saturation are used: the server kept up with the offered rate and had
+    CPU to spare. Past saturation the request rate no longer drives CPU time; and a server
+    that used its whole CPU (or budget) while still keeping up, by handling more events per
+    call, has its idle time cut off at 0, so that point cannot lie on the line. The
+    x-intercept (where y reaches 0) is the capacity estimate for idle time, extrapolated as
+    the papers did; for busy metrics it is reported as null.
     """
-    below_knee = points[_column(points, "reply_ratio") >= KEEP_UP_FRACTION]
+    busy = points["server_busy"] if "server_busy" in points else _server_busy(points)
+    below_knee = points[(_column(points, "reply_ratio") >= KEEP_UP_FRACTION)
+                        & ~busy.fillna(False).astype(bool)]
     below_knee = below_knee[_column(below_knee, x) >= min_x]
     rows = []
     groups = below_knee.groupby(by, dropna=False) if by else [((), below_knee)]

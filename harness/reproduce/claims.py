@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from clients.validity import KEEP_UP_FRACTION, server_busy
+from clients.validity import KEEP_UP_FRACTION
 from harness.analysis import derive
 from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
 
@@ -223,15 +223,20 @@ def idle_regression(each: tuple[str, ...]) -> Test:
                                   [*each, "cold_conns"])
         if fits.empty:
             raise Unmeasured("fewer than 3 valid points below saturation per curve")
+        swept = m.levels("cold_conns", recorded=True)
         parts, passed = [], True
         for key, group in fits.groupby(list(each)) if each else [((), fits)]:
             group = group.sort_values("cold_conns")
-            linear = bool((group["r"] <= -0.9).all())
-            capacities = group["x_intercept"].tolist()
-            falls = len(capacities) >= 2 and capacities[-1] < capacities[0]
-            passed &= linear and falls
             key = key if isinstance(key, tuple) else (key,)
             label = _label(dict(zip(each, key, strict=True)))
+            unfitted = sorted(int(c) for c in set(swept) - set(group["cold_conns"]))
+            if unfitted:
+                raise Unmeasured(f"{label}: no line at cold_conns {unfitted}: fewer than 3 "
+                                 "valid points below saturation")
+            linear = bool((group["r"] <= -0.9).all())
+            capacities = group["x_intercept"].tolist()
+            falls = capacities[-1] < capacities[0]
+            passed &= linear and falls
             rs = ", ".join(f"{r:.2f}" for r in group["r"])
             caps = " → ".join(_fmt(c) for c in capacities)
             parts.append(f"{label}: r {rs}{'' if linear else ' ✗'}; capacity {caps} req/s "
@@ -285,11 +290,7 @@ def overflow_regimes(m: Measured) -> Outcome:
     points = m.all[(m.all.get("dispatch") == "rtsig")]
     if points.empty or "sigio_overflows" not in points:
         raise Unmeasured("no rtsig points with SIGIO counters")
-    budget = points.get("server_budget_pct", pd.Series(index=points.index, dtype=float))
-    cpus = (pd.to_numeric(budget, errors="coerce") / 100).fillna(1.0)
-    busy = pd.Series([server_busy(cpu, share) for cpu, share in
-                      zip(pd.to_numeric(points["cpu_server_pct"]), cpus, strict=True)],
-                     index=points.index)
+    busy = points["server_busy"].fillna(False).astype(bool)
     kept_up = points[(points["reply_ratio"] >= KEEP_UP_FRACTION) & ~busy]
     behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION)
                     & points["server_saturated"].astype("boolean").fillna(False)]
@@ -374,9 +375,11 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                ratio_across("cpu_us_per_conn", "cold_conns", high=1.5, dispatch="epoll")),
     ),
     "bmd99-fig8": (
-        _claim("select's reply rate at 2000 cold ≤ 0.6× its rate at 0 cold",
-               "BMD99 Fig. 8", ratio_across("reply_rate_rps", "cold_conns", high=0.6,
-                                            dispatch="select")),
+        _claim("select's reply rate at 2000 cold ≤ 0.75× its rate at 0 cold",
+               "BMD99 Fig. 8 ('select() does not [perform independently of the number of cold "
+               "connections]'; the text gives no number: the bound of BM98 Fig. 9, the same "
+               "measure)",
+               ratio_across("reply_rate_rps", "cold_conns", high=0.75, dispatch="select")),
         _claim("epoll's reply rate at 2000 cold ≥ 0.9× its rate at 0 cold",
                "BMD99 Fig. 8 (new API independent of cold connections)",
                ratio_across("reply_rate_rps", "cold_conns", low=0.9, dispatch="epoll")),

@@ -46,8 +46,11 @@ class PointRecorder:
         interference = [r for r in (
             validity.stolen(row.get("steal_server_cpu_pct"), row.get("steal_generator_cpu_pct")),
             # a server's own workers share its CPU: their waits are not interference
-            validity.crowded(row.get("server_wait_pct"), self.config.cpus.server)
-            if self._server_cpus() == 1 and self._single_process_server() else None) if r]
+            validity.crowded(row.get("server_wait_pct"), self.config.cpus.server,
+                             row.get("other_server_cpu_pct"))
+            if self._server_cpus() == 1 and self._single_process_server() else None,
+            validity.foreign_work(row.get("other_server_cpu_pct"), self.config.cpus.server)
+            if self.config.stream is not None else None) if r]
         reasons.append(validity.closed_loop_elsewhere(
             doc.get("offered_rate_rps"), row.get("hot_conns"), row["server_saturated"],
             row.get("cpu_server_pct"), row.get("generator_wait_pct"))

@@ -146,13 +146,16 @@ def test_a_point_at_the_knee_is_neither_regime():
     assert not claims.overflow_regimes(Measured(frame.drop(columns="server_budget_pct"))).passed
 
 
-def regression_points(idle_at_750: list[float]) -> Measured:
+def regression_points(idle_at_750: list[float], rates_at_750: tuple[float, ...] = (
+        1000.0, 2000.0, 3000.0, 4000.0)) -> Measured:
+    """Idle of a 20 % budget (cpu_server_pct = 20 % × (1 − idle)), every rate kept up with."""
     rows = []
-    for cold, idles in ((0, [80.0, 60.0, 40.0, 20.0]), (750, idle_at_750)):
-        for rate, idle in zip((1000.0, 2000.0, 3000.0, 4000.0), idles, strict=True):
+    for cold, idles, rates in ((0, [80.0, 60.0, 40.0, 20.0], (1000.0, 2000.0, 3000.0, 4000.0)),
+                               (750, idle_at_750, rates_at_750)):
+        for rate, idle in zip(rates, idles, strict=True):
             rows.append({"reply_bytes": 1259, "cold_conns": cold, "offered_rate_rps": rate,
                          "request_rate_rps": rate, "reply_rate_rps": rate,
-                         "cpu_idle_pct": idle})
+                         "server_budget_pct": 20.0, "cpu_server_pct": 0.2 * (100 - idle)})
     return Measured(points(rows))
 
 
@@ -162,6 +165,21 @@ def test_idle_regression_both_ways():
     assert good.passed, good.numbers
     assert not test(regression_points([90.0, 75.0, 60.0, 45.0])).passed  # capacity rises
     assert not test(regression_points([50.0, 10.0, 60.0, 5.0])).passed  # not linear
+
+
+def test_idle_regression_leaves_out_a_server_that_kept_up_on_its_whole_budget():
+    # With 750 cold the budget runs out at 1000 req/s, yet replies keep up to 4000 as each
+    # select() returns more events: those points have idle cut off at 0, off the line.
+    test = claims.idle_regression(("reply_bytes",))
+    linear_then_busy = regression_points([80.0, 55.0, 30.0, 8.0, 2.0, 0.0, 0.0],
+                                         (200.0, 400.0, 600.0, 800.0, 1000.0, 2000.0, 4000.0))
+    result = test(linear_then_busy)
+    assert result.passed, result.numbers
+    assert "capacity 5,000 → 840" in result.numbers  # 750 cold: the line through 200-600
+    # a busy server's points alone are no line: the claim cannot be measured
+    only_busy = regression_points([2.0, 0.0, 0.0, 0.0], (1000.0, 2000.0, 3000.0, 4000.0))
+    with pytest.raises(claims.Unmeasured):
+        test(only_busy)
 
 
 def profiled(select_pct: float, epoll_pct: float) -> Measured:

@@ -45,7 +45,7 @@ def test_a_flat_select_fails_and_exits_1(tmp_path, capsys):
     assert code == 1
     line = next(ln for ln in out.splitlines() if "bmd99-fig8:" in ln)
     assert line.startswith("FAIL")
-    assert "[FAIL] select's reply rate at 2000 cold ≤ 0.6× its rate at 0 cold" in out
+    assert "[FAIL] select's reply rate at 2000 cold ≤ 0.75× its rate at 0 cold" in out
     assert "at cold_conns=2000 / at 0 = 1 ✗" in out
 
 
