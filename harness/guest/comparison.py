@@ -20,9 +20,10 @@ from harness.results.runset import read_runs
 from harness.results.store import RunDir
 
 # Counted, not timed: these hold under an emulated CPU (summed over points × repetitions).
-FUNCTIONAL = {"server_replies": "server replies", "errors_total": "errors",
+FUNCTIONAL = {"server_replies": "replies", "errors_total": "errors",
               "timeouts_total": "timeouts", "replies_non_2xx": "non-2xx",
-              "sigio_overflows": "SIGIO overflows", "cold_held": "cold held"}
+              "sigio_overflows": "SIGIO ovf", "cold_held": "cold held"}
+TABLE_WIDTH = 120
 
 
 def _guest(manifest: dict) -> GuestRecord | None:
@@ -31,21 +32,24 @@ def _guest(manifest: dict) -> GuestRecord | None:
 
 
 def _where(guest: GuestRecord | None) -> str:
-    return "host" if guest is None else f"guest, {guest.accel.upper()}"
+    return "host" if guest is None else f"{guest.accel.upper()} guest"
 
 
 def functional_table(run_dirs: list[Path]) -> Table:
     runs = read_runs(run_dirs)
-    table = Table(title="functional results per kernel (sums over points × repetitions)")
-    for column in ("kernel", "ran on", "points", "valid for timing", *FUNCTIONAL.values()):
-        table.add_column(column, justify="left" if column in ("kernel", "ran on") else "right")
+    table = Table(title="functional results per kernel (sums over points × repetitions; "
+                  "valid: for timing)")
+    counted = [c for c in FUNCTIONAL if c in runs.points and runs.points[c].notna().any()]
+    table.add_column("kernel", no_wrap=True)
+    table.add_column("ran on", no_wrap=True)
+    for column in ("points", "valid", *(FUNCTIONAL[c] for c in counted)):
+        table.add_column(column, justify="right", min_width=len(column))
     for run_id, manifest in runs.raw_manifests.items():
         frame = runs.points[runs.points["run_id"] == run_id]
         valid = int(frame["valid"].astype("boolean").fillna(False).sum())
         cells = [str(manifest["kernel"]["release"]), _where(_guest(manifest)), str(len(frame)),
                  f"{valid}/{len(frame)}"]
-        cells += [f"{frame[c].sum():,.0f}" if c in frame and frame[c].notna().any() else "—"
-                  for c in FUNCTIONAL]
+        cells += [f"{frame[c].sum():,.0f}" if frame[c].notna().any() else "—" for c in counted]
         table.add_row(*cells)
     return table
 
@@ -57,12 +61,14 @@ def print_comparison(run_dirs: list[Path], console: Console) -> int:
     if len(run_dirs) < 2:
         console.print("[yellow]fewer than two kernels ran[/yellow]: nothing to compare")
         return 2
-    Console(file=sys.stdout).print(functional_table(run_dirs))
+    # wide enough for every column when stdout is a file or pipe (rich's default is 80 then)
+    Console(file=sys.stdout, width=max(Console().width, TABLE_WIDTH)).print(
+        functional_table(run_dirs))
     base, candidates = run_dirs[0], run_dirs[1:]
     emulated = [d for d in run_dirs
                 if (g := _guest(RunDir(d).read_manifest())) is not None and g.emulated]
     for run_dir in emulated:
-        console.print(f"[yellow]{run_dir.name}[/yellow]: every point invalid for performance "
+        console.print(f"[yellow]{run_dir}[/yellow]: every point invalid for performance "
                       f"({EMULATED_CPU}); its functional results stand above", highlight=False)
     timed = [d for d in candidates if d not in emulated]
     if base in emulated or not timed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,12 @@ BULK_S = 3.0
 
 
 def ping(prefix: list[str], address: str) -> dict:
-    out = subprocess.run([*prefix, "ping", "-q", "-n", "-c", str(PINGS), "-i", "0.01", "-W", "2",
+    out = subprocess.run([*prefix, "ping", "-n", "-c", str(PINGS), "-i", "0.01", "-W", "2",
                           address], capture_output=True, text=True, check=False).stdout
-    sent, received = (int(n) for n in re.search(r"(\d+) packets transmitted, (\d+) received",
-                                                out).groups())
-    low, avg, high = (float(v) for v in re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", out).groups())
-    return {"sent": sent, "received": received, "rtt_min_ms": low, "rtt_avg_ms": avg,
-            "rtt_max_ms": high}
+    sent = int(re.search(r"(\d+) packets transmitted", out).group(1))
+    rtts = [float(ms) for ms in re.findall(r"icmp_seq=\d+ .*time=([\d.]+) ms", out)]
+    return {"sent": sent, "received": len(rtts), "rtt_min_ms": min(rtts),
+            "rtt_median_ms": statistics.median(rtts), "rtt_max_ms": max(rtts)}
 
 
 def qdiscs(handle, link) -> dict:

@@ -4,7 +4,8 @@ rate and BDP-sized queue limit the kernel applies are checked against the topolo
 
 Tolerances hold under TCG, where guest time runs unevenly: netem cannot deliver early, so
 the lower bounds are tight, and the upper ones leave room for the emulated CPU's lateness.
-- delay: fastest ICMP RTT >= configured - 0.5 ms; mean <= configured + DELAY_SLACK_MS
+- delay: fastest ICMP RTT >= configured - 0.5 ms; median <= configured + DELAY_SLACK_MS
+  (400 pings 10 ms apart: measured under TCG, median 101-105 ms, mean up to 127 ms)
 - loss: the share of pings lost within LOSS_POINTS of the configured rate (binomial,
   400 pings: sigma 2 points, so the band is 5 sigma)
 - rate: TCP goodput each way <= 105 % of what the rate carries, >= RATE_FLOOR of it
@@ -43,7 +44,10 @@ def measured(guest_kernel, tmp_path_factory):
                          ["sch_netem", "veth"])
     print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
     assert result.status == 0, result.console[-3000:]
-    return json.loads((out / "netem.json").read_text())
+    measured = json.loads((out / "netem.json").read_text())
+    print("cold ping:", measured["cold_ping"], "hot goodput bps:", measured["hot_upload_bps"],
+          measured["hot_download_bps"])
+    return measured
 
 
 def test_backend_is_netem(measured):
@@ -55,7 +59,7 @@ def test_delay(measured):
     assert configured == 100
     ping = measured["cold_ping"]
     assert ping["rtt_min_ms"] >= configured - 0.5
-    assert ping["rtt_avg_ms"] <= configured + DELAY_SLACK_MS
+    assert ping["rtt_median_ms"] <= configured + DELAY_SLACK_MS
 
 
 def test_loss(measured):
