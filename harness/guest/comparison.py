@@ -56,11 +56,11 @@ def functional_table(run_dirs: list[Path]) -> Table:
 
 def print_comparison(run_dirs: list[Path], console: Console) -> int:
     """Prints the comparison of run_dirs[0] (the base) with each other run; the exit status
-    is compare's (0 no regression, 1 regression, 3 inconclusive), 2 when nothing could be
-    compared, 0 when no candidate has comparable timings."""
+    is compare's (0 no regression, 1 regression, 3 inconclusive), 2 when compare refused the
+    runs, 0 when there is no pair with comparable timings."""
     if len(run_dirs) < 2:
-        console.print("[yellow]fewer than two kernels ran[/yellow]: nothing to compare")
-        return 2
+        console.print("one kernel's run: nothing to compare it with")
+        return 0
     # wide enough for every column when stdout is a file or pipe (rich's default is 80 then)
     Console(file=sys.stdout, width=max(Console().width, TABLE_WIDTH)).print(
         functional_table(run_dirs))

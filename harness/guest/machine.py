@@ -9,6 +9,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def vng_argv(image: Path, command: list[str], guest: Guest, accel: Accel,
 
 
 def run(image: Path, command: list[str], guest: Guest, accel: Accel, rwdirs: list[Path],
-        modules: list[str] = ()) -> GuestResult:
+        modules: Sequence[str] = ()) -> GuestResult:
     """Boots image, runs command (after loading modules) and returns its exit status;
     GuestError when the kernel does not boot to it, lacks a module, or the guest hangs."""
     check_image(image)

@@ -34,6 +34,7 @@ def test_kernel_with_resume_is_refused(tmp_path, capsys):
     assert "--kernel starts new runs" in capsys.readouterr().err
 
 
+@pytest.mark.guest
 def test_an_unbootable_image_is_a_clear_error(guest_kernel, tmp_path, no_guest_left):
     image = tmp_path / "vmlinuz-not-a-kernel"
     image.write_bytes(b"\x7fELF but not a kernel" * 100)

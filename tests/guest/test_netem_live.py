@@ -29,7 +29,7 @@ DELAY_SLACK_MS = 20.0
 LOSS_POINTS = 10.0
 RATE_FLOOR = 0.5
 
-pytestmark = [pytest.mark.slow, pytest.mark.guest]
+pytestmark = [pytest.mark.slow, pytest.mark.guest, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
