@@ -16,7 +16,6 @@ from rich.table import Table
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.guest import kernels, record
-from harness.guest.comparison import print_comparison
 from harness.guest.machine import GuestError
 from harness.metrics import perf
 from harness.results.format import new_run_id
@@ -157,6 +156,9 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
     except (ScenarioError, FileNotFoundError, GuestError) as exc:
         print(f"wanbench run: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # only here: the compare machinery (scipy) would slow every run's start, in guests most
+    from harness.guest.comparison import print_comparison
+
     outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out, args.set,
                                    args.backend, lambda m: console.log(m, highlight=False))
     status = print_comparison([o.run_dir for o in outcomes if o.run_dir and not o.error],
