@@ -159,8 +159,15 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
     # only here: the compare machinery (scipy) would slow every run's start, in guests most
     from harness.guest.comparison import print_comparison
 
-    outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out, args.set,
-                                   args.backend, lambda m: console.log(m, highlight=False))
+    try:
+        with interrupts.raising():  # SIGTERM too stops the guest (its `finally`) and the run
+            outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out,
+                                           args.set, args.backend,
+                                           lambda m: console.log(m, highlight=False))
+    except interrupts.Interrupted as exc:
+        console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
+                      f"{args.out}", highlight=False)
+        return exc.exit_status
     status = print_comparison([o.run_dir for o in outcomes if o.run_dir and not o.error],
                               console)
     failed = [o for o in outcomes if o.error]
