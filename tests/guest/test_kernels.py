@@ -13,8 +13,9 @@ import pytest
 
 from harness.cli import main
 from harness.guest import accel, machine
+from harness.guest.kernels import needed_modules
 from harness.guest.validity import EMULATED_CPU
-from harness.scenario import Guest
+from harness.scenario import Guest, ScenarioError, parse
 from tests.conftest import REPO, build
 
 SMOKE = REPO / "scenarios/kernels-smoke.yaml"
@@ -85,3 +86,18 @@ def test_host_and_guest_kernels_give_two_runs_and_a_comparison(guest_kernel, tmp
         assert not points["valid"].any()
         assert points["invalid_reason"].str.contains(EMULATED_CPU, regex=False).all()
         assert EMULATED_CPU in " ".join(done.stderr.split())  # as rich wrapped it
+
+
+def test_guest_fields_are_checked():
+    with pytest.raises(ScenarioError, match="guest.pin names 1 host CPU"):
+        parse("name: g\nguest: {cpus: 2, pin: [0]}\n")
+    with pytest.raises(ScenarioError, match="do not exist here"):
+        parse("name: g\nguest: {cpus: 1, pin: [4096]}\n")
+    assert parse("name: g\n").guest is None  # the defaults of Guest, as before this field
+
+
+def test_the_modules_a_run_needs_follow_its_topology_and_backend():
+    wan = parse("name: w\ntopology: {file: topologies/dumbbell-wan.yaml}\n")
+    assert needed_modules(wan, REPO, "netem") == ["sch_netem", "veth"]
+    assert needed_modules(wan, REPO, "userspace") == ["tun", "veth"]
+    assert needed_modules(parse(SMOKE.read_text()), REPO, None) == []
