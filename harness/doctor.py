@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clients.paths import BIN_DIR
+from harness.guest import accel, machine
 from harness.manifest import sysctl
 from harness.metrics import perf
 from harness.topology.addressing import new_prefix
@@ -71,6 +72,28 @@ def check_userspace_emulator() -> Check:
                         ("wb-linkem built" if built else "wb-linkem not built")])
     fix = "" if ok else ("run make" if tun else "modprobe tun (CONFIG_TUN)")
     return Check("userspace link emulator", ok, detail, fix)
+
+
+def check_guests() -> Check:
+    """Whether `wanbench run --kernel IMAGE` can boot guests, and how their CPU runs."""
+    name = "kernels in guests (--kernel)"
+    try:
+        machine.vng()
+    except machine.GuestError as exc:
+        return Check(name, False, str(exc), machine.SETUP_FIX)
+    if shutil.which(accel.QEMU) is None:
+        return Check(name, False, f"{accel.QEMU} not installed", machine.SETUP_FIX)
+    images = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: p.stat().st_mtime)
+    if not images:
+        return Check(name, False, "no kernel image in /boot to probe with",
+                     "install a kernel package, e.g. linux-image-amd64 (Debian)")
+    mode = accel.probe(images[-1])
+    if not mode.emulated:
+        return Check(name, True, f"KVM: {mode.why}")
+    return Check(name, False, f"TCG only: {mode.why}; a guest's points are then all invalid "
+                 "for performance (emulated CPU: timings not comparable), its functional "
+                 "results kept", "a host where KVM works (bare metal, or a VM with nested "
+                 "virtualisation) for comparable timings", shortfall="TCG only")
 
 
 def check_counters() -> Check:
@@ -153,7 +176,8 @@ def check_binaries() -> Check:
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (
-    check_binaries, check_namespaces, check_netem, check_userspace_emulator, check_counters,
+    check_binaries, check_namespaces, check_netem, check_userspace_emulator, check_guests,
+    check_counters,
     check_perf_record,
     lambda: _tool("httperf", "apt-get install httperf"),
     lambda: _tool("wrk", "apt-get install wrk"),

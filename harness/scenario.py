@@ -217,6 +217,31 @@ class Cpus(Strict):
         return self
 
 
+class Guest(Strict):
+    """The virtual machine of `wanbench run --kernel IMAGE` (harness/guest): its size and
+    which host CPUs its vCPU threads are pinned to. The host's own kernel ignores it."""
+
+    cpus: int = Field(2, ge=1, le=64)
+    memory_mb: int = Field(2048, ge=512, le=262_144)
+    # host CPUs for the vCPU threads, one each (vng --pin); None leaves them unpinned
+    pin: list[int] | None = None
+    # the whole guest run, boot to power-off: past it the guest is killed as hung
+    timeout_s: float = Field(1800, gt=0)
+
+    @model_validator(mode="after")
+    def _pin_fits(self) -> Guest:
+        count = os.cpu_count() or 1
+        if self.pin is not None:
+            missing = [cpu for cpu in self.pin if not 0 <= cpu < count]
+            if missing:
+                raise ValueError(f"guest.pin: CPU(s) {missing} do not exist here "
+                                 f"(CPUs 0-{count - 1})")
+            if len(self.pin) != self.cpus:
+                raise ValueError(f"guest.pin names {len(self.pin)} host CPU(s) for "
+                                 f"{self.cpus} vCPU(s); give one per vCPU or leave it out")
+        return self
+
+
 class Range(Strict):
     start: float
     stop: float
@@ -294,6 +319,8 @@ class Scenario(Strict):
     # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
     # up to this many times; every attempt stays in its raw directory.
     interference_retries: int = Field(0, ge=0, le=10)
+    # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
+    guest: Guest | None = None
 
 
 # Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).

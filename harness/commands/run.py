@@ -15,6 +15,8 @@ from rich.table import Table
 
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
+from harness.guest import kernels, record
+from harness.guest.machine import GuestError
 from harness.metrics import perf
 from harness.results.format import new_run_id
 from harness.results.store import RunDir
@@ -51,7 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="topology backend (default: the scenario's)")
     parser.add_argument("--allow-invalid", action="store_true",
                         help="exit 0 even when some point × repetition is invalid")
-    parser.epilog = EXIT_STATUSES
+    parser.add_argument("--kernel", action="append", metavar="IMAGE",
+                        help="run under this kernel: `host` (the running one, here) or a "
+                        "kernel image booted in a guest (virtme-ng; the scenario's `guest` "
+                        "sizes it); repeat for several, each a run of its own, then compared "
+                        "with the first")
+    parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.set_defaults(func=handle)
 
@@ -62,6 +69,10 @@ EXIT_STATUSES = """exit status:
   2    bad input or an error (scenario, missing tool, topology refused by calibration)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 EXIT_INVALID = 1
+KERNELS_EXIT = """
+with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconclusive;
+  0 when no pair of kernels has comparable timings), 2 when a kernel failed (the other
+  kernels' runs are kept) or bad input"""
 
 
 def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
@@ -83,6 +94,8 @@ def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
 
 def handle(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    if args.kernel:
+        return _run_kernels(args, console)
     try:
         scenario, scenario_dir, run_dir = _load(args)
     except (ScenarioError, FileNotFoundError) as exc:
@@ -102,7 +115,8 @@ def handle(args: argparse.Namespace) -> int:
         run_id = run_dir.read_manifest()["run_id"]
     ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
                      run_id=run_id, tsc_hz=machine["cpu"]["tsc_hz"], hardware_counters=counters,
-                     backend=args.backend, on_event=lambda m: console.log(m, highlight=False))
+                     backend=args.backend, on_event=lambda m: console.log(m, highlight=False),
+                     guest=record.current())
     if not counters:
         console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
                       f"from CPU time × TSC frequency and labelled cycles_estimated")
@@ -127,6 +141,40 @@ def handle(args: argparse.Namespace) -> int:
                       f"{EXIT_INVALID} (--allow-invalid to exit 0)", highlight=False)
         return EXIT_INVALID
     return 0
+
+
+def _run_kernels(args: argparse.Namespace, console: Console) -> int:
+    """The scenario under each --kernel, each a run of its own, then their comparison."""
+    if args.resume is not None:
+        print("wanbench run: --kernel starts new runs and --resume continues one; resume "
+              "without --kernel (the run's manifest says which kernel it ran on)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        scenario, _, _ = _load(args)
+        kernels.check_kernels(args.kernel)
+    except (ScenarioError, FileNotFoundError, GuestError) as exc:
+        print(f"wanbench run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # only here: the compare machinery (scipy) would slow every run's start, in guests most
+    from harness.guest.comparison import print_comparison
+
+    try:
+        with interrupts.raising():  # SIGTERM too stops the guest (its `finally`) and the run
+            outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out,
+                                           args.set, args.backend,
+                                           lambda m: console.log(m, highlight=False))
+    except interrupts.Interrupted as exc:
+        console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
+                      f"{args.out}", highlight=False)
+        return exc.exit_status
+    status = print_comparison([o.run_dir for o in outcomes if o.run_dir and not o.error],
+                              console)
+    failed = [o for o in outcomes if o.error]
+    for outcome in failed:
+        console.print(f"[red]kernel {outcome.kernel} failed[/red]: {outcome.error}",
+                      highlight=False)
+    return EXIT_USAGE if failed else status
 
 
 def _invalid_count(run_dir: RunDir) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.guest.record import GuestRecord
 from harness.results.store import RunDir
 from harness.scenario import Scenario
 
@@ -24,6 +25,7 @@ class RunContext:
     backend: str | None = None
     on_event: Callable[[str], None] = print
     topology_manifest: dict[str, Any] = field(default_factory=dict)
+    guest: GuestRecord | None = None  # the virtual machine this run is in; None: the host
 
 
 @dataclass

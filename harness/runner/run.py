@@ -72,6 +72,7 @@ def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict
                  "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
                  else "estimated: server CPU busy time × TSC frequency"},
         "topology": ctx.topology_manifest,
+        "guest": ctx.guest.model_dump(mode="json") if ctx.guest else None,
     }
 
 

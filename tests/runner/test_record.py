@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import clients
+from harness.guest.record import GuestRecord
+from harness.guest.validity import EMULATED_CPU
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.runner.record import PointRecorder
@@ -23,10 +25,12 @@ cpus: {server: 0, generator: 1}
 
 
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
-            generator: str = "sclient", sent: int = 160000) -> dict:
+            generator: str = "sclient", sent: int = 160000,
+            guest: GuestRecord | None = None) -> dict:
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
-                     run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False)
+                     run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
+                     guest=guest)
     document = {"generator": generator, "duration_s": 4.0, "offered_rate_rps": 40000.0,
                 "reply_rate_rps": 40000.0,
                 "requests": {"scheduled": 160000, "sent": sent}, "late_sends": 0,
@@ -62,3 +66,20 @@ def test_httperf_polls_by_design_and_is_judged_by_what_it_sent(tmp_path: Path):
     short = _record(tmp_path, 100.0, None, generator="httperf", sent=140000)
     assert not short["valid"]
     assert short["invalid_reason"].startswith("offered load not delivered")
+
+
+def _guest(accel: str) -> GuestRecord:
+    return GuestRecord(image="/boot/vmlinuz-6.12", accel=accel, accel_why="test", cpus=2,
+                       memory_mb=1024)
+
+
+def test_an_emulated_cpu_makes_timings_invalid_and_keeps_the_counts(tmp_path: Path):
+    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=2.5, guest=_guest("tcg"))
+    assert not row["valid"] and row["invalid_reason"] == EMULATED_CPU
+    assert not row["interference_only"]  # measuring again would not help
+    assert row["reply_rate_rps"] == 40000.0
+
+
+def test_a_guest_under_kvm_is_judged_as_the_host(tmp_path: Path):
+    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=2.5, guest=_guest("kvm"))
+    assert row["valid"], row["invalid_reason"]

@@ -1,0 +1,116 @@
+"""One guest: a kernel image booted with virtme-ng (the host's file system read-only, the
+given directories writable) runs one command and powers off; nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.guest import inside
+from harness.guest.accel import QEMU, Accel
+from harness.guest.console import Console
+from harness.guest.record import GuestRecord
+from harness.scenario import Guest
+
+SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-deps (virtme-ng)"
+
+
+class GuestError(RuntimeError):
+    """The guest could not run its command to the end; the message says why and the fix."""
+
+
+@dataclass(frozen=True)
+class GuestResult:
+    status: int  # the command's exit status inside the guest
+    console: str  # kernel messages and the command's output
+    seconds: float  # boot to power-off
+
+
+def vng() -> Path:
+    """vng of this Python's environment (the venv), else of PATH."""
+    beside = Path(sys.executable).parent / "vng"
+    found = beside if beside.is_file() else shutil.which("vng")
+    if found is None:
+        raise GuestError(f"virtme-ng (vng) is not installed; fix: {SETUP_FIX}")
+    return Path(found)
+
+
+def check_image(image: Path) -> None:
+    """A clear error before any boot: the image must be a readable file."""
+    if not image.is_file():
+        installed = ", ".join(sorted(str(p) for p in Path("/boot").glob("vmlinuz-*"))) or "none"
+        raise GuestError(f"kernel image {image}: no such file (installed: {installed}); give "
+                         "a vmlinuz/bzImage path, or `host` for the running kernel")
+    if not os.access(image, os.R_OK):
+        raise GuestError(f"kernel image {image}: not readable; run as root or chmod it")
+
+
+def record_for(image: Path, guest: Guest, accel: Accel) -> GuestRecord:
+    return GuestRecord(image=str(image), accel=accel.mode, accel_why=accel.why, cpus=guest.cpus,
+                       memory_mb=guest.memory_mb, pin=guest.pin)
+
+
+def vng_argv(image: Path, command: list[str], guest: Guest, accel: Accel,
+             rwdirs: list[Path]) -> list[str]:
+    argv = [str(vng()), "--run", str(image), "--cpus", str(guest.cpus),
+            "--memory", f"{guest.memory_mb}M", "--user", "root", "--disable-monitor"]
+    if accel.emulated:
+        argv.append("--disable-kvm")
+    if guest.pin:
+        argv += ["--pin", ",".join(str(cpu) for cpu in guest.pin)]
+    for directory in rwdirs:
+        argv += ["--rwdir", str(directory)]
+    return argv + ["--exec", shlex.join(command)]
+
+
+def run(image: Path, command: list[str], guest: Guest, accel: Accel, rwdirs: list[Path],
+        modules: Sequence[str] = ()) -> GuestResult:
+    """Boots image, runs command (after loading modules) and returns its exit status;
+    GuestError when the kernel does not boot to it, lacks a module, or the guest hangs."""
+    check_image(image)
+    if shutil.which(QEMU) is None:
+        raise GuestError(f"{QEMU} is not installed; fix: {SETUP_FIX}")
+    wrapped = [sys.executable, "-m", "harness.guest.inside",
+               "--record", record_for(image, guest, accel).model_dump_json(),
+               *(f"--module={m}" for m in modules), "--", *command]
+    # vng runs virtme-run from PATH: the venv's bin must be on it
+    env = {**os.environ, "PATH": f"{vng().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    start = time.monotonic()
+    console = Console(vng_argv(image, wrapped, guest, accel, rwdirs), env=env)
+    try:
+        finished = console.read_until(start + guest.timeout_s)
+    finally:
+        console.stop()
+    return _judge(image, console, finished, guest, time.monotonic() - start)
+
+
+def _judge(image: Path, console: Console, finished: bool, guest: Guest,
+           seconds: float) -> GuestResult:
+    text = console.text
+    missing = re.search(rf"{inside.MISSING_MODULE} (\S+): (.*)", text)
+    if missing:
+        raise GuestError(f"kernel {image} lacks module {missing.group(1)} that the run needs "
+                         f"({missing.group(2).strip()}); fix: a kernel built with it (e.g. "
+                         "Debian's generic flavour) or another topology backend")
+    if not finished:
+        where = ("its command did not finish" if inside.STARTED in text
+                 else "it did not boot to its command")
+        raise GuestError(f"kernel {image}: guest hung ({where} within guest.timeout_s = "
+                         f"{guest.timeout_s:g} s) and was killed; last console lines:\n"
+                         f"{console.tail()}")
+    if inside.STARTED not in text:
+        raise GuestError(f"kernel {image} did not boot to the command (a kernel for this "
+                         "architecture with virtio and 9p, e.g. Debian's generic flavour, "
+                         f"not -cloud?); last console lines:\n{console.tail()}")
+    status = re.search(rf"{inside.EXITED} (-?\d+)", text)
+    if status is None:
+        raise GuestError(f"kernel {image}: the guest stopped before its command finished "
+                         f"(a crash or panic?); last console lines:\n{console.tail()}")
+    return GuestResult(int(status.group(1)), text, seconds)

@@ -1,0 +1,103 @@
+"""`wanbench run --kernel`: the host's kernel and a guest's each give a run, then the
+comparison; and each way a guest can fail is a clear error that leaves nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from harness.guest import accel, machine
+from harness.guest.kernels import needed_modules
+from harness.guest.validity import EMULATED_CPU
+from harness.scenario import Guest, ScenarioError, parse
+from tests.conftest import REPO, build
+
+SMOKE = REPO / "scenarios/kernels-smoke.yaml"
+
+
+def test_a_missing_image_is_refused_before_any_run(tmp_path, capsys):
+    status = main(["run", str(SMOKE), "--kernel", "host", "--kernel", "/nonexistent/vmlinuz",
+                   "--out", str(tmp_path)])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "kernel image /nonexistent/vmlinuz: no such file" in err
+    assert not list(tmp_path.iterdir())  # not even the host's run started
+
+
+def test_kernel_with_resume_is_refused(tmp_path, capsys):
+    assert main(["run", "--resume", str(tmp_path), "--kernel", "host"]) == 2
+    assert "--kernel starts new runs" in capsys.readouterr().err
+
+
+@pytest.mark.guest
+def test_an_unbootable_image_is_a_clear_error(guest_kernel, tmp_path, no_guest_left):
+    image = tmp_path / "vmlinuz-not-a-kernel"
+    image.write_bytes(b"\x7fELF but not a kernel" * 100)
+    with pytest.raises(machine.GuestError, match="did not boot to the command"):
+        machine.run(image, ["true"], Guest(timeout_s=120), accel.Accel("tcg", "test"), [])
+
+
+@pytest.mark.slow
+@pytest.mark.guest
+def test_a_hung_guest_is_killed(guest_kernel, no_guest_left):
+    with pytest.raises(machine.GuestError, match="guest hung"):
+        machine.run(guest_kernel, ["sleep", "600"], Guest(timeout_s=10),
+                    accel.Accel("tcg", "test"), [])
+
+
+@pytest.mark.slow
+@pytest.mark.guest
+def test_a_missing_module_is_named(guest_kernel, no_guest_left):
+    with pytest.raises(machine.GuestError, match="lacks module wanbench_no_such_module"):
+        machine.run(guest_kernel, ["true"], Guest(timeout_s=300), accel.Accel("tcg", "test"),
+                    [], ["wanbench_no_such_module"])
+
+
+@pytest.mark.slow
+@pytest.mark.guest
+@pytest.mark.timeout(900)  # the guest's run takes about 140 s under TCG here
+def test_host_and_guest_kernels_give_two_runs_and_a_comparison(guest_kernel, tmp_path,
+                                                               no_guest_left):
+    for target in ("build/bin/wb-server", "build/bin/wb-sclient"):
+        build(target)
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(SMOKE),
+                           "--kernel", "host", "--kernel", str(guest_kernel),
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=840, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted((tmp_path / "kernels-smoke").iterdir())
+    assert len(runs) == 2
+    manifests = [json.loads((run / "manifest.json").read_text()) for run in runs]
+    host, guest = sorted(manifests, key=lambda m: m["guest"] is not None)
+    assert host["guest"] is None and host["kernel"]["release"] == os.uname().release
+    assert guest["kernel"]["release"] == guest_kernel.name.removeprefix("vmlinuz-")
+    assert guest["guest"]["image"] == str(guest_kernel)
+    points = pd.read_parquet(runs[[m is guest for m in manifests].index(True)] /
+                             "points.parquet")
+    assert (points["server_replies"] > 0).all()  # the guest's server answered: function holds
+    assert "functional results per kernel" in done.stdout
+    if guest["guest"]["accel"] == "tcg":
+        assert not points["valid"].any()
+        assert points["invalid_reason"].str.contains(EMULATED_CPU, regex=False).all()
+        assert EMULATED_CPU in " ".join(done.stderr.split())  # as rich wrapped it
+
+
+def test_guest_fields_are_checked():
+    with pytest.raises(ScenarioError, match="guest.pin names 1 host CPU"):
+        parse("name: g\nguest: {cpus: 2, pin: [0]}\n")
+    with pytest.raises(ScenarioError, match="do not exist here"):
+        parse("name: g\nguest: {cpus: 1, pin: [4096]}\n")
+    assert parse("name: g\n").guest is None  # the defaults of Guest, as before this field
+
+
+def test_the_modules_a_run_needs_follow_its_topology_and_backend():
+    wan = parse("name: w\ntopology: {file: topologies/dumbbell-wan.yaml}\n")
+    assert needed_modules(wan, REPO, "netem") == ["sch_netem", "veth"]
+    assert needed_modules(wan, REPO, "userspace") == ["tun", "veth"]
+    assert needed_modules(parse(SMOKE.read_text()), REPO, None) == []
