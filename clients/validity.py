@@ -23,9 +23,14 @@ place. The rules (docs/validity.md lists them for users):
 - cold connections were lost (fewer held to the end than asked);
 - neighbours interfered: more than STEAL_LIMIT_PCT of the server's or the generator's CPU
   was stolen by the hypervisor, or the server waited more than WAIT_LIMIT_PCT of the window
-  for its CPU while another task ran there;
+  for its CPU while other tasks ran there long enough to explain it;
 - a closed loop meant to load the server did not: the server was not the bottleneck, so the
-  reply rate measures the generator, the link or the round trips.
+  reply rate measures the generator, the link or the round trips;
+- stream scenarios: other tasks ran more than WAIT_LIMIT_PCT of the window on the measured
+  CPU, whose whole busy time the cycles per packet count;
+- the CPU was emulated (a guest under QEMU's TCG): time ran at the emulator's pace, so
+  timings say nothing of the kernel, while what the run counted (errors, overflows,
+  replies) still holds.
 
 Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
 (see its docstring).
@@ -238,6 +243,13 @@ def foreign_work(others_pct: float | None, server_cpu: int | None) -> str | None
     where = f"CPU {server_cpu}" if server_cpu is not None else "the server's CPU"
     return (f"another task ran on {where} for {others_pct:.0f} % of the window: the cycles per "
             f"packet count that CPU's whole busy time")
+
+
+EMULATED_CPU = "emulated CPU: timings not comparable"
+
+
+def emulated_cpu(emulated: bool) -> str | None:
+    return EMULATED_CPU if emulated else None
 
 
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,

@@ -10,11 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from clients.validity import EMULATED_CPU
 from harness.analysis.compare import engine, render
 from harness.analysis.compare.report import Refused, build_report
 from harness.analysis.compare.samples import NotARun
 from harness.guest.record import GuestRecord
-from harness.guest.validity import EMULATED_CPU
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
 from harness.results.store import RunDir

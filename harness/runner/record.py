@@ -7,7 +7,6 @@ import os
 from typing import Any
 
 from clients import validity
-from harness.guest.validity import emulated_cpu
 from harness.results import rows
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
@@ -56,7 +55,8 @@ class PointRecorder:
             doc.get("offered_rate_rps"), row.get("hot_conns"), row["server_saturated"],
             row.get("cpu_server_pct"), row.get("generator_wait_pct"))
             if self.config.stream is None else None)
-        reasons.append(emulated_cpu(self.ctx.guest))  # counts stand, timings do not
+        reasons.append(validity.emulated_cpu(
+            self.ctx.guest is not None and self.ctx.guest.emulated))  # counts stand, timings do not
         reasons = [r for r in reasons if r]
         row["valid"] = not (reasons or interference)
         row["invalid_reason"] = "; ".join(reasons + interference) or None

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from clients.validity import EMULATED_CPU
 from harness.guest.comparison import print_comparison
-from harness.guest.validity import EMULATED_CPU
 from tests.analysis.compare_synthetic import make_run
 
 

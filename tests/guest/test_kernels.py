@@ -11,10 +11,10 @@ import sys
 import pandas as pd
 import pytest
 
+from clients.validity import EMULATED_CPU
 from harness.cli import main
 from harness.guest import accel, machine
 from harness.guest.kernels import needed_modules
-from harness.guest.validity import EMULATED_CPU
 from harness.scenario import Guest, ScenarioError, parse
 from tests.conftest import REPO, build
 

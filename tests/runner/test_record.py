@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import clients
+from clients.validity import EMULATED_CPU
 from harness.guest.record import GuestRecord
-from harness.guest.validity import EMULATED_CPU
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.runner.record import PointRecorder
