@@ -206,6 +206,8 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
             assert current is not None
 
             def stop(signum: int) -> None:
+                if received:  # already stopping: a second signal must not cut the teardown short
+                    return
                 received.append(signum)
                 current.cancel()
 

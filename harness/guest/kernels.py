@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import interrupts
 from harness.guest import accel, inside, machine
 from harness.guest.machine import GuestError
 from harness.scenario import Guest, Scenario, points
@@ -19,6 +20,8 @@ HOST = "host"
 # what each topology backend needs of a guest kernel besides namespaces (a module built in
 # counts: modprobe succeeds for it)
 BACKEND_MODULES = {"netem": ["sch_netem"], "userspace": ["tun"]}
+# how long a stopped host run may take to tear its topology down and keep its points
+HOST_RUN_STOP_S = 120.0
 
 
 @dataclass
@@ -63,6 +66,24 @@ def _guest_output(console: str) -> str:
     return console.split(inside.STARTED, 1)[-1].split(inside.EXITED, 1)[0].strip()
 
 
+def _run_on_host(argv: list[str]) -> int:
+    """`wanbench run` on the host; stopped, it gets the signal and tears down its own topology
+    and processes (subprocess.run would SIGKILL it and leave them to `topo clean`)."""
+    child = subprocess.Popen(argv)
+    try:
+        return child.wait()
+    except interrupts.Interrupted as stop:
+        if child.poll() is None:
+            # a terminal's ^C reached it already, and a run ignores a second stop signal
+            child.send_signal(stop.signum)
+            try:
+                child.wait(timeout=HOST_RUN_STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        raise
+
+
 def run_kernels(scenario_file: Path, scenario: Scenario, kernels: list[str], out: Path,
                 sets: list[str], backend: str | None,
                 on_event: Callable[[str], None]) -> list[KernelOutcome]:
@@ -84,7 +105,7 @@ def run_kernels(scenario_file: Path, scenario: Scenario, kernels: list[str], out
         try:
             if kernel == HOST:
                 on_event("kernel host: the running kernel, on the host")
-                status = subprocess.run(argv).returncode
+                status = _run_on_host(argv)
             else:
                 if mode is None:
                     mode = accel.probe(Path(kernel))

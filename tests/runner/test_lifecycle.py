@@ -256,3 +256,27 @@ def test_stop_signal_during_calibration_tears_down_at_once(tmp_path: Path, sig: 
     assert took < 15, f"teardown took {took:.1f} s"
     assert not ours & _namespaces(), "the run's namespaces must be gone"
     assert not list((tmp_path / "state").glob("*.json")), "the ledger must be gone"
+
+
+@pytest.mark.timing
+@needs_root
+def test_a_stopped_kernel_host_run_tears_its_own_topology_down(tmp_path: Path, monkeypatch):
+    # `run --kernel host` runs the scenario in a child `wanbench run`: stopped, the parent
+    # passes the signal on and waits for the child's teardown rather than killing it
+    build("build/bin/wb-linkem")
+    monkeypatch.setenv("WANBENCH_TOPO_STATE", str(tmp_path / "state"))
+    out = tmp_path / "results"
+    proc = subprocess.Popen(WANBENCH + ["run", str(write_scenario(tmp_path, WAN)), "--kernel",
+                                        "host", "--out", str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait(lambda: _agent_of(proc.pid), 60, "the host run's calibration never started")
+    (ledger,) = Ledger.load_all(tmp_path / "state")
+    ours = {ns for ns in _namespaces() if ns.startswith(ledger.prefix + "-")}
+    assert ours, "the host run's namespaces were built"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr, stderr
+    assert not ours & _namespaces(), "the host run's namespaces must be gone"
+    assert not list((tmp_path / "state").glob("*.json")), "its ledger must be gone"
+    assert not _processes_with(str(out)), "nothing of the host run may be left running"
