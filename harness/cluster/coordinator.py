@@ -120,10 +120,10 @@ def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
         for future in as_completed(list(futures.values()), timeout=timeout):
             if future.status != "finished":  # the first failure stops them all
                 break
-    failed = {name: future for name, future in futures.items() if future.status != "finished"}
-    if failed:
+    problems = _problems(futures)
+    if problems:
         client.cancel(list(futures.values()))
-        raise ClusterError("; ".join(_why(name, future) for name, future in failed.items()))
+        raise ClusterError("; ".join(problems))
     results: dict[str, ShardResult] = {name: future.result() for name, future in futures.items()}
     documents = {name: result.document for name, result in results.items()}
     window = spec.duration_s
@@ -135,7 +135,10 @@ def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
     return ClusterLoad(merged, documents, {n: r.start_lag_s for n, r in results.items()}, clocks)
 
 
-def _why(name: str, future: Any) -> str:
-    if future.status == "error":
-        return f"{name}: {future.exception()}"
-    return validity.worker_lost(name, " (its shard did not finish)")
+def _problems(futures: dict[str, Any]) -> list[str]:
+    """Why the shards did not all finish: the errors the failed ones raised, else (none
+    failed, some never finished) the workers that were lost."""
+    errors = [f"{name}: {future.exception()}" for name, future in futures.items()
+              if future.status == "error"]
+    return errors or [validity.worker_lost(name, " (its shard did not finish)")
+                      for name, future in futures.items() if future.status != "finished"]
