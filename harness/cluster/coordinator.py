@@ -20,6 +20,9 @@ from harness.cluster.shard import ShardResult, run_shard
 # Time every shard has to receive its task before the scheduled start (one round trip to the
 # scheduler and one to the worker, with room for a loaded host)
 START_MARGIN_S = 1.0
+# A shard not finished this long after its window ended is given up (its host named)
+FINISH_MARGIN_S = 60.0
+WATCH_S = 0.5  # how often the run looks for workers that left
 
 
 @dataclass
@@ -102,8 +105,6 @@ def split(spec: LoadSpec, parts: int) -> list[LoadSpec]:
 def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
     """spec split over the workers of role, started at one time on all of them; a worker
     that is lost or fails makes ClusterError naming it, its peers' tasks cancelled."""
-    from distributed import as_completed
-
     workers = workers_of(client, role)
     clocks = clock_offsets(client, workers)
     shards = split(spec, len(workers))
@@ -115,12 +116,10 @@ def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
         futures[name] = client.submit(run_shard, fields, start_at + clocks[name].offset_s,
                                       workers=[address], allow_other_workers=False,
                                       resources={resource(role): 1}, pure=False)
-    timeout = START_MARGIN_S + spec.warmup_s + spec.duration_s + 60
-    with contextlib.suppress(TimeoutError), client.as_current():  # as_completed asks for it
-        for future in as_completed(list(futures.values()), timeout=timeout):
-            if future.status != "finished":  # the first failure stops them all
-                break
-    problems = _problems(futures)
+    placed = dict(zip(futures, workers, strict=False))  # name -> address
+    lost = _watch(client, futures, placed,
+                  START_MARGIN_S + spec.warmup_s + spec.duration_s + FINISH_MARGIN_S)
+    problems = _problems(futures, lost)
     if problems:
         client.cancel(list(futures.values()))
         raise ClusterError("; ".join(problems))
@@ -135,10 +134,33 @@ def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
     return ClusterLoad(merged, documents, {n: r.start_lag_s for n, r in results.items()}, clocks)
 
 
-def _problems(futures: dict[str, Any]) -> list[str]:
-    """Why the shards did not all finish: the errors the failed ones raised, else (none
-    failed, some never finished) the workers that were lost."""
+def _watch(client: Any, futures: dict[str, Any], placed: dict[str, str],
+           timeout_s: float) -> list[str]:
+    """Wait until every shard finished, one failed, a worker left the scheduler or the time
+    ran out; the names of the workers that left with their shard unfinished."""
+    from distributed import wait
+
+    deadline = time.monotonic() + timeout_s
+    with client.as_current():  # wait() asks for the current client
+        while time.monotonic() < deadline:
+            pending = [f for f in futures.values() if not f.done()]
+            if not pending or any(f.status == "error" for f in futures.values()):
+                return []
+            present = client.scheduler_info()["workers"]
+            lost = [name for name, address in placed.items()
+                    if address not in present and not futures[name].done()]
+            if lost:
+                return lost
+            with contextlib.suppress(TimeoutError):
+                wait(pending, timeout=WATCH_S, return_when="FIRST_COMPLETED")
+    return []
+
+
+def _problems(futures: dict[str, Any], lost: list[str]) -> list[str]:
+    """Why the shards did not all finish: the errors the failed ones raised, the workers
+    that were lost, else those whose shard did not finish in time."""
     errors = [f"{name}: {future.exception()}" for name, future in futures.items()
               if future.status == "error"]
-    return errors or [validity.worker_lost(name, " (its shard did not finish)")
-                      for name, future in futures.items() if future.status != "finished"]
+    return errors or [validity.worker_lost(name, " (it left the scheduler)") for name in lost] \
+        or [validity.worker_lost(name, " (its shard did not finish in time)")
+            for name, future in futures.items() if future.status != "finished"]

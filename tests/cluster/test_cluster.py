@@ -3,8 +3,10 @@ worker`) on loopback, real wb-sclient shards against a real wb-server."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from clients import LoadSpec, validity
 from clients.schema import Histogram, merge_documents, skeleton
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
-from harness.cluster.coordinator import connect, run_load, split, workers_of
+from harness.cluster.coordinator import START_MARGIN_S, connect, run_load, split, workers_of
 from harness.cluster.shard import run_shard
 from harness.servers import running
 from tests.clients.conftest import server_config
@@ -95,6 +97,28 @@ def test_a_worker_refuses_a_target_outside_the_ranges_even_when_asked(scheduler)
                   "allow_any_target": True}
         future = client.submit(run_shard, fields, 0.0, workers=[address], pure=False)
         assert isinstance(future.exception(timeout=30), TargetRefused)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_mid_run_is_named(scheduler, server):
+    """A worker of its own role killed during its shard: the run says which host it was."""
+    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler, "--role", "doomed",
+                               "--name", "doomed-a", "--host", "127.0.0.1"],
+                              stderr=subprocess.DEVNULL)
+    spec = sclient_spec(targets=[server.address], hot_conns=1, rate_rps=50, duration_s=1.5,
+                        warmup_s=0.2)
+    try:
+        with connect(scheduler) as client:
+            client.wait_for_workers(len(HOT_WORKERS) + 1, timeout=60)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                running_load = pool.submit(run_load, client, spec, "doomed")
+                time.sleep(START_MARGIN_S)  # about the scheduled start: its shard is placed
+                worker.kill()
+                with pytest.raises(ClusterError, match="worker doomed-a was lost"):
+                    running_load.result(timeout=60)
+    finally:
+        worker.kill()
+        worker.wait()
 
 
 def test_an_unreachable_scheduler_is_a_clear_error_before_anything_starts():
