@@ -135,6 +135,13 @@ def test_a_bad_role_is_refused_before_dask_starts():
     assert done.returncode == 2 and "is not a role name" in done.stderr
 
 
+def test_a_single_box_load_does_not_import_dask():
+    done = subprocess.run([sys.executable, "-c", "import sys, harness.commands.load, "
+                           "harness.commands.worker; print('distributed' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
+
+
 def test_split_spreads_connections_and_rate_over_shards():
     spec = sclient_spec(targets=["127.0.0.1:9"], hot_conns=5, rate_rps=1000, cold_conns=3)
     shards = split(spec, 2)
