@@ -110,6 +110,89 @@ def merge_histograms(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _sum(values: list[Any]) -> Any:
+    """The sum of the values a shard reported; None when none did."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _peak(values: list[Any]) -> Any:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _add_counts(parts: list[dict[str, Any] | None]) -> dict[str, Any]:
+    keys = dict.fromkeys(k for part in parts if part for k in part)
+    return {k: _sum([(part or {}).get(k) for part in parts]) for k in keys}
+
+
+def _merged_histogram(hists: list[dict[str, Any]]) -> dict[str, Any]:
+    if any(h.get("buckets") is None for h in hists):  # a tool without buckets: no exact merge
+        return null_histogram()
+    merged = hists[0]
+    for other in hists[1:]:
+        merged = merge_histograms(merged, other)
+    return merged
+
+
+def _merged_timeline(docs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    seconds: dict[int, list[dict[str, Any]]] = {}
+    for doc in docs:
+        for row in doc.get("timeline") or []:
+            seconds.setdefault(row["t_s"], []).append(row)
+    if not seconds:
+        return None
+    return [{"t_s": t, **{k: v for k, v in _add_counts(rows).items() if k != "t_s"}}
+            for t, rows in sorted(seconds.items())]
+
+
+def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One result document from the documents of generator shards that ran at once on
+    several hosts (name -> document): counts, rates, errors and CPU times add, histograms
+    merge exactly (bucket counts add), the window is the shortest shard's, and the result is
+    valid only when every shard is, each shard's reasons kept under its name. `shards`
+    counts the processes, each with a CPU of its own, as wb-sclient's own sharding does."""
+    if not shards:
+        raise ValueError("no shard documents to merge")
+    docs = list(shards.values())
+    first = docs[0]
+    cold = [d.get("cold") or {} for d in docs]
+    streams = [d["stream"] for d in docs if d.get("stream")]
+    memory = [d.get("generator_memory") or {} for d in docs]
+    established = _sum([c.get("established") for c in cold])
+    cold_bytes = _sum([(m.get("bytes_per_cold_conn") or 0) * (c.get("established") or 0)
+                       for m, c in zip(memory, cold, strict=True)])
+    return {
+        **first,
+        "valid": all(d.get("valid", True) for d in docs),
+        "invalid_reasons": [f"{name}: {reason}" for name, doc in shards.items()
+                            for reason in doc.get("invalid_reasons") or []],
+        "duration_s": min((d["duration_s"] for d in docs if d.get("duration_s") is not None),
+                          default=None),
+        **{key: _sum([d.get(key) for d in docs])
+           for key in ("offered_rate_rps", "request_rate_rps", "reply_rate_rps", "late_sends",
+                       "shards")},
+        "late_threshold_us": _peak([d.get("late_threshold_us") for d in docs]),
+        "max_schedule_slip_us": _peak([d.get("max_schedule_slip_us") for d in docs]),
+        "requests": _add_counts([d.get("requests") for d in docs]),
+        "replies": {"total": _sum([(d.get("replies") or {}).get("total") for d in docs]),
+                    "by_status": _add_counts([(d.get("replies") or {}).get("by_status")
+                                              for d in docs])},
+        "errors": _add_counts([d.get("errors") for d in docs]),
+        "latency": {kind: _merged_histogram([d["latency"][kind] for d in docs])
+                    for kind in first["latency"]},
+        "timeline": _merged_timeline(docs),
+        "cold": {**_add_counts(cold), "established_s": _peak([c.get("established_s")
+                                                              for c in cold])},
+        "stream": {**_add_counts(streams), "write_bytes": streams[0].get("write_bytes")}
+        if streams else None,
+        "generator_cpu": _add_counts([d.get("generator_cpu") for d in docs]),
+        "generator_memory": {"rss_kb": _sum([m.get("rss_kb") for m in memory]),
+                             "bytes_per_cold_conn": cold_bytes / established
+                             if established and cold_bytes else None},
+    }
+
+
 def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
     """A result document with every key present and nothing measured (null)."""
     return {

@@ -31,6 +31,9 @@ place. The rules (docs/validity.md lists them for users):
 - the CPU was emulated (a guest under QEMU's TCG): time ran at the emulator's pace, so
   timings say nothing of the kernel, while what the run counted (errors, overflows,
   replies) still holds.
+- several hosts (wanbench's cluster): a host's clock was off the run's host's by more than
+  CLOCK_OFFSET_FRACTION of the window, so the hosts' windows did not overlap enough to add
+  their rates; or a worker was lost during the point.
 
 Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
 (see its docstring).
@@ -49,6 +52,9 @@ POISSON_SIGMAS = 3.0
 SERVER_BUSY_PCT = 90.0  # of the CPUs the server may use
 KEEP_UP_FRACTION = 0.95  # a point keeps up when replies reach 95 % of the offered rate
 STEAL_LIMIT_PCT = 5.0
+# Shards start at one scheduled time read from each host's clock: an offset of 1 % of the
+# window leaves 99 % of it overlapping, within RATE_TOLERANCE's noise for added rates
+CLOCK_OFFSET_FRACTION = 0.01
 WAIT_LIMIT_PCT = 5.0
 # Generators that poll by design: httperf's CPU reads 100 % at any rate (measured at 500
 # req/s), so its CPU says nothing of saturation; the offered-load rule judges it instead
@@ -243,6 +249,21 @@ def foreign_work(others_pct: float | None, server_cpu: int | None) -> str | None
     where = f"CPU {server_cpu}" if server_cpu is not None else "the server's CPU"
     return (f"another task ran on {where} for {others_pct:.0f} % of the window: the cycles per "
             f"packet count that CPU's whole busy time")
+
+
+def clock_offset(host: str, offset_s: float, uncertainty_s: float, window_s: float) -> str | None:
+    """offset_s: the host's clock less the run's host's; uncertainty_s: half the exchange's
+    round trip, which the offset may be off by too."""
+    worst = abs(offset_s) + uncertainty_s
+    if worst <= CLOCK_OFFSET_FRACTION * window_s:
+        return None
+    return (f"the clock of {host} is {offset_s * 1e3:+.1f} ms (± {uncertainty_s * 1e3:.1f} ms) "
+            f"off the run's host's, over {CLOCK_OFFSET_FRACTION:.0%} of the {window_s:g} s "
+            f"window: synchronise the hosts' clocks (chrony) and resume")
+
+
+def worker_lost(host: str, said: str = "") -> str:
+    return f"worker {host} was lost during the point{said}"
 
 
 EMULATED_CPU = "emulated CPU: timings not comparable"

@@ -18,6 +18,7 @@ COMMANDS = {
     "plot": "harness.commands.plot",
     "compare": "harness.commands.compare",
     "reproduce": "harness.commands.reproduce",
+    "worker": "harness.commands.worker",
 }
 
 

@@ -16,6 +16,7 @@ from clients import GeneratorFailed, LoadSpec, command, parse_result, run
 from clients.paths import MissingBinary
 from clients.spec import add_arguments, load_options
 from clients.targets import TargetRefused
+from harness.cluster import ClusterError
 from harness.procs import forwarding_signals
 
 
@@ -25,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run one load generator and write its result document (clients/SCHEMA.md).")
     add_arguments(p, load_options())
     p.add_argument("--json", type=Path, metavar="PATH", help="write the result document here")
+    p.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                   help="split the load over the Dask workers of --role (several hosts) and "
+                        "merge their documents")
+    p.add_argument("--role", default="hot", help="with --cluster: the workers' role (hot)")
     p.set_defaults(func=handle)
 
 
@@ -70,13 +75,31 @@ def summary(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def on_cluster(spec: LoadSpec, scheduler: str, role: str) -> dict[str, Any]:
+    """spec split over the role's workers; each host's start and clock printed as it went."""
+    from harness.cluster.coordinator import connect, run_load
+
+    if spec.duration_s == 0:
+        raise ValueError("--cluster runs a measured window: give --duration > 0")
+    spec.resolved_targets()  # refused here too, before any worker is asked
+    with connect(scheduler) as client:
+        load = run_load(client, spec, role)
+    for host, clock in load.clocks.items():
+        print(f"{host}: clock {clock.offset_s * 1e3:+.2f} ms (± {clock.uncertainty_s * 1e3:.2f}),"
+              f" started {load.start_lag_s[host] * 1e3:.1f} ms after the scheduled time")
+    return load.document
+
+
 def handle(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="wb-load-") as tmp:
         try:
             spec = spec_from_args(args, os.path.join(tmp, "result.json"))
-            doc = hold(spec) if spec.duration_s == 0 else run(spec)
+            if args.cluster:
+                doc = on_cluster(spec, args.cluster, args.role)
+            else:
+                doc = hold(spec) if spec.duration_s == 0 else run(spec)
         except (TargetRefused, ValueError, GeneratorFailed, FileNotFoundError,
-                MissingBinary) as exc:
+                MissingBinary, ClusterError) as exc:
             print(f"wanbench load: {exc}", file=sys.stderr)
             return 2
     print(summary(doc))

@@ -1,0 +1,177 @@
+"""Several hosts through Dask distributed: a scheduler and two hot workers (`wanbench
+worker`) on loopback, real wb-sclient shards against a real wb-server."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clients import LoadSpec, validity
+from clients.schema import Histogram, merge_documents, skeleton
+from clients.targets import TargetRefused
+from harness.cluster import ClusterError
+from harness.cluster.coordinator import START_MARGIN_S, connect, run_load, split, workers_of
+from harness.cluster.shard import run_shard
+from harness.servers import running
+from tests.clients.conftest import server_config
+from tests.conftest import build, free_port
+
+distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
+WANBENCH = [sys.executable, "-m", "harness.cli"]
+HOT_WORKERS = ("hot-a", "hot-b")
+
+
+def sclient_spec(**fields) -> LoadSpec:
+    return LoadSpec(generator="sclient", **fields)
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """tcp://ADDR:PORT of a scheduler with two hot workers; every process stopped after."""
+    build("build/bin/wb-sclient")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    port = address.rpartition(":")[2]
+    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
+                               "--port", port, "--no-dashboard"], stderr=subprocess.DEVNULL)]
+    try:
+        for name in HOT_WORKERS:
+            procs.append(subprocess.Popen(
+                [*WANBENCH, "worker", "--scheduler", address, "--role", "hot", "--name", name,
+                 "--host", "127.0.0.1"], stderr=subprocess.DEVNULL))
+        with connect(address, timeout_s=30) as client:
+            client.wait_for_workers(len(HOT_WORKERS), timeout=60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    build("build/bin/wb-server")
+    with running(server_config(tmp_path)) as srv:
+        yield srv
+
+
+@pytest.mark.slow
+def test_merged_document_is_the_sum_of_its_shards(scheduler, server):
+    spec = sclient_spec(targets=[server.address], hot_conns=4, rate_rps=400, duration_s=1.5,
+                    warmup_s=0.5)
+    with connect(scheduler) as client:
+        load = run_load(client, spec, "hot")
+    shards, merged = load.shards.values(), load.document
+    assert sorted(load.shards) == sorted(HOT_WORKERS) == sorted(load.clocks)
+    assert [doc["offered_rate_rps"] for doc in shards] == [200, 200]
+    assert merged["shards"] == sum(doc["shards"] for doc in shards) == 2
+    for key in ("scheduled", "sent"):
+        assert merged["requests"][key] == sum(doc["requests"][key] for doc in shards)
+    assert merged["replies"]["total"] == sum(doc["replies"]["total"] for doc in shards) > 0
+    assert merged["reply_rate_rps"] == pytest.approx(sum(d["reply_rate_rps"] for d in shards))
+    for kind in ("corrected", "uncorrected"):
+        assert merged["latency"][kind]["count"] == sum(d["latency"][kind]["count"]
+                                                       for d in shards)
+    assert merged["valid"], merged["invalid_reasons"]
+
+
+@pytest.mark.slow
+def test_a_worker_refuses_a_target_outside_the_ranges_even_when_asked(scheduler):
+    spec = sclient_spec(targets=["10.0.0.1:80"], hot_conns=2, rate_rps=10, duration_s=1,
+                    allow_any_target=True)
+    with connect(scheduler) as client:
+        with pytest.raises(ClusterError, match="refusing to send load to 10.0.0.1"):
+            run_load(client, spec, "hot")
+        address = next(iter(workers_of(client, "hot")))
+        fields = {"generator": "sclient", "targets": ["10.0.0.1:80"], "hot_conns": 1,
+                  "allow_any_target": True}
+        future = client.submit(run_shard, fields, 0.0, workers=[address], pure=False)
+        assert isinstance(future.exception(timeout=30), TargetRefused)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_mid_run_is_named(scheduler, server):
+    """A worker of its own role killed during its shard: the run says which host it was."""
+    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler, "--role", "doomed",
+                               "--name", "doomed-a", "--host", "127.0.0.1"],
+                              stderr=subprocess.DEVNULL)
+    spec = sclient_spec(targets=[server.address], hot_conns=1, rate_rps=50, duration_s=1.5,
+                        warmup_s=0.2)
+    try:
+        with connect(scheduler) as client:
+            client.wait_for_workers(len(HOT_WORKERS) + 1, timeout=60)
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                running_load = pool.submit(run_load, client, spec, "doomed")
+                time.sleep(START_MARGIN_S)  # about the scheduled start: its shard is placed
+                worker.kill()
+                with pytest.raises(ClusterError, match="worker doomed-a was lost"):
+                    running_load.result(timeout=60)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_an_unreachable_scheduler_is_a_clear_error_before_anything_starts():
+    done = subprocess.run([*WANBENCH, "load", "--cluster", f"tcp://127.0.0.1:{free_port()}",
+                           "--target", "127.0.0.1:9", "--hot-conns", "1", "--rate", "10"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "did not answer" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_bad_role_is_refused_before_dask_starts():
+    done = subprocess.run([*WANBENCH, "worker", "--scheduler", "tcp://127.0.0.1:9",
+                           "--role", "Hot Host"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not a role name" in done.stderr
+
+
+def test_a_single_box_load_does_not_import_dask():
+    done = subprocess.run([sys.executable, "-c", "import sys, harness.commands.load, "
+                           "harness.commands.worker; print('distributed' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_split_spreads_connections_and_rate_over_shards():
+    spec = sclient_spec(targets=["127.0.0.1:9"], hot_conns=5, rate_rps=1000, cold_conns=3)
+    shards = split(spec, 2)
+    assert [s.hot_conns for s in shards] == [3, 2]
+    assert [s.cold_conns for s in shards] == [2, 1]
+    assert sum(s.rate_rps for s in shards) == pytest.approx(1000)
+    assert len(split(sclient_spec(targets=["127.0.0.1:9"], hot_conns=1), 3)) == 1
+
+
+def _document(latencies_ns: list[int], errors: int, reasons: list[str]) -> dict:
+    hist = Histogram()
+    for ns in latencies_ns:
+        hist.record(ns)
+    doc = skeleton("sclient", {})
+    doc.update(duration_s=1.0, reply_rate_rps=float(len(latencies_ns)), valid=not reasons,
+               invalid_reasons=reasons, replies={"total": len(latencies_ns), "by_status": {}})
+    doc["errors"] = {**doc["errors"], "reset": errors}
+    doc["latency"] = {kind: hist.to_dict() for kind in doc["latency"]}
+    return doc
+
+
+def test_merge_adds_counts_and_keeps_every_shards_reasons():
+    merged = merge_documents({"a": _document([10_000] * 3, 1, []),
+                              "b": _document([90_000] * 2, 2, ["generator fell behind"])})
+    assert merged["replies"]["total"] == 5 and merged["reply_rate_rps"] == 5.0
+    assert merged["errors"]["reset"] == 3 and merged["shards"] == 2
+    assert merged["latency"]["corrected"]["count"] == 5
+    assert not merged["valid"] and merged["invalid_reasons"] == ["b: generator fell behind"]
+
+
+def test_a_clock_offset_over_the_tolerance_invalidates():
+    assert validity.clock_offset("hot-a", 0.001, 0.001, 10) is None
+    assert "hot-a" in validity.clock_offset("hot-a", 0.2, 0.001, 10)
