@@ -146,6 +146,10 @@ def _merged_timeline(docs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
             for t, rows in sorted(seconds.items())]
 
 
+# the config fields a load split over shards divides between them
+SHARED_LOAD = ("hot_conns", "cold_conns", "stream_conns", "rate_rps", "stream_mbps")
+
+
 def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One result document from the documents of generator shards that ran at once on
     several hosts (name -> document): counts, rates, errors and CPU times add, histograms
@@ -162,8 +166,12 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     established = _sum([c.get("established") for c in cold])
     cold_bytes = _sum([(m.get("bytes_per_cold_conn") or 0) * (c.get("established") or 0)
                        for m, c in zip(memory, cold, strict=True)])
+    configs = [d.get("config") or {} for d in docs]
     return {
         **first,
+        # what the shards ran between them: their loads add, the rest is the first's
+        "config": {**configs[0], **{key: _sum([c.get(key) for c in configs])
+                                    for key in SHARED_LOAD if key in configs[0]}},
         "valid": all(d.get("valid", True) for d in docs),
         "invalid_reasons": [f"{name}: {reason}" for name, doc in shards.items()
                             for reason in doc.get("invalid_reasons") or []],

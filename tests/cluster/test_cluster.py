@@ -155,7 +155,7 @@ def _document(latencies_ns: list[int], errors: int, reasons: list[str]) -> dict:
     hist = Histogram()
     for ns in latencies_ns:
         hist.record(ns)
-    doc = skeleton("sclient", {})
+    doc = skeleton("sclient", {"hot_conns": 4, "rate_rps": 500.0, "warmup_s": 1.0})
     doc.update(duration_s=1.0, reply_rate_rps=float(len(latencies_ns)), valid=not reasons,
                invalid_reasons=reasons, replies={"total": len(latencies_ns), "by_status": {}})
     doc["errors"] = {**doc["errors"], "reset": errors}
@@ -170,6 +170,8 @@ def test_merge_adds_counts_and_keeps_every_shards_reasons():
     assert merged["errors"]["reset"] == 3 and merged["shards"] == 2
     assert merged["latency"]["corrected"]["count"] == 5
     assert not merged["valid"] and merged["invalid_reasons"] == ["b: generator fell behind"]
+    # the config says what the shards ran between them, not what the first one did
+    assert merged["config"] == {"hot_conns": 8, "rate_rps": 1000.0, "warmup_s": 1.0}
 
 
 def test_a_clock_offset_over_the_tolerance_invalidates():
