@@ -20,6 +20,7 @@ from harness.cluster.coordinator import START_MARGIN_S, connect, run_load, split
 from harness.cluster.shard import run_shard
 from harness.servers import running
 from tests.clients.conftest import server_config
+from tests.cluster.processes import stop_all
 from tests.conftest import build, free_port
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
@@ -48,14 +49,7 @@ def scheduler() -> Iterator[str]:
             client.wait_for_workers(len(HOT_WORKERS), timeout=60)
         yield address
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(procs)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.topology import bring_up, load_topology
+from tests.cluster.processes import stop_all
 from tests.conftest import REPO, build, needs_root
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
@@ -62,11 +63,4 @@ def test_a_load_split_over_namespace_hosts_adds_up(tmp_path: Path):
             assert merged["latency"]["uncorrected"]["count"] > 0, merged["invalid_reasons"]
             assert "cold: clock" in done.stdout and "hot: clock" in done.stdout
         finally:
-            for proc in reversed(procs):
-                proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_all(procs)
