@@ -48,7 +48,7 @@ def test_reference_results_render(tmp_path: Path) -> None:
     if not REFERENCE.is_dir() or not any(REFERENCE.rglob("manifest.json")):
         pytest.skip(f"no reference results under {REFERENCE} yet")
     runs = read_runs([REFERENCE])
-    results = plot_all(runs, tmp_path)
+    results = plot_all(runs, tmp_path, jobs=2)
     present = set(runs.manifests["scenario_name"])
     for result in results:
         if result.spec.scenario in present:
