@@ -207,9 +207,13 @@ def test_impossible_rate_is_reported_not_valid(server, sclient, tmp_path):
                    warmup_s=0))
     validate(doc)
     assert doc["valid"] is False
-    assert any("late sends" in r for r in doc["invalid_reasons"])
-    assert doc["late_sends"] > 0.01 * doc["requests"]["scheduled"]
-    assert doc["max_schedule_slip_us"] > 1000
+    # its loop looks at the schedule after every event, so the sends that no connection can
+    # carry are queued and, once the backlog is full, dropped on time: what gives it away
+    # is a generator busy all the window
+    assert any(r.startswith("generator CPU saturated") for r in doc["invalid_reasons"])
+    requests = doc["requests"]
+    assert requests["dropped"] > 0.5 * requests["scheduled"]
+    assert doc["request_rate_rps"] < 0.1 * doc["offered_rate_rps"]
     # sends are always overdue: nothing to poll ahead of, so no poll counts as idle
     assert doc["schedule"]["mode"] == "adaptive"
     assert doc["schedule"]["spin_pct"] < 5
