@@ -57,10 +57,17 @@ def connect(address: str, timeout_s: float = 5.0) -> Any:
                            f"give its tcp://ADDR:PORT") from None
 
 
+def present_workers(client: Any) -> dict[str, dict[str, Any]]:
+    """Worker address -> its info, asked of the scheduler now. Not client.scheduler_info():
+    the client's periodic refresh replaces the identity it returns with one that lists no
+    worker, so a worker could seem to have left."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def workers_of(client: Any, role: str) -> dict[str, str]:
     """Worker address -> name for the workers that hold role's resource."""
     found = {address: str(info.get("name", address))
-             for address, info in client.scheduler_info()["workers"].items()
+             for address, info in present_workers(client).items()
              if role in roles_of(info.get("resources") or {})}
     if not found:
         raise ClusterError(f"no worker of role {role!r} joined the scheduler: start one with "
@@ -146,7 +153,7 @@ def _watch(client: Any, futures: dict[str, Any], placed: dict[str, str],
             pending = [f for f in futures.values() if not f.done()]
             if not pending or any(f.status == "error" for f in futures.values()):
                 return []
-            present = client.scheduler_info()["workers"]
+            present = present_workers(client)
             lost = [name for name, address in placed.items()
                     if address not in present and not futures[name].done()]
             if lost:
