@@ -21,7 +21,7 @@ from harness.cluster.shard import run_shard
 from harness.servers import running
 from tests.clients.conftest import server_config
 from tests.cluster.processes import stop_all
-from tests.conftest import build, free_port
+from tests.conftest import REPO, build, free_port
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -171,3 +171,23 @@ def test_merge_adds_counts_and_keeps_every_shards_reasons():
 def test_a_clock_offset_over_the_tolerance_invalidates():
     assert validity.clock_offset("hot-a", 0.001, 0.001, 10) is None
     assert "hot-a" in validity.clock_offset("hot-a", 0.2, 0.001, 10)
+
+
+@pytest.mark.slow
+def test_a_run_without_a_worker_for_a_host_it_uses_is_refused_naming_the_fix(scheduler,
+                                                                            tmp_path: Path):
+    """Only hot workers joined: a topology's server host has none (its two hot hosts have
+    theirs); a loopback scenario has no addresses other machines reach."""
+    topology = tmp_path / "two-hot.yaml"
+    topology.write_text("name: two-hot\nhosts:\n  web: {role: server}\n  near: {role: hot}\n"
+                        "  far: {role: hot}\nlinks:\n  a: {a: near, b: web}\n"
+                        "  b: {a: far, b: web}\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"name: s\ntopology: {{file: {topology}}}\n")
+    for path, said in ((scenario, "no worker stands for topology host 'web' (role server"),
+                       (REPO / "scenarios/quickstart.yaml", "give a namespace topology")):
+        done = subprocess.run([*WANBENCH, "run", str(path), "--out", str(tmp_path / "out"),
+                               "--cluster", scheduler], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

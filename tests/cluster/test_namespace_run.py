@@ -1,0 +1,221 @@
+"""`wanbench run --cluster` across network namespaces: the dumbbell-wan topology brought up
+by the test stands for three machines, a scheduler and a `server` worker in the server's
+namespace, a `hot` and a `cold` worker each in its own (the cold one across the 100 ms link).
+The scenario's hosts are those namespaces, addressed from the topology as a run on one
+machine addresses them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.topology import bring_up, load_topology
+from tests.cluster.processes import stop_all
+from tests.conftest import REPO, build, needs_root
+
+pytest.importorskip("distributed", reason="the cluster extra is not installed")
+DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
+WANBENCH = [sys.executable, "-m", "harness.cli"]
+SCHEDULER_PORT = 8786
+ROLES = ("server", "hot", "cold")  # a worker per topology host, named and roled as it
+COLD_CONNS = 12
+SCENARIO = f"""\
+name: cluster-sweep
+topology: {{file: {DUMBBELL}}}
+server: {{dispatch: epoll, accept: multi, reply_bytes: 92}}
+hot: {{generator: sclient, conns: 4, rate_rps: 200}}
+cold: {{conns: {COLD_CONNS}}}
+sweep:
+  hot.rate_rps: [200, 400]
+repetitions: 1
+warmup_s: 0.5
+duration_s: {{duration}}
+"""
+
+
+@dataclass
+class Cluster:
+    handle: object  # the topology's NamespaceHandle
+    scheduler: str
+    workers: dict[str, subprocess.Popen]
+
+    def prefix(self, host: str) -> list[str]:
+        return self.handle.exec_prefix(host)  # type: ignore[attr-defined]
+
+    def start_worker(self, host: str) -> subprocess.Popen:
+        self.workers[host] = subprocess.Popen(
+            self.prefix(host) + [*WANBENCH, "worker", "--scheduler", self.scheduler, "--role",
+                                 host, "--name", host, "--host",
+                                 self.handle.address(host)],  # type: ignore[attr-defined]
+            stderr=subprocess.DEVNULL)
+        return self.workers[host]
+
+    def wait_for_workers(self, count: int) -> None:
+        wait = ("from harness.cluster.coordinator import connect\n"
+                f"with connect({self.scheduler!r}, 30) as c: c.wait_for_workers({count}, "
+                f"timeout=60)")
+        subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
+                       timeout=120)
+
+    def run(self, *args: str) -> subprocess.Popen:
+        """`wanbench run ARGS --cluster` from the server's namespace (where the scheduler is
+        reachable)."""
+        return subprocess.Popen(self.prefix("server") + [*WANBENCH, "run", *args, "--cluster",
+                                                         self.scheduler],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Namespace → the servers and generators still running in it."""
+        found = {}
+        for host in ROLES:
+            netns = self.handle.netns(host)  # type: ignore[attr-defined]
+            pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True,
+                                  text=True, check=True).stdout.split()
+            names = [_comm(pid) for pid in pids]
+            found[host] = [n for n in names if n in ("wb-sclient", "wb-server")]
+        return found
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def scenario(tmp_path: Path, duration_s: float) -> Path:
+    path = tmp_path / f"cluster-sweep-{duration_s:g}.yaml"
+    path.write_text(SCENARIO.replace("{duration}", f"{duration_s:g}"))
+    return path
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def run_dir_of(out: Path) -> Path:
+    """The one run under results root out."""
+    (run_dir,) = (out / "cluster-sweep").iterdir()
+    return run_dir
+
+
+def points(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "points.parquet").sort_values("offered_rate_rps")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    build("build/bin/wb-sclient")
+    build("build/bin/wb-server")
+    with bring_up(load_topology(DUMBBELL), "userspace", calibrate=False) as handle:
+        at = handle.address("server")
+        found = Cluster(handle, f"tcp://{at}:{SCHEDULER_PORT}", {})
+        scheduler = subprocess.Popen(
+            handle.exec_prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
+                                            at, "--port", str(SCHEDULER_PORT), "--no-dashboard"],
+            stderr=subprocess.DEVNULL)
+        try:
+            for host in ROLES:
+                found.start_worker(host)
+            found.wait_for_workers(len(ROLES))
+            yield found
+        finally:
+            stop_all([scheduler, *found.workers.values()])
+            assert found.leftovers() == {host: [] for host in ROLES}
+
+
+@pytest.fixture(scope="module")
+def sweep(cluster: Cluster, tmp_path_factory) -> Path:
+    """The two-point sweep run across the cluster: its run directory."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    status, _, err = finish(cluster.run(str(scenario(tmp, 1.5)), "--out", str(tmp / "results")))
+    assert status == 0, err
+    return run_dir_of(tmp / "results")
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: Cluster, sweep: Path):
+    frame = points(sweep)
+    assert len(list((sweep / "points").glob("*.json"))) == 2
+    assert list(frame["offered_rate_rps"]) == [200, 400] and frame["valid"].all(), \
+        list(frame["invalid_reason"])
+    for record_path in sorted((sweep / "points").glob("*.json")):
+        record = json.loads(record_path.read_text())
+        row = record["point"]
+        shards = {host: json.loads((sweep / "raw" / record_path.stem / host / "hot.json")
+                                   .read_text()) for host in ("hot",)}
+        assert row["reply_rate_rps"] == pytest.approx(sum(d["reply_rate_rps"]
+                                                          for d in shards.values()))
+        cold = json.loads((sweep / "raw" / record_path.stem / "cold" / "cold.json").read_text())
+        assert row["cold_held"] == cold["cold"]["held"] == COLD_CONNS
+        assert sum(h["count"] for h in record["histograms"] if h["kind"] == "corrected") \
+            == sum(d["latency"]["corrected"]["count"] for d in shards.values())
+    manifest = json.loads((sweep / "manifest.json").read_text())["cluster"]
+    assert manifest["scheduler"] == cluster.scheduler
+    assert sorted(manifest["hosts"]) == sorted(ROLES)
+    for host, about in manifest["hosts"].items():
+        assert about["stands_for"] == host and about["kernel"]["release"] and about["cpu"]
+        assert about["addresses"][0] == cluster.handle.address(host)  # type: ignore[attr-defined]
+    for timing in manifest["points"].values():
+        assert sorted(timing) == sorted(ROLES)
+        assert 0 <= timing["hot"]["start_lag_s"] < 0.5
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.timing
+def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp_path: Path):
+    done = subprocess.run([*WANBENCH, "run", str(scenario(tmp_path, 1.5)), "--out",
+                           str(tmp_path / "results"), "--backend", "userspace"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    here, there = points(run_dir_of(tmp_path / "results")), points(sweep)
+    for one, spread in zip(here["reply_rate_rps"], there["reply_rate_rps"], strict=True):
+        assert spread == pytest.approx(one, rel=0.1)
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(cluster: Cluster,
+                                                                         tmp_path: Path):
+    run = cluster.run(str(scenario(tmp_path, 3)), "--out", str(tmp_path / "results"))
+    records = tmp_path / "results" / "cluster-sweep"
+    deadline = time.monotonic() + 90
+    # the second point's generator running on the hot host: the first point is finished
+    while not (len(list(records.glob("*/points/*.json"))) == 1
+               and "wb-sclient" in cluster.leftovers()["hot"]):
+        assert time.monotonic() < deadline and run.poll() is None, "no second point ran"
+        time.sleep(0.05)
+    cluster.workers["hot"].send_signal(signal.SIGKILL)
+    status, _, err = finish(run)
+    assert status == 1, err
+    assert cluster.leftovers() == {host: [] for host in ROLES}
+    run_dir = run_dir_of(tmp_path / "results")
+    frame = points(run_dir)
+    lost = frame[~frame["valid"]]
+    assert len(lost) == 1 and frame["valid"].sum() == 1, list(frame["invalid_reason"])
+    assert "worker hot was lost" in lost["invalid_reason"].iloc[0]
+    assert lost["lost_host"].iloc[0] == "hot"
+    kept = frame[frame["valid"]]["point_id"].iloc[0]
+    kept_record = (run_dir / "points" / f"{kept}-r0.json").read_text()
+
+    cluster.workers["hot"].wait()
+    cluster.start_worker("hot")  # its replacement
+    cluster.wait_for_workers(len(ROLES))
+    status, _, err = finish(cluster.run("--resume", str(run_dir)))
+    assert status == 0, err
+    assert "1 of 2 point × repetition to measure" in err
+    assert points(run_dir)["valid"].all()
+    assert (run_dir / "points" / f"{kept}-r0.json").read_text() == kept_record
+    assert cluster.leftovers() == {host: [] for host in ROLES}
