@@ -17,10 +17,10 @@ from clients.schema import Histogram, merge_documents, skeleton
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
 from harness.cluster.coordinator import START_MARGIN_S, connect, run_load, split, workers_of
+from harness.cluster.namespaces import stop_all
 from harness.cluster.shard import run_shard
 from harness.servers import running
 from tests.clients.conftest import server_config
-from tests.cluster.processes import stop_all
 from tests.conftest import REPO, build, free_port
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")

@@ -9,24 +9,20 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from harness.topology import bring_up, load_topology
-from tests.cluster.processes import stop_all
+from harness.cluster.namespaces import WANBENCH, NamespaceCluster, namespace_cluster
 from tests.conftest import REPO, build, needs_root
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
 DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
-WANBENCH = [sys.executable, "-m", "harness.cli"]
-SCHEDULER_PORT = 8786
 ROLES = ("server", "hot", "cold")  # a worker per topology host, named and roled as it
+NOTHING_LEFT = {host: [] for host in ROLES}  # no server, no generator in any namespace
 COLD_CONNS = 12
 SCENARIO = f"""\
 name: cluster-sweep
@@ -40,56 +36,6 @@ repetitions: 1
 warmup_s: 0.5
 duration_s: {{duration}}
 """
-
-
-@dataclass
-class Cluster:
-    handle: object  # the topology's NamespaceHandle
-    scheduler: str
-    workers: dict[str, subprocess.Popen]
-
-    def prefix(self, host: str) -> list[str]:
-        return self.handle.exec_prefix(host)  # type: ignore[attr-defined]
-
-    def start_worker(self, host: str) -> subprocess.Popen:
-        self.workers[host] = subprocess.Popen(
-            self.prefix(host) + [*WANBENCH, "worker", "--scheduler", self.scheduler, "--role",
-                                 host, "--name", host, "--host",
-                                 self.handle.address(host)],  # type: ignore[attr-defined]
-            stderr=subprocess.DEVNULL)
-        return self.workers[host]
-
-    def wait_for_workers(self, count: int) -> None:
-        wait = ("from harness.cluster.coordinator import connect\n"
-                f"with connect({self.scheduler!r}, 30) as c: c.wait_for_workers({count}, "
-                f"timeout=60)")
-        subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
-                       timeout=120)
-
-    def run(self, *args: str) -> subprocess.Popen:
-        """`wanbench run ARGS --cluster` from the server's namespace (where the scheduler is
-        reachable)."""
-        return subprocess.Popen(self.prefix("server") + [*WANBENCH, "run", *args, "--cluster",
-                                                         self.scheduler],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def leftovers(self) -> dict[str, list[str]]:
-        """Namespace → the servers and generators still running in it."""
-        found = {}
-        for host in ROLES:
-            netns = self.handle.netns(host)  # type: ignore[attr-defined]
-            pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True,
-                                  text=True, check=True).stdout.split()
-            names = [_comm(pid) for pid in pids]
-            found[host] = [n for n in names if n in ("wb-sclient", "wb-server")]
-        return found
-
-
-def _comm(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def scenario(tmp_path: Path, duration_s: float) -> Path:
@@ -114,28 +60,16 @@ def points(run_dir: Path) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster() -> Iterator[NamespaceCluster]:
     build("build/bin/wb-sclient")
     build("build/bin/wb-server")
-    with bring_up(load_topology(DUMBBELL), "userspace", calibrate=False) as handle:
-        at = handle.address("server")
-        found = Cluster(handle, f"tcp://{at}:{SCHEDULER_PORT}", {})
-        scheduler = subprocess.Popen(
-            handle.exec_prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
-                                            at, "--port", str(SCHEDULER_PORT), "--no-dashboard"],
-            stderr=subprocess.DEVNULL)
-        try:
-            for host in ROLES:
-                found.start_worker(host)
-            found.wait_for_workers(len(ROLES))
-            yield found
-        finally:
-            stop_all([scheduler, *found.workers.values()])
-            assert found.leftovers() == {host: [] for host in ROLES}
+    with namespace_cluster(DUMBBELL) as found:
+        yield found
+        assert found.running() == NOTHING_LEFT
 
 
 @pytest.fixture(scope="module")
-def sweep(cluster: Cluster, tmp_path_factory) -> Path:
+def sweep(cluster: NamespaceCluster, tmp_path_factory) -> Path:
     """The two-point sweep run across the cluster: its run directory."""
     tmp = tmp_path_factory.mktemp("sweep")
     status, _, err = finish(cluster.run(str(scenario(tmp, 1.5)), "--out", str(tmp / "results")))
@@ -145,7 +79,7 @@ def sweep(cluster: Cluster, tmp_path_factory) -> Path:
 
 @needs_root
 @pytest.mark.slow
-def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: Cluster, sweep: Path):
+def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sweep: Path):
     frame = points(sweep)
     assert len(list((sweep / "points").glob("*.json"))) == 2
     assert list(frame["offered_rate_rps"]) == [200, 400] and frame["valid"].all(), \
@@ -187,20 +121,20 @@ def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp
 
 @needs_root
 @pytest.mark.slow
-def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(cluster: Cluster,
-                                                                         tmp_path: Path):
+def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
+        cluster: NamespaceCluster, tmp_path: Path):
     run = cluster.run(str(scenario(tmp_path, 3)), "--out", str(tmp_path / "results"))
     records = tmp_path / "results" / "cluster-sweep"
     deadline = time.monotonic() + 90
     # the second point's generator running on the hot host: the first point is finished
     while not (len(list(records.glob("*/points/*.json"))) == 1
-               and "wb-sclient" in cluster.leftovers()["hot"]):
+               and "wb-sclient" in cluster.running()["hot"]):
         assert time.monotonic() < deadline and run.poll() is None, "no second point ran"
         time.sleep(0.05)
     cluster.workers["hot"].send_signal(signal.SIGKILL)
     status, _, err = finish(run)
     assert status == 1, err
-    assert cluster.leftovers() == {host: [] for host in ROLES}
+    assert cluster.running() == NOTHING_LEFT
     run_dir = run_dir_of(tmp_path / "results")
     frame = points(run_dir)
     lost = frame[~frame["valid"]]
@@ -218,4 +152,4 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(cluster:
     assert "1 of 2 point × repetition to measure" in err
     assert points(run_dir)["valid"].all()
     assert (run_dir / "points" / f"{kept}-r0.json").read_text() == kept_record
-    assert cluster.leftovers() == {host: [] for host in ROLES}
+    assert cluster.running() == NOTHING_LEFT
