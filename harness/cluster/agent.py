@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from clients.spec import LoadSpec
 from harness import manifest
-from harness.cluster.shard import allowed_here
+from harness.cluster.targets import allowed_here
 from harness.metrics import perf
 from harness.runner.load_side import LoadSide
 from harness.runner.processes import Children
