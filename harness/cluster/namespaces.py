@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.pinning import pin_argv
 from harness.topology import bring_up, load_topology
 
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -24,11 +25,15 @@ STOP_TIMEOUT_S = 10.0
 class NamespaceCluster:
     handle: Any  # the topology's NamespaceHandle
     scheduler: str  # tcp://ADDR:PORT, in the server host's namespace
+    # the CPU the cluster's own Python processes (scheduler, workers, run) share, off the
+    # generators' (each host of a real cluster has its own); None: any
+    cpu: int | None = None
     processes: list[subprocess.Popen] = field(default_factory=list)  # the scheduler first
     workers: dict[str, subprocess.Popen] = field(default_factory=dict)  # host → its worker
 
     def prefix(self, host: str) -> list[str]:
-        return self.handle.exec_prefix(host)
+        """Runs a command of the cluster's own in host's namespace, on the cluster's CPU."""
+        return self.handle.exec_prefix(host) + pin_argv(self.cpu)
 
     def start_worker(self, host: str) -> subprocess.Popen:
         worker = subprocess.Popen(
@@ -85,13 +90,15 @@ def _comm(pid: str) -> str:
 
 
 @contextmanager
-def namespace_cluster(topology: Path, backend: str = "userspace") -> Iterator[NamespaceCluster]:
-    """The topology up, its scheduler and a worker per host joined; all of it gone after."""
+def namespace_cluster(topology: Path, backend: str = "userspace",
+                      cpu: int | None = None) -> Iterator[NamespaceCluster]:
+    """The topology up, its scheduler and a worker per host joined; all of it gone after.
+    cpu: where the cluster's own processes run (NamespaceCluster.cpu)."""
     with bring_up(load_topology(topology), backend, calibrate=False) as handle:
         at = handle.address("server")
-        cluster = NamespaceCluster(handle, f"tcp://{at}:{SCHEDULER_PORT}")
+        cluster = NamespaceCluster(handle, f"tcp://{at}:{SCHEDULER_PORT}", cpu)
         cluster.processes.append(subprocess.Popen(
-            handle.exec_prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
+            cluster.prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
                                             at, "--port", str(SCHEDULER_PORT), "--no-dashboard"],
             stderr=subprocess.DEVNULL))
         try:

@@ -98,7 +98,8 @@ def test_a_worker_refuses_a_target_outside_the_ranges_even_when_asked(scheduler)
 def generators_loading(address: str) -> list[psutil.Process]:
     """The wb-sclient processes sending load to address, on this machine."""
     return [proc for proc in psutil.process_iter(["name", "cmdline"])
-            if proc.info["name"] == "wb-sclient" and address in " ".join(proc.info["cmdline"] or ())]
+            if proc.info["name"] == "wb-sclient"
+            and address in " ".join(proc.info["cmdline"] or ())]
 
 
 @pytest.mark.slow

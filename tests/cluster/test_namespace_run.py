@@ -63,7 +63,8 @@ def points(run_dir: Path) -> pd.DataFrame:
 def cluster() -> Iterator[NamespaceCluster]:
     build("build/bin/wb-sclient")
     build("build/bin/wb-server")
-    with namespace_cluster(DUMBBELL) as found:
+    # its Python processes beside the light server, off the generators' CPU (cpus.generator)
+    with namespace_cluster(DUMBBELL, cpu=0) as found:
         yield found
         assert found.running() == NOTHING_LEFT
 
