@@ -143,9 +143,10 @@ def test_a_bad_role_is_refused_before_dask_starts():
     assert done.returncode == 2 and "is not a role name" in done.stderr
 
 
-def test_a_single_box_load_does_not_import_dask():
+def test_a_single_box_load_or_run_does_not_import_dask():
     done = subprocess.run([sys.executable, "-c", "import sys, harness.commands.load, "
-                           "harness.commands.worker; print('distributed' in sys.modules)"],
+                           "harness.commands.worker, harness.commands.run, harness.runner.run; "
+                           "print('distributed' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
 
