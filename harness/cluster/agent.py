@@ -82,15 +82,6 @@ class HostAgent:
     def _lease_over(self) -> None:
         self._loop.create_task(self._stop()).add_done_callback(lambda _: self._loop.stop())
 
-    # -- the host --------------------------------------------------------------------------
-
-    async def describe(self) -> dict[str, Any]:
-        """This machine as the manifest describes the run's own (harness.manifest.collect)."""
-        return await asyncio.to_thread(manifest.collect)
-
-    async def missing(self, addresses: list[str]) -> list[str]:
-        return missing_addresses(addresses)
-
     # -- server side -----------------------------------------------------------------------
 
     async def start_server(self, config: Scenario, address: str) -> str:
