@@ -24,6 +24,8 @@ DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
 ROLES = ("server", "hot", "cold")  # a worker per topology host, named and roled as it
 NOTHING_LEFT = {host: [] for host in ROLES}  # no server, no generator in any namespace
 COLD_CONNS = 12
+SWEEP_WINDOW_S = 1.0
+LOST_WINDOW_S = 2.0  # long enough to kill a worker inside it
 SCENARIO = f"""\
 name: cluster-sweep
 topology: {{file: {DUMBBELL}}}
@@ -73,7 +75,8 @@ def cluster() -> Iterator[NamespaceCluster]:
 def sweep(cluster: NamespaceCluster, tmp_path_factory) -> Path:
     """The two-point sweep run across the cluster: its run directory."""
     tmp = tmp_path_factory.mktemp("sweep")
-    status, _, err = finish(cluster.run(str(scenario(tmp, 1.5)), "--out", str(tmp / "results")))
+    status, _, err = finish(cluster.run(str(scenario(tmp, SWEEP_WINDOW_S)), "--out",
+                                        str(tmp / "results")))
     assert status == 0, err
     return run_dir_of(tmp / "results")
 
@@ -111,7 +114,7 @@ def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sw
 @pytest.mark.slow
 @pytest.mark.timing
 def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp_path: Path):
-    done = subprocess.run([*WANBENCH, "run", str(scenario(tmp_path, 1.5)), "--out",
+    done = subprocess.run([*WANBENCH, "run", str(scenario(tmp_path, SWEEP_WINDOW_S)), "--out",
                            str(tmp_path / "results"), "--backend", "userspace"],
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -124,7 +127,7 @@ def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp
 @pytest.mark.slow
 def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
         cluster: NamespaceCluster, tmp_path: Path):
-    run = cluster.run(str(scenario(tmp_path, 3)), "--out", str(tmp_path / "results"))
+    run = cluster.run(str(scenario(tmp_path, LOST_WINDOW_S)), "--out", str(tmp_path / "results"))
     records = tmp_path / "results" / "cluster-sweep"
     deadline = time.monotonic() + 90
     # the second point's generator running on the hot host: the first point is finished
