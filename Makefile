@@ -51,12 +51,12 @@ test-chaos: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-runner bench-analysis
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster
 
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis bench-runner reproduce reproduce-quick
+.PHONY: bench-analysis bench-runner bench-cluster reproduce reproduce-quick
 # Every reproduction target at the papers' axes, 3 repetitions, from one clean revision, into
 # results/reference (committed); then each target's verdict into REPRODUCTION.md, and figures.
 reproduce: deps all
@@ -75,3 +75,8 @@ bench-analysis: python-deps
 
 bench-runner: python-deps
 	$(PY) scripts/bench_samplers.py
+
+# The coordination overhead of `wanbench run --cluster` on a namespace cluster (root, the
+# cluster extra): docs/bench-cluster.md, its run kept under results/bench/bench-cluster/.
+bench-cluster: python-deps all
+	$(PY) scripts/bench_cluster.py

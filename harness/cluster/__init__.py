@@ -1,11 +1,16 @@
 """Several hosts through Dask distributed (issue #17): hosts join a scheduler as workers
-whose resources name their role, and the run places generator shards on them.
+whose resources name their role; a load (`wanbench load --cluster`) or a scenario (`wanbench
+run --cluster`) runs on them.
 
 Only the cluster path imports `distributed` (the `cluster` extra); single-box runs never do.
 - roles: what a worker may be and the Dask resource that says so;
-- shard: what runs on a worker (one generator shard, behind the worker's own target check);
-- coordinator: what runs beside the scheduler's client (reachability, clock offsets, the
-  split of a spec over the role's workers, their documents gathered and merged).
+- targets: a worker's own target policy, which the run cannot widen;
+- agent: what runs on a worker (a Dask actor holding that host's server or generators);
+- hosts: the agents of one measurement, their calls awaited while watching for lost workers;
+- coordinator: reachability, clock offsets, the split of a spec, `wanbench load --cluster`;
+- placement, point, session: `wanbench run --cluster` (which worker stands for which
+  topology host, one point's phases, the run's checks and manifest block);
+- namespaces: a cluster of network namespaces on one machine (tests, benchmark).
 """
 
 

@@ -4,9 +4,9 @@ scheduled time and their documents merged (clients.schema.merge_documents)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,15 +14,15 @@ from clients import validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
 from harness.cluster import ClusterError
-from harness.cluster.roles import resource, roles_of
-from harness.cluster.shard import ShardResult, run_shard
+from harness.cluster.hosts import HostAgents, present_workers
+from harness.cluster.roles import roles_of
+from harness.runner.processes import PointFailed
 
 # Time every shard has to receive its task before the scheduled start (one round trip to the
 # scheduler and one to the worker, with room for a loaded host)
 START_MARGIN_S = 1.0
 # A shard not finished this long after its window ended is given up (its host named)
 FINISH_MARGIN_S = 60.0
-WATCH_S = 0.5  # how often the run looks for workers that left
 
 
 @dataclass
@@ -60,7 +60,7 @@ def connect(address: str, timeout_s: float = 5.0) -> Any:
 def workers_of(client: Any, role: str) -> dict[str, str]:
     """Worker address -> name for the workers that hold role's resource."""
     found = {address: str(info.get("name", address))
-             for address, info in client.scheduler_info()["workers"].items()
+             for address, info in present_workers(client).items()
              if role in roles_of(info.get("resources") or {})}
     if not found:
         raise ClusterError(f"no worker of role {role!r} joined the scheduler: start one with "
@@ -102,65 +102,36 @@ def split(spec: LoadSpec, parts: int) -> list[LoadSpec]:
     return shards
 
 
-def run_load(client: Any, spec: LoadSpec, role: str) -> ClusterLoad:
+def run_load(client: Any, spec: LoadSpec, role: str,
+             on_event: Callable[[str], None] = lambda _: None) -> ClusterLoad:
     """spec split over the workers of role, started at one time on all of them; a worker
-    that is lost or fails makes ClusterError naming it, its peers' tasks cancelled."""
+    that is lost or fails makes ClusterError naming it, its peers' generators stopped."""
     workers = workers_of(client, role)
     clocks = clock_offsets(client, workers)
     shards = split(spec, len(workers))
-    start_at = time.time() + START_MARGIN_S
-    futures = {}
-    for (address, name), shard in zip(workers.items(), shards, strict=False):
-        fields = {f.name: getattr(shard, f.name) for f in dataclasses.fields(shard)}
-        # the worker's clock reads the start later or earlier by its offset
-        futures[name] = client.submit(run_shard, fields, start_at + clocks[name].offset_s,
-                                      workers=[address], allow_other_workers=False,
-                                      resources={resource(role): 1}, pure=False)
-    placed = dict(zip(futures, workers, strict=False))  # name -> address
-    lost = _watch(client, futures, placed,
-                  START_MARGIN_S + spec.warmup_s + spec.duration_s + FINISH_MARGIN_S)
-    problems = _problems(futures, lost)
-    if problems:
-        client.cancel(list(futures.values()))
-        raise ClusterError("; ".join(problems))
-    results: dict[str, ShardResult] = {name: future.result() for name, future in futures.items()}
-    documents = {name: result.document for name, result in results.items()}
-    window = spec.duration_s
+    placed = {name: address for address, name in list(workers.items())[:len(shards)]}
+    names = list(placed)
+    hosts = HostAgents(client, placed, lambda _: "")
+    with client.as_current():  # the agents' handles find their client so
+        try:
+            hosts.start(spec.warmup_s + spec.duration_s)
+            start_at = time.time() + START_MARGIN_S
+            # each host is given the time its own clock reads at the scheduled start
+            hosts.each(names, lambda agent, i: agent.start_hot(
+                shards[i], start_at + clocks[names[i]].offset_s))
+            results = hosts.each(names, lambda agent, _: agent.hot_result(),
+                                 START_MARGIN_S + spec.warmup_s + spec.duration_s
+                                 + FINISH_MARGIN_S)
+        except PointFailed as exc:
+            raise ClusterError(str(exc)) from None
+        finally:
+            hosts.stop(None, on_event)
+    documents = {name: document for name, (document, _) in results.items()}
     merged = merge_documents(documents)
-    clock_reasons = [validity.clock_offset(name, c.offset_s, c.uncertainty_s, window)
+    clock_reasons = [validity.clock_offset(name, c.offset_s, c.uncertainty_s, spec.duration_s)
                      for name, c in clocks.items() if name in documents]
     merged["invalid_reasons"] += [r for r in clock_reasons if r]
     merged["valid"] = not merged["invalid_reasons"]
-    return ClusterLoad(merged, documents, {n: r.start_lag_s for n, r in results.items()}, clocks)
-
-
-def _watch(client: Any, futures: dict[str, Any], placed: dict[str, str],
-           timeout_s: float) -> list[str]:
-    """Wait until every shard finished, one failed, a worker left the scheduler or the time
-    ran out; the names of the workers that left with their shard unfinished."""
-    from distributed import wait
-
-    deadline = time.monotonic() + timeout_s
-    with client.as_current():  # wait() asks for the current client
-        while time.monotonic() < deadline:
-            pending = [f for f in futures.values() if not f.done()]
-            if not pending or any(f.status == "error" for f in futures.values()):
-                return []
-            present = client.scheduler_info()["workers"]
-            lost = [name for name, address in placed.items()
-                    if address not in present and not futures[name].done()]
-            if lost:
-                return lost
-            with contextlib.suppress(TimeoutError):
-                wait(pending, timeout=WATCH_S, return_when="FIRST_COMPLETED")
-    return []
-
-
-def _problems(futures: dict[str, Any], lost: list[str]) -> list[str]:
-    """Why the shards did not all finish: the errors the failed ones raised, the workers
-    that were lost, else those whose shard did not finish in time."""
-    errors = [f"{name}: {future.exception()}" for name, future in futures.items()
-              if future.status == "error"]
-    return errors or [validity.worker_lost(name, " (it left the scheduler)") for name in lost] \
-        or [validity.worker_lost(name, " (its shard did not finish in time)")
-            for name, future in futures.items() if future.status != "finished"]
+    return ClusterLoad(merged, documents,
+                       {name: started.start_lag_s for name, (_, started) in results.items()},
+                       clocks)

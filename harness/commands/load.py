@@ -83,7 +83,8 @@ def on_cluster(spec: LoadSpec, scheduler: str, role: str) -> dict[str, Any]:
         raise ValueError("--cluster runs a measured window: give --duration > 0")
     spec.resolved_targets()  # refused here too, before any worker is asked
     with connect(scheduler) as client:
-        load = run_load(client, spec, role)
+        load = run_load(client, spec, role,
+                        lambda message: print(f"wanbench load: {message}", file=sys.stderr))
     for host, clock in load.clocks.items():
         print(f"{host}: clock {clock.offset_s * 1e3:+.2f} ms (± {clock.uncertainty_s * 1e3:.2f}),"
               f" started {load.start_lag_s[host] * 1e3:.1f} ms after the scheduled time")

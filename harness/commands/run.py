@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +17,21 @@ from rich.table import Table
 
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
+from harness.cluster import ClusterError
 from harness.guest import kernels, record
 from harness.guest.machine import GuestError
 from harness.metrics import perf
 from harness.results.format import new_run_id
 from harness.results.store import RunDir
 from harness.runner.context import RunContext
-from harness.runner.run import MissingTool, base_manifest, pending, preflight, run_points
+from harness.runner.run import (
+    MissingTool,
+    PointSource,
+    base_manifest,
+    pending,
+    preflight,
+    run_points,
+)
 from harness.scenario import Point, Scenario, ScenarioError, load
 from harness.topology import TopologyError
 from harness.topology.backend_probe import BACKENDS
@@ -58,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "kernel image booted in a guest (virtme-ng; the scenario's `guest` "
                         "sizes it); repeat for several, each a run of its own, then compared "
                         "with the first")
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                        help="run on the hosts of a Dask scheduler's workers (`wanbench worker "
+                             "--role ROLE` on each): the topology's hosts are those machines, "
+                             "not brought up here")
     parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.set_defaults(func=handle)
@@ -94,6 +108,10 @@ def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
 
 def handle(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    if args.kernel and args.cluster:
+        print("wanbench run: --kernel boots guests on this machine and --cluster runs on other "
+              "hosts; give one of them", file=sys.stderr)
+        return EXIT_USAGE
     if args.kernel:
         return _run_kernels(args, console)
     try:
@@ -101,11 +119,46 @@ def handle(args: argparse.Namespace) -> int:
     except (ScenarioError, FileNotFoundError) as exc:
         print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
         return EXIT_USAGE
-    try:
-        preflight(scenario)
-    except (MissingBinary, MissingTool) as exc:
-        print(f"wanbench run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    with contextlib.ExitStack() as stack:
+        try:
+            cluster = _cluster(args, stack, scenario, scenario_dir, run_dir)
+            if cluster is None:
+                preflight(scenario)  # a cluster's workers check what they will run
+        except (MissingBinary, MissingTool, ClusterError) as exc:
+            print(f"wanbench run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return _run(args, console, scenario, scenario_dir, run_dir, cluster)
+
+
+def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Scenario,
+             scenario_dir: Path, run_dir: RunDir | None) -> Cluster | None:
+    """With --cluster: the scheduler's client (closed with stack), where each topology's
+    points run and the manifest's cluster block; ClusterError before anything starts."""
+    recorded = run_dir.read_manifest().get("cluster") if run_dir else None
+    if run_dir is not None and bool(recorded) != bool(args.cluster):
+        raise ClusterError(f"{run_dir.path} was run " + (
+            f"across the cluster of {recorded['scheduler']}: resume it with --cluster "
+            f"tcp://HOST:PORT" if recorded else "on one machine: resume it without --cluster"))
+    if not args.cluster:
+        return None
+    from harness.cluster import coordinator, session  # the cluster extra: only here
+
+    client = stack.enter_context(coordinator.connect(args.cluster))
+    found = session.placements(client, scenario, scenario_dir)
+    block = session.describe(client, args.cluster, found)
+    block["points"] = (recorded or {}).get("points", {})  # a resumed run's earlier points
+    return Cluster(client, found, block)
+
+
+@dataclass
+class Cluster:
+    client: Any
+    placements: dict[str, Any]  # topology key → harness.cluster.placement.Placement
+    manifest: dict[str, Any]
+
+
+def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenario_dir: Path,
+         run_dir: RunDir | None, cluster: Cluster | None) -> int:
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()
     if run_dir is None:
@@ -116,7 +169,13 @@ def handle(args: argparse.Namespace) -> int:
     ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
                      run_id=run_id, tsc_hz=machine["cpu"]["tsc_hz"], hardware_counters=counters,
                      backend=args.backend, on_event=lambda m: console.log(m, highlight=False),
-                     guest=record.current())
+                     guest=record.current(), cluster=cluster.manifest if cluster else {})
+    source = None
+    if cluster is not None:
+        from harness.cluster.session import ClusterPoints
+
+        source = ClusterPoints(ctx, cluster.client, cluster.placements)
+        ctx.topology_manifest.update(file=scenario.topology.file, backend="cluster")
     if not counters:
         console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
                       f"from CPU time × TSC frequency and labelled cycles_estimated")
@@ -124,7 +183,7 @@ def handle(args: argparse.Namespace) -> int:
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
     run_dir.write_manifest(base_manifest(ctx, machine, reason))
-    stopped = _run_with_progress(ctx, todo, console)
+    stopped = _run_with_progress(ctx, todo, console, source)
     run_dir.write_manifest(base_manifest(ctx, machine, reason))
     _print_summary(run_dir, scenario, console)
     done = len(run_dir.finished())
@@ -181,8 +240,8 @@ def _invalid_count(run_dir: RunDir) -> int:
     return sum(not record["point"].get("valid", False) for record in run_dir.records())
 
 
-def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
-                       console: Console) -> tuple[str, int] | None:
+def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console,
+                       source: PointSource | None) -> tuple[str, int] | None:
     """Runs the points; returns why it stopped early (a signal, a refused topology) and the
     exit status that says so, or None."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -213,7 +272,7 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]],
 
             for sig in interrupts.STOP_SIGNALS:
                 loop.add_signal_handler(sig, stop, sig)
-            await run_points(ctx, todo, advance)
+            await run_points(ctx, todo, advance, source)
 
         try:
             asyncio.run(main_task())

@@ -9,7 +9,7 @@ import socket
 import sys
 
 from harness.cluster.roles import LOAD_ROLES, check_role, resource
-from harness.cluster.shard import ALLOW_ENV
+from harness.cluster.targets import ALLOW_ENV
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -76,10 +76,12 @@ class RunDir:
         return path
 
     def finished(self) -> set[str]:
-        """Names of point × repetition records already on disk."""
+        """Names of the point × repetition records on disk that stand: one cut short by a
+        cluster worker's loss (its `lost_host`) was not measured, and is measured again."""
         if not self.records_dir.is_dir():
             return set()
-        return {p.stem for p in self.records_dir.glob("*.json")}
+        return {p.stem for p in self.records_dir.glob("*.json")
+                if not json.loads(p.read_text())["point"].get("lost_host")}
 
     def write_record(self, point_id: str, repetition: int, record: dict[str, Any]) -> None:
         """One finished point × repetition: its row plus its long-format table rows."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.guest.record import GuestRecord
 from harness.results.store import RunDir
-from harness.scenario import Scenario
+from harness.scenario import Point, Scenario
 
 
 @dataclass
@@ -26,6 +26,17 @@ class RunContext:
     on_event: Callable[[str], None] = print
     topology_manifest: dict[str, Any] = field(default_factory=dict)
     guest: GuestRecord | None = None  # the virtual machine this run is in; None: the host
+    # a cluster run's hosts and their timing per point (harness.cluster.session); else empty
+    cluster: dict[str, Any] = field(default_factory=dict)
+
+    def raw_dir(self, point: Point, repetition: int, attempt: int) -> Path:
+        """One attempt's raw logs; the first empties an interrupted attempt's, the later ones
+        keep the earlier attempts' beside theirs."""
+        raw = self.run_dir.raw_dir(point.point_id, repetition, fresh=attempt == 0)
+        if attempt:
+            raw = raw / f"attempt-{attempt}"
+            raw.mkdir()
+        return raw
 
 
 @dataclass

@@ -21,8 +21,13 @@ class PointRecorder:
         self.config = point.config
         self.ids = rows.point_ids(ctx.run_id, point.point_id, repetition)
 
-    def failed(self, reason: str) -> dict[str, Any]:
-        return rows.failed_record(self.ids, self.ctx.scenario.name, self.point.columns, reason)
+    def failed(self, reason: str, lost_host: str | None = None) -> dict[str, Any]:
+        """lost_host: the cluster worker whose loss cut the point short (resume measures
+        it again)."""
+        record = rows.failed_record(self.ids, self.ctx.scenario.name, self.point.columns, reason)
+        if lost_host:
+            record["point"]["lost_host"] = lost_host
+        return record
 
     def record(self, measured: Measurement) -> dict[str, Any]:
         doc, cold_doc = measured.document, measured.cold

@@ -8,7 +8,7 @@ import json
 import random
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from clients import pinning
 from clients.paths import binary
@@ -17,7 +17,8 @@ from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
-from harness.runner.launch import PointFailed, PointLauncher
+from harness.runner.launch import Measurement, PointLauncher
+from harness.runner.processes import PointFailed
 from harness.runner.record import PointRecorder
 from harness.scenario import Cpus, Point, Scenario, WbServer, points, sweep_columns
 
@@ -73,6 +74,7 @@ def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict
                  else "estimated: server CPU busy time × TSC frequency"},
         "topology": ctx.topology_manifest,
         "guest": ctx.guest.model_dump(mode="json") if ctx.guest else None,
+        "cluster": ctx.cluster or None,
     }
 
 
@@ -148,27 +150,53 @@ def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
             if RunDir.record_name(point.point_id, rep) not in done]
 
 
-async def measure_point(ctx: RunContext, ends: Endpoints, point: Point, repetition: int,
+class PointSource(Protocol):
+    """Where a run's points are measured: here (LocalPoints) or across a cluster's hosts
+    (harness.cluster.session.ClusterPoints)."""
+
+    async def measure(self, point: Point, repetition: int, attempt: int) -> Measurement: ...
+
+    def close(self) -> None: ...
+
+
+class LocalPoints:
+    """On this machine, in the topologies brought up here."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.cache = TopologyCache(ctx)
+
+    async def measure(self, point: Point, repetition: int, attempt: int) -> Measurement:
+        return await PointLauncher(self.ctx, self.cache.get(point), point, repetition,
+                                   attempt).run()
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+async def measure_point(ctx: RunContext, source: PointSource, point: Point, repetition: int,
                         attempt: int) -> dict[str, Any]:
     """One point × repetition's record: launched and measured, then recorded; a point that
     could not be measured is recorded as failed, with why."""
     recorder = PointRecorder(ctx, point, repetition, attempt)
     try:
-        measured = await PointLauncher(ctx, ends, point, repetition, attempt).run()
+        measured = await source.measure(point, repetition, attempt)
     except PointFailed as exc:
         ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {exc}")
-        return recorder.failed(str(exc))
+        return recorder.failed(str(exc), exc.lost_host)
     return recorder.record(measured)
 
 
 async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
-                     progress: Callable[[Point, int, dict[str, Any]], None]) -> None:
-    """Measure each pending point × repetition; each record is on disk before the next starts."""
-    cache = TopologyCache(ctx)
+                     progress: Callable[[Point, int, dict[str, Any]], None],
+                     source: PointSource | None = None) -> None:
+    """Measure each pending point × repetition (here unless a source is given); each record
+    is on disk before the next starts."""
+    source = source or LocalPoints(ctx)
     try:
         for point, rep in todo:
             for attempt in range(ctx.scenario.interference_retries + 1):
-                record = await measure_point(ctx, cache.get(point), point, rep, attempt)
+                record = await measure_point(ctx, source, point, rep, attempt)
                 if not record["point"].get("interference_only"):
                     break
                 ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
@@ -178,4 +206,4 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
             ctx.run_dir.rebuild_tables()
             progress(point, rep, record["point"])
     finally:
-        cache.close()
+        source.close()

@@ -106,3 +106,14 @@ def loopback_addresses(topology: Topology) -> dict[str, tuple[str, ...]]:
         else:
             out[name] = tuple(f"127.0.{i}.{n}" for n in range(1, host.source_addresses + 1))
     return out
+
+
+def host_addresses(topology: Topology) -> dict[str, tuple[str, ...]]:
+    """Each host's addresses, first the one others reach it at: the plan's, which the run
+    prefix (it only names namespaces) does not change. Hosts that are machines of a cluster
+    run carry these, so a namespace test and real machines are addressed alike."""
+    if topology.loopback:
+        raise TopologyError(f"topology {topology.name} is loopback: its hosts share this "
+                            f"machine's 127.0.0.1, which other machines cannot reach; give a "
+                            f"namespace topology (e.g. topologies/dumbbell-wan.yaml)")
+    return {name: host.addresses for name, host in plan_addresses(topology, "wbplan").hosts.items()}

@@ -10,18 +10,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from clients import LoadSpec, validity
 from clients.schema import Histogram, merge_documents, skeleton
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
-from harness.cluster.coordinator import START_MARGIN_S, connect, run_load, split, workers_of
-from harness.cluster.shard import run_shard
+from harness.cluster.agent import HostAgent
+from harness.cluster.coordinator import connect, run_load, split, workers_of
+from harness.cluster.namespaces import stop_all
 from harness.servers import running
 from tests.clients.conftest import server_config
-from tests.cluster.processes import stop_all
-from tests.conftest import build, free_port
+from tests.conftest import REPO, build, free_port
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -87,29 +88,42 @@ def test_a_worker_refuses_a_target_outside_the_ranges_even_when_asked(scheduler)
         with pytest.raises(ClusterError, match="refusing to send load to 10.0.0.1"):
             run_load(client, spec, "hot")
         address = next(iter(workers_of(client, "hot")))
-        fields = {"generator": "sclient", "targets": ["10.0.0.1:80"], "hot_conns": 1,
-                  "allow_any_target": True}
-        future = client.submit(run_shard, fields, 0.0, workers=[address], pure=False)
-        assert isinstance(future.exception(timeout=30), TargetRefused)
+        agent = client.submit(HostAgent, 60, actor=True, workers=[address], pure=False).result()
+        with client.as_current():
+            with pytest.raises(TargetRefused):
+                agent.start_hot(spec, 0.0).result(timeout=30)
+            agent.stop().result(timeout=30)
+
+
+def generators_loading(address: str) -> list[psutil.Process]:
+    """The wb-sclient processes sending load to address, on this machine."""
+    return [proc for proc in psutil.process_iter(["name", "cmdline"])
+            if proc.info["name"] == "wb-sclient"
+            and address in " ".join(proc.info["cmdline"] or ())]
 
 
 @pytest.mark.slow
-def test_a_worker_lost_mid_run_is_named(scheduler, server):
-    """A worker of its own role killed during its shard: the run says which host it was."""
-    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler, "--role", "doomed",
+def test_a_worker_lost_mid_run_is_named_and_its_peers_generators_stop(scheduler, server):
+    """A third hot worker killed while its shard runs: the run says which host it was, and
+    the other two hosts' generators stop at once, not at the end of their 10 s window."""
+    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler, "--role", "hot",
                                "--name", "doomed-a", "--host", "127.0.0.1"],
                               stderr=subprocess.DEVNULL)
-    spec = sclient_spec(targets=[server.address], hot_conns=1, rate_rps=50, duration_s=1.5,
+    spec = sclient_spec(targets=[server.address], hot_conns=3, rate_rps=150, duration_s=10,
                         warmup_s=0.2)
     try:
         with connect(scheduler) as client:
             client.wait_for_workers(len(HOT_WORKERS) + 1, timeout=60)
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                running_load = pool.submit(run_load, client, spec, "doomed")
-                time.sleep(START_MARGIN_S)  # about the scheduled start: its shard is placed
+                running_load = pool.submit(run_load, client, spec, "hot")
+                deadline = time.monotonic() + 30
+                while len(generators_loading(server.address)) < 3:
+                    assert time.monotonic() < deadline, "the three shards did not start"
+                    time.sleep(0.05)
                 worker.kill()
                 with pytest.raises(ClusterError, match="worker doomed-a was lost"):
-                    running_load.result(timeout=60)
+                    running_load.result(timeout=8)  # well before the window's end
+        assert generators_loading(server.address) == []
     finally:
         worker.kill()
         worker.wait()
@@ -129,9 +143,10 @@ def test_a_bad_role_is_refused_before_dask_starts():
     assert done.returncode == 2 and "is not a role name" in done.stderr
 
 
-def test_a_single_box_load_does_not_import_dask():
+def test_a_single_box_load_or_run_does_not_import_dask():
     done = subprocess.run([sys.executable, "-c", "import sys, harness.commands.load, "
-                           "harness.commands.worker; print('distributed' in sys.modules)"],
+                           "harness.commands.worker, harness.commands.run, harness.runner.run; "
+                           "print('distributed' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
 
@@ -171,3 +186,23 @@ def test_merge_adds_counts_and_keeps_every_shards_reasons():
 def test_a_clock_offset_over_the_tolerance_invalidates():
     assert validity.clock_offset("hot-a", 0.001, 0.001, 10) is None
     assert "hot-a" in validity.clock_offset("hot-a", 0.2, 0.001, 10)
+
+
+@pytest.mark.slow
+def test_a_run_without_a_worker_for_a_host_it_uses_is_refused_naming_the_fix(scheduler,
+                                                                            tmp_path: Path):
+    """Only hot workers joined: a topology's server host has none (its two hot hosts have
+    theirs); a loopback scenario has no addresses other machines reach."""
+    topology = tmp_path / "two-hot.yaml"
+    topology.write_text("name: two-hot\nhosts:\n  web: {role: server}\n  near: {role: hot}\n"
+                        "  far: {role: hot}\nlinks:\n  a: {a: near, b: web}\n"
+                        "  b: {a: far, b: web}\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"name: s\ntopology: {{file: {topology}}}\n")
+    for path, said in ((scenario, "no worker stands for topology host 'web' (role server"),
+                       (REPO / "scenarios/quickstart.yaml", "give a namespace topology")):
+        done = subprocess.run([*WANBENCH, "run", str(path), "--out", str(tmp_path / "out"),
+                               "--cluster", scheduler], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

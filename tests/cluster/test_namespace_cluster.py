@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.cluster.namespaces import stop_all
 from harness.topology import bring_up, load_topology
-from tests.cluster.processes import stop_all
 from tests.conftest import REPO, build, needs_root
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")

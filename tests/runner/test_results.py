@@ -106,3 +106,14 @@ def test_every_point_has_the_formats_parameter_columns_in_its_order(tmp_path: Pa
         for point in points(load(path, [])):
             assert tuple(point.columns)[:len(PARAMETER_COLUMNS)] == PARAMETER_COLUMNS
             assert set(point.columns) - set(PARAMETER_COLUMNS) == swept
+
+
+def test_a_point_cut_short_by_a_lost_worker_is_not_finished_and_a_failed_one_is(tmp_path: Path):
+    run = RunDir.create(tmp_path, "demo", "run1")
+    lost = _record("aaa", 0, 1.0)
+    lost["point"].update(valid=False, lost_host="hot-a")
+    failed = _record("bbb", 0, 1.0)
+    failed["point"].update(valid=False, invalid_reason="the server exited")
+    run.write_record("aaa", 0, lost)
+    run.write_record("bbb", 0, failed)
+    assert run.finished() == {"bbb-r0"}  # the lost one is measured again on resume

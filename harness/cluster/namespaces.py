@@ -1,0 +1,110 @@
+"""A cluster on this one machine: a namespace topology brought up, a Dask scheduler in its
+server host's namespace and a `wanbench worker` per host in the host's own, each taking the
+host's name as its role. What the cluster tests and the coordination benchmark run on; real
+machines hold the same addresses (harness.topology.addressing.host_addresses)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clients.pinning import pin_argv
+from harness.topology import bring_up, load_topology
+
+WANBENCH = [sys.executable, "-m", "harness.cli"]
+SCHEDULER_PORT = 8786
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class NamespaceCluster:
+    handle: Any  # the topology's NamespaceHandle
+    scheduler: str  # tcp://ADDR:PORT, in the server host's namespace
+    # the CPU the cluster's own Python processes (scheduler, workers, run) share, off the
+    # generators' (each host of a real cluster has its own); None: any
+    cpu: int | None = None
+    processes: list[subprocess.Popen] = field(default_factory=list)  # the scheduler first
+    workers: dict[str, subprocess.Popen] = field(default_factory=dict)  # host → its worker
+
+    def prefix(self, host: str) -> list[str]:
+        """Runs a command of the cluster's own in host's namespace, on the cluster's CPU."""
+        return self.handle.exec_prefix(host) + pin_argv(self.cpu)
+
+    def start_worker(self, host: str) -> subprocess.Popen:
+        worker = subprocess.Popen(
+            self.prefix(host) + [*WANBENCH, "worker", "--scheduler", self.scheduler, "--role",
+                                 host, "--name", host, "--host", self.handle.address(host)],
+            stderr=subprocess.DEVNULL)
+        self.workers[host] = worker
+        self.processes.append(worker)
+        return worker
+
+    def wait_for_workers(self, count: int, timeout_s: float = 60) -> None:
+        wait = ("from harness.cluster.coordinator import connect\n"
+                f"with connect({self.scheduler!r}, 30) as c: c.wait_for_workers({count}, "
+                f"timeout={timeout_s})")
+        subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
+                       timeout=timeout_s + 60)
+
+    def run(self, *args: str) -> subprocess.Popen:
+        """`wanbench run ARGS --cluster` from the server host's namespace, where the
+        scheduler is reachable."""
+        return subprocess.Popen(self.prefix("server") + [*WANBENCH, "run", *args, "--cluster",
+                                                         self.scheduler],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def running(self, names: tuple[str, ...] = ("wb-sclient", "wb-server")) -> dict[str, list[str]]:
+        """Host → the processes of these names running in its namespace."""
+        found = {}
+        for host in self.handle.hosts:
+            pids = subprocess.run(["ip", "netns", "pids", self.handle.netns(host)],
+                                  capture_output=True, text=True, check=True).stdout.split()
+            found[host] = [comm for comm in map(_comm, pids) if comm in names]
+        return found
+
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM each (workers before their scheduler, listed first), then SIGKILL what
+    outlives STOP_TIMEOUT_S."""
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@contextmanager
+def namespace_cluster(topology: Path, backend: str = "userspace",
+                      cpu: int | None = None) -> Iterator[NamespaceCluster]:
+    """The topology up, its scheduler and a worker per host joined; all of it gone after.
+    cpu: where the cluster's own processes run (NamespaceCluster.cpu)."""
+    with bring_up(load_topology(topology), backend, calibrate=False) as handle:
+        at = handle.address("server")
+        cluster = NamespaceCluster(handle, f"tcp://{at}:{SCHEDULER_PORT}", cpu)
+        cluster.processes.append(subprocess.Popen(
+            cluster.prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
+                                            at, "--port", str(SCHEDULER_PORT), "--no-dashboard"],
+            stderr=subprocess.DEVNULL))
+        try:
+            for host in handle.hosts:
+                cluster.start_worker(host)
+            cluster.wait_for_workers(len(handle.hosts))
+            yield cluster
+        finally:
+            stop_all(cluster.processes)

@@ -1,0 +1,143 @@
+"""One point × repetition across the cluster's hosts: the same phases as on one machine
+(harness.runner.launch), each run by the agent of the host it belongs to, and the same
+Measurement out.
+
+  1. the server started on the server host (and checked, as on one machine);
+  2. the cold connections opened on every cold host, then the server confirms it holds them
+     all: the barrier before anything is measured;
+  3. the clocks read; one scheduled start for every hot host's generator (each given the
+     time its own clock reads then) and the server host's samplers (warm-up, then window);
+  4. the hot documents merged exactly (clients.schema.merge_documents), a clock offset over
+     the tolerance making the point invalid (clients.validity.clock_offset).
+A worker that leaves the scheduler during any phase fails the point naming its host
+(validity.worker_lost); every host's processes are stopped whatever happened."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clients import validity
+from clients.schema import merge_documents
+from clients.spec import LoadSpec
+from harness.cluster.coordinator import START_MARGIN_S, ClockOffset, clock_offsets, split
+from harness.cluster.hosts import PHASE_TIMEOUT_S, HostAgents
+from harness.cluster.placement import HostWorker, Placement
+from harness.runner.launch import GENERATOR_TAIL_S, Measurement
+from harness.runner.load_side import HOT_FINISH_MARGIN_S, cold_spec, hot_spec
+from harness.runner.processes import PointFailed
+from harness.scenario import Scenario
+
+
+@dataclass
+class HostTiming:
+    """How one host kept to the point's schedule (the manifest's cluster.points)."""
+
+    clock_offset_s: float
+    clock_uncertainty_s: float
+    start_lag_s: float | None = None  # hot hosts: scheduled start to the generator's launch
+
+
+class ClusterPoint:
+    """Runs one point × repetition on the agents of placement's hosts; abort() from another
+    thread stops it (the run was interrupted)."""
+
+    def __init__(self, client: Any, placement: Placement, config: Scenario, seed: int,
+                 raw: Path, on_event: Callable[[str], None]):
+        self.client, self.placement, self.config, self.seed = client, placement, config, seed
+        self.raw, self.on_event = raw, on_event
+        hosts = placement.hosts.values()
+        self.hosts = HostAgents(client, {hw.name: hw.worker for hw in hosts},
+                                {hw.name: f"host {hw.host}: " for hw in hosts}.__getitem__)
+        self.timing: dict[str, HostTiming] = {}  # worker name →
+
+    def run(self) -> Measurement:
+        # the agents' handles find their client as the current one (in this thread)
+        with self.client.as_current():
+            try:
+                return self._measure()
+            finally:
+                self.hosts.stop(self._keep_logs, self.on_event)
+
+    def abort(self) -> None:
+        with self.client.as_current():
+            self.hosts.stop(self._keep_logs, self.on_event)
+
+    def _measure(self) -> Measurement:
+        cfg, placement, hosts = self.config, self.placement, self.hosts
+        server_name = placement.server.name
+        hot_names = [hw.name for hw in placement.hot]
+        cold_names = [hw.name for hw in placement.cold]
+        agents = hosts.start(cfg.warmup_s + cfg.duration_s + cfg.cold.conns / cfg.cold.ramp_rps)
+        server = agents[server_name]
+        target = hosts.wait({server_name: server.start_server(
+            cfg, placement.server.addresses[0])})[server_name]
+        cold = cold_spec(cfg, self.seed, target, None, None)
+        if cold is not None:
+            shards = self._shards(cold, placement.cold)
+            hosts.each(cold_names, lambda agent, i: agent.start_cold(shards[i]),
+                       PHASE_TIMEOUT_S + cold.cold_conns / cold.cold_ramp_rps)
+            hosts.wait({server_name: server.confirm_held(cold.cold_conns)})
+            self.on_event(f"{cold.cold_conns} cold connections established on "
+                          f"{len(shards)} host(s)")
+        hosts.wait({server_name: server.hold_to_budget()})
+        clocks = clock_offsets(self.client, {hw.worker: hw.name
+                                             for hw in placement.hosts.values()})
+        self.timing = {name: HostTiming(c.offset_s, c.uncertainty_s) for name, c in clocks.items()}
+        hot = self._shards(hot_spec(cfg, self.seed, target, None, None), placement.hot)
+        start_at = time.time() + START_MARGIN_S
+        # each host is given the time its own clock reads at the scheduled start
+        hosts.each(hot_names, lambda agent, i: agent.start_hot(
+            hot[i], start_at + clocks[hot_names[i]].offset_s))
+        window = server.measure(start_at + clocks[server_name].offset_s, cfg.warmup_s,
+                                cfg.warmup_s + cfg.duration_s - GENERATOR_TAIL_S)
+        run_s = START_MARGIN_S + cfg.warmup_s + cfg.duration_s + HOT_FINISH_MARGIN_S
+        results = hosts.each(hot_names, lambda agent, _: agent.hot_result(), run_s)
+        measured = hosts.wait({server_name: window})[server_name]
+        for name, (_, started) in results.items():
+            self.timing[name].start_lag_s = started.start_lag_s
+        documents = {name: doc for name, (doc, _) in results.items()}
+        cold_docs = (hosts.each(cold_names, lambda agent, _: agent.stop_cold())
+                     if cold is not None else {})
+        return Measurement(self._merged(documents, clocks), _merged_cold(cold_docs),
+                           measured.window, measured.stats_before, measured.stats_after,
+                           measured.samples, measured.profile_rows)
+
+    def _shards(self, spec: LoadSpec, hosts: tuple[HostWorker, ...]) -> list[LoadSpec]:
+        """spec split over hosts: each binds its own host's addresses and draws its own
+        arrivals (a seed of its own)."""
+        shards = split(spec, len(hosts))
+        if len(shards) < len(hosts):
+            raise PointFailed(f"{len(hosts)} hosts share fewer connections than hosts; give "
+                              f"each host at least one, or fewer hosts")
+        return [dataclasses.replace(shard, source_addrs=list(hw.addresses), seed=self.seed + i)
+                for i, (shard, hw) in enumerate(zip(shards, hosts, strict=True))]
+
+    def _merged(self, documents: dict[str, dict[str, Any]],
+                clocks: dict[str, ClockOffset]) -> dict[str, Any]:
+        """The hot documents as one; the clocks of the hosts that kept the scheduled start
+        (the hot hosts and the server's samplers) judged, not the cold hosts', which only
+        hold their connections from before it."""
+        merged = merge_documents(documents)
+        window = self.config.duration_s
+        scheduled = {hw.name for hw in (self.placement.server, *self.placement.hot)}
+        reasons = [validity.clock_offset(name, clock.offset_s, clock.uncertainty_s, window)
+                   for name, clock in clocks.items() if name in scheduled]
+        merged["invalid_reasons"] += [r for r in reasons if r]
+        merged["valid"] = not merged["invalid_reasons"]
+        return merged
+
+    def _keep_logs(self, name: str, logs: dict[str, bytes]) -> None:
+        for relative, content in logs.items():
+            path = self.raw / name / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+
+
+def _merged_cold(documents: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
+    kept = {name: doc for name, doc in documents.items() if doc is not None}
+    return merge_documents(kept) if kept else None

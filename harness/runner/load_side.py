@@ -1,0 +1,99 @@
+"""A point's load side: the cold and hot (or stream) generators' specs from the scenario, the
+cold connections opened and confirmed by their generator, the hot generator started and its
+document read. The same code runs in the run's process (one machine) or in a client host's
+cluster agent (harness.cluster.agent)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import clients
+from harness import procs
+from harness.runner.processes import Children, PointFailed, read_line
+from harness.scenario import Point, Scenario
+
+# Time the hot generator may take past its window before the point fails
+HOT_FINISH_MARGIN_S = 60
+
+
+def seed_of(point: Point, repetition: int) -> int:
+    return int.from_bytes(hashlib.sha1(f"{point.point_id}/{repetition}".encode()).digest()[:4],
+                          "big")
+
+
+def cold_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
+              json_path: Path | None) -> clients.LoadSpec | None:
+    """The cold generator's spec: it holds its connections until stopped; None without any."""
+    cold = cfg.cold
+    if cold.conns == 0:
+        return None
+    return clients.LoadSpec(targets=[target], seed=seed, cpu=cfg.cpus.generator,
+                            source_addrs=sources, generator="sclient", hot_conns=0,
+                            cold_conns=cold.conns, cold_ramp_rps=cold.ramp_rps,
+                            cold_interval_s=cold.interval_s, duration_s=0, json_path=json_path)
+
+
+def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
+             json_path: Path | None) -> clients.LoadSpec:
+    """The hot (or stream) generator's spec: warm-up, then the measured window."""
+    common: dict[str, Any] = dict(targets=[target], seed=seed, cpu=cfg.cpus.generator,
+                                  source_addrs=sources, duration_s=cfg.duration_s,
+                                  warmup_s=cfg.warmup_s, json_path=json_path)
+    if cfg.stream is not None:
+        return clients.LoadSpec(generator="sclient", hot_conns=0, stream_conns=cfg.stream.conns,
+                                stream_mbps=cfg.stream.mbps, **common)
+    hot = cfg.hot
+    return clients.LoadSpec(
+        generator=hot.generator, hot_conns=hot.conns, rate_rps=hot.rate_rps,
+        arrivals=hot.arrivals, requests_per_conn=hot.requests_per_conn, pick=hot.pick,
+        path=hot.path, connect_timeout_s=hot.connect_timeout_s,
+        response_timeout_s=hot.response_timeout_s, spin_us=hot.spin_us,
+        coalesce_us=hot.coalesce_us, **common)
+
+
+class LoadSide:
+    """The generators one host runs for a point, as `children` of this host's argv prefix."""
+
+    def __init__(self, children: Children, prefix: list[str]):
+        self.children, self.prefix, self.raw = children, prefix, children.raw
+
+    async def start_cold(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
+        """The cold generator, once it says all its connections are established."""
+        proc = await self.children.spawn(self.prefix + clients.command(spec), "cold")
+        assert proc.stdout is not None
+        timeout = spec.cold_conns / spec.cold_ramp_rps + 30
+        line = await read_line(proc.stdout, timeout,
+                               f"cold generator ({spec.cold_conns} connections)")
+        event = json.loads(line)
+        if event.get("event") != "cold_ready" or event.get("established", 0) < spec.cold_conns:
+            raise PointFailed(f"cold connections not established: {line}")
+        return proc
+
+    async def start_hot(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
+        return await self.children.spawn(self.prefix + clients.command(spec), "hot")
+
+    async def hot_document(self, proc: asyncio.subprocess.Process,
+                           spec: clients.LoadSpec) -> dict[str, Any]:
+        """The hot generator's result document, once it has exited."""
+        out, _ = await asyncio.wait_for(proc.communicate(),
+                                        spec.warmup_s + spec.duration_s + HOT_FINISH_MARGIN_S)
+        (self.raw / "hot.stdout").write_bytes(out)
+        if proc.returncode != 0:
+            raise PointFailed(f"{spec.generator} exited with status {proc.returncode}; "
+                              f"see {self.raw / 'hot.stderr'}")
+        return clients.parse_result(spec, out.decode(errors="replace"),
+                                    (self.raw / "hot.stderr").read_text(errors="replace"))
+
+    async def stop_cold(self, proc: asyncio.subprocess.Process | None,
+                        spec: clients.LoadSpec | None) -> dict[str, Any] | None:
+        """Stopped, the cold generator writes its document (at spec.json_path)."""
+        if proc is None or spec is None or spec.json_path is None:
+            return None
+        await procs.stop(proc, signal.SIGTERM, timeout=30)
+        path = Path(spec.json_path)
+        return json.loads(path.read_text()) if path.is_file() else None

@@ -1,0 +1,222 @@
+"""A point's server side: the server started (wb-server or an external one) and checked to be
+the one listening, its stats, its hold on the cold connections, its CPU budget, and the
+samplers over the measured window. The same code runs in the run's process (one machine) or
+in the server host's cluster agent (harness.cluster.agent)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from clients import validity
+from clients.pinning import pin_argv
+from clients.targets import check_target
+from harness import procs, servers
+from harness.cgroups import CpuBudget, Throttling
+from harness.metrics.cpu import process_tree
+from harness.metrics.sampler import SamplerConfig, WindowSampler
+from harness.runner.processes import Children, PointFailed, read_line
+from harness.scenario import ExternalServer, Scenario, WbServer
+
+
+async def listeners(prefix: list[str], port: int) -> dict[int, str]:
+    """PID → command name of the processes listening on TCP port (in prefix's namespace)."""
+    probe = await asyncio.create_subprocess_exec(
+        *prefix, "ss", "-Hltnp", f"sport = :{port}", stdout=asyncio.subprocess.PIPE)
+    out, _ = await probe.communicate()
+    text = out.decode(errors="replace")
+    found = {int(pid): comm for comm, pid in re.findall(r'\("([^"]*)",pid=(\d+)', text)}
+    if text.strip() and not found:
+        found[0] = "a listener ss shows without its process"
+    return found
+
+
+def throttling_columns(held: Throttling, window: dict[str, Any]) -> dict[str, Any]:
+    """A budgeted server's throttling over the window, as points columns. schedstat counts
+    a throttled task as waiting on its run queue: that was its budget, not a neighbour, so
+    it leaves server_wait_pct (measured: 30 % budget, 0.35 s waited, 0.35 s throttled)."""
+    columns: dict[str, Any] = {
+        "server_throttled_pct": 100 * held.throttled_periods / held.periods if held.periods
+        else 0.0,
+        "server_throttled_s": held.throttled_s}
+    waited, span = window.get("server_wait_pct"), window.get("sampled_window_s")
+    if waited is not None and span:
+        columns["server_wait_pct"] = max(0.0, waited - 100 * held.throttled_s / span)
+    return columns
+
+
+@dataclass
+class ServerWindow:
+    """What the server's host measured over the window."""
+
+    window: dict[str, Any]  # the samplers' points columns
+    stats_before: dict[str, Any] | None  # wb-server's stats at the window's edges (else None)
+    stats_after: dict[str, Any] | None
+    samples: list[dict[str, Any]]  # the samplers' per-second rows
+    profile_rows: list[dict[str, Any]]  # perf record's, when the scenario profiles
+
+
+class ServerSide:
+    """The server of one point × repetition, on the host whose argv prefix is `prefix` and
+    whose address is `address`; stopped (and its CPU budget's group removed) by stop()."""
+
+    def __init__(self, config: Scenario, children: Children, prefix: list[str], address: str,
+                 shared_host: bool):
+        self.config, self.children, self.prefix, self.address = config, children, prefix, address
+        self.shared_host = shared_host  # loopback: the server takes any free port
+        self.raw = children.raw
+        self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
+        self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
+        self.stats_path = self.raw / "server-stats.json"
+        self._stack = contextlib.ExitStack()
+        cpus = config.cpus
+        # the server's cgroup, when it has a CPU budget
+        self.budget: CpuBudget | None = self._stack.enter_context(
+            CpuBudget(cpus.server_budget_pct, cpus.budget_period_us)) \
+            if cpus.server_budget_pct else None
+
+    async def stop(self) -> None:
+        """Every process stopped, then the budget's group removed (it cannot be while they
+        are in it)."""
+        try:
+            await self.children.stop_all()
+        finally:
+            self._stack.close()
+
+    async def start(self) -> str:
+        """The server started and checked; its ADDR:PORT."""
+        cfg = self.config
+        if isinstance(cfg.server, WbServer):
+            port = 0 if self.shared_host else cfg.server.port
+            server = servers.ServerConfig(
+                dispatch=cfg.server.dispatch, accept=cfg.server.accept,
+                reply_bytes=cfg.server.reply_bytes, listen=f"{self.address}:{port}",
+                backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
+                stats_path=self.stats_path, sink=cfg.stream is not None,
+                rt_signal_queue=cfg.server.rt_signal_queue)
+            self.server = await self._spawn_server(server.argv())
+            assert self.server.stdout is not None
+            try:
+                line = await read_line(self.server.stdout, 10, "wb-server")
+            except PointFailed as exc:
+                raise PointFailed(f"{exc}{self._server_said()}") from None
+            if not line.startswith("ready "):
+                raise PointFailed(f"wb-server said {line!r} instead of 'ready ADDR:PORT'")
+            target = line.split()[1]
+        else:
+            target = await self._start_external(cfg.server)
+        await self._check_listener(target)
+        check_target(target.rpartition(":")[0])  # topologies hand out loopback, 198.18.0.0/15
+        return target
+
+    async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
+        """The server alone in a PID namespace, so nothing it forks can outlive the run."""
+        return await self.children.spawn(self.prefix + procs.CONTAINED + argv, "server")
+
+    def _server_said(self) -> str:
+        lines = (self.raw / "server.stderr").read_text(errors="replace").strip().splitlines()
+        return f" ({lines[-1]})" if lines else ""
+
+    async def _check_listener(self, target: str) -> None:
+        """The socket the load will reach must be our server's, not a leftover's: an orphan
+        of an earlier run would otherwise be measured in its place."""
+        assert self.server is not None
+        self.server_pid = procs.contained_pid(self.server.pid)
+        if self.server_pid is None:
+            raise PointFailed(f"the server exited during start-up{self._server_said()}")
+        port = int(target.rpartition(":")[2])
+        ours = set(process_tree(self.server.pid))
+        strangers = {pid: comm for pid, comm in (await listeners(self.prefix, port)).items()
+                     if pid not in ours}
+        if strangers:
+            named = ", ".join(f"pid {pid} ({comm})" for pid, comm in sorted(strangers.items()))
+            raise PointFailed(f"port {port} is also held by {named}, which this run did not "
+                              f"start (a leftover of an earlier run?): stop it (`wanbench topo "
+                              f"clean`, or kill it) and resume")
+
+    async def _start_external(self, spec: ExternalServer) -> str:
+        # absolute: the command runs elsewhere (nginx reads a relative path from its prefix)
+        workdir = (self.raw / "server-files").resolve()
+        workdir.mkdir(exist_ok=True)
+        files, argv = spec.render(workdir, self.address)
+        for path, text in files.items():
+            path.write_text(text)
+        self.server = await self._spawn_server(pin_argv(self.config.cpus.server) + argv)
+        deadline = time.monotonic() + spec.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.server.returncode is not None:
+                raise PointFailed(f"{spec.name} exited with status {self.server.returncode}; "
+                                  f"see {self.raw / 'server.stderr'}")
+            if await listeners(self.prefix, spec.port):
+                return f"{self.address}:{spec.port}"
+            await asyncio.sleep(0.05)
+        raise PointFailed(f"{spec.name} did not listen on port {spec.port} within "
+                          f"{spec.ready_timeout_s} s")
+
+    async def stats(self) -> dict[str, Any] | None:
+        if not isinstance(self.config.server, WbServer) or self.server_pid is None:
+            return None
+        self.check_alive()
+        try:
+            return await asyncio.to_thread(servers.snapshot_stats, self.server_pid,
+                                           self.stats_path)
+        except (ProcessLookupError, TimeoutError):
+            self.check_alive()
+            raise
+
+    def check_alive(self) -> None:
+        """A server that died makes the point failed, with its exit status and last words."""
+        assert self.server is not None
+        if self.server.returncode is not None or procs.contained_pid(self.server.pid) is None:
+            status = self.server.returncode
+            raise PointFailed(validity.server_exited(
+                status, f"{self._server_said()}; see {self.raw / 'server.stderr'}"))
+
+    async def confirm_held(self, count: int, timeout: float = 30.0) -> None:
+        """Wait until the server has accepted the cold connections too: its side of the
+        handshake completes one one-way delay after the client's, and accept() comes later."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = await self.stats()
+            if stats is None or stats["connections_current"] >= count:
+                return
+            if time.monotonic() > deadline:
+                raise PointFailed(f"server holds {stats['connections_current']} connections "
+                                  f"after {timeout:.0f} s, expected at least {count} cold ones")
+            await asyncio.sleep(0.05)
+
+    def hold_to_budget(self) -> None:
+        """From the warm-up on, not while it accepts the cold connections."""
+        if self.budget:
+            assert self.server_pid is not None
+            self.budget.admit(process_tree(self.server_pid))
+
+    async def measure(self, window_start: float, window_end: float, *, tsc_hz: float | None,
+                      hardware_counters: bool, generator_pids: list[int],
+                      emulator_pids: list[int]) -> ServerWindow:
+        """The samplers from window_start to window_end (this loop's clock), the server's
+        stats at both edges; generator_pids: the generators on this host, if any."""
+        cfg = self.config
+        await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
+        assert self.server_pid is not None
+        sampler = WindowSampler(SamplerConfig(
+            server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
+            generator_pids=generator_pids, tsc_hz=tsc_hz, hardware_counters=hardware_counters,
+            profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids))
+        stats_before = await self.stats()
+        throttled_before = self.budget.throttling() if self.budget else None
+        await sampler.start()
+        # reading the server's stats and starting the samplers took some of the window
+        await asyncio.sleep(max(0.0, window_end - asyncio.get_running_loop().time()))
+        window = await sampler.stop()
+        if self.budget and throttled_before:
+            window.update(throttling_columns(self.budget.throttling().since(throttled_before),
+                                             window))
+        stats_after = await self.stats()
+        self.check_alive()  # an external server has no stats to fail on
+        return ServerWindow(window, stats_before, stats_after, sampler.timeseries,
+                            sampler.profile_rows() if cfg.profile else [])

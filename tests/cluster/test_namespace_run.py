@@ -1,0 +1,159 @@
+"""`wanbench run --cluster` across network namespaces: the dumbbell-wan topology brought up
+by the test stands for three machines, a scheduler and a `server` worker in the server's
+namespace, a `hot` and a `cold` worker each in its own (the cold one across the 100 ms link).
+The scenario's hosts are those namespaces, addressed from the topology as a run on one
+machine addresses them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.cluster.namespaces import WANBENCH, NamespaceCluster, namespace_cluster
+from tests.conftest import REPO, build, needs_root
+
+pytest.importorskip("distributed", reason="the cluster extra is not installed")
+DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
+ROLES = ("server", "hot", "cold")  # a worker per topology host, named and roled as it
+NOTHING_LEFT = {host: [] for host in ROLES}  # no server, no generator in any namespace
+COLD_CONNS = 12
+SWEEP_WINDOW_S = 1.0
+LOST_WINDOW_S = 2.0  # long enough to kill a worker inside it
+SCENARIO = f"""\
+name: cluster-sweep
+topology: {{file: {DUMBBELL}}}
+server: {{dispatch: epoll, accept: multi, reply_bytes: 92}}
+hot: {{generator: sclient, conns: 4, rate_rps: 200}}
+cold: {{conns: {COLD_CONNS}}}
+sweep:
+  hot.rate_rps: [200, 400]
+repetitions: 1
+warmup_s: 0.5
+duration_s: {{duration}}
+"""
+
+
+def scenario(tmp_path: Path, duration_s: float) -> Path:
+    path = tmp_path / f"cluster-sweep-{duration_s:g}.yaml"
+    path.write_text(SCENARIO.replace("{duration}", f"{duration_s:g}"))
+    return path
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def run_dir_of(out: Path) -> Path:
+    """The one run under results root out."""
+    (run_dir,) = (out / "cluster-sweep").iterdir()
+    return run_dir
+
+
+def points(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "points.parquet").sort_values("offered_rate_rps")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[NamespaceCluster]:
+    build("build/bin/wb-sclient")
+    build("build/bin/wb-server")
+    # its Python processes beside the light server, off the generators' CPU (cpus.generator)
+    with namespace_cluster(DUMBBELL, cpu=0) as found:
+        yield found
+        assert found.running() == NOTHING_LEFT
+
+
+@pytest.fixture(scope="module")
+def sweep(cluster: NamespaceCluster, tmp_path_factory) -> Path:
+    """The two-point sweep run across the cluster: its run directory."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    status, _, err = finish(cluster.run(str(scenario(tmp, SWEEP_WINDOW_S)), "--out",
+                                        str(tmp / "results")))
+    assert status == 0, err
+    return run_dir_of(tmp / "results")
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sweep: Path):
+    frame = points(sweep)
+    assert len(list((sweep / "points").glob("*.json"))) == 2
+    assert list(frame["offered_rate_rps"]) == [200, 400] and frame["valid"].all(), \
+        list(frame["invalid_reason"])
+    for record_path in sorted((sweep / "points").glob("*.json")):
+        record = json.loads(record_path.read_text())
+        row = record["point"]
+        shards = {host: json.loads((sweep / "raw" / record_path.stem / host / "hot.json")
+                                   .read_text()) for host in ("hot",)}
+        assert row["reply_rate_rps"] == pytest.approx(sum(d["reply_rate_rps"]
+                                                          for d in shards.values()))
+        cold = json.loads((sweep / "raw" / record_path.stem / "cold" / "cold.json").read_text())
+        assert row["cold_held"] == cold["cold"]["held"] == COLD_CONNS
+        assert sum(h["count"] for h in record["histograms"] if h["kind"] == "corrected") \
+            == sum(d["latency"]["corrected"]["count"] for d in shards.values())
+    manifest = json.loads((sweep / "manifest.json").read_text())["cluster"]
+    assert manifest["scheduler"] == cluster.scheduler
+    assert sorted(manifest["hosts"]) == sorted(ROLES)
+    for host, about in manifest["hosts"].items():
+        assert about["stands_for"] == host and about["kernel"]["release"] and about["cpu"]
+        assert about["addresses"][0] == cluster.handle.address(host)  # type: ignore[attr-defined]
+    for timing in manifest["points"].values():
+        assert sorted(timing) == sorted(ROLES)
+        assert 0 <= timing["hot"]["start_lag_s"] < 0.5
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.timing
+def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp_path: Path):
+    done = subprocess.run([*WANBENCH, "run", str(scenario(tmp_path, SWEEP_WINDOW_S)), "--out",
+                           str(tmp_path / "results"), "--backend", "userspace"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    here, there = points(run_dir_of(tmp_path / "results")), points(sweep)
+    for one, spread in zip(here["reply_rate_rps"], there["reply_rate_rps"], strict=True):
+        assert spread == pytest.approx(one, rel=0.1)
+
+
+@needs_root
+@pytest.mark.slow
+def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
+        cluster: NamespaceCluster, tmp_path: Path):
+    run = cluster.run(str(scenario(tmp_path, LOST_WINDOW_S)), "--out", str(tmp_path / "results"))
+    records = tmp_path / "results" / "cluster-sweep"
+    deadline = time.monotonic() + 90
+    # the second point's generator running on the hot host: the first point is finished
+    while not (len(list(records.glob("*/points/*.json"))) == 1
+               and "wb-sclient" in cluster.running()["hot"]):
+        assert time.monotonic() < deadline and run.poll() is None, "no second point ran"
+        time.sleep(0.05)
+    cluster.workers["hot"].send_signal(signal.SIGKILL)
+    status, _, err = finish(run)
+    assert status == 1, err
+    assert cluster.running() == NOTHING_LEFT
+    run_dir = run_dir_of(tmp_path / "results")
+    frame = points(run_dir)
+    lost = frame[~frame["valid"]]
+    assert len(lost) == 1 and frame["valid"].sum() == 1, list(frame["invalid_reason"])
+    assert "worker hot was lost" in lost["invalid_reason"].iloc[0]
+    assert lost["lost_host"].iloc[0] == "hot"
+    kept = frame[frame["valid"]]["point_id"].iloc[0]
+    kept_record = (run_dir / "points" / f"{kept}-r0.json").read_text()
+
+    cluster.workers["hot"].wait()
+    cluster.start_worker("hot")  # its replacement
+    cluster.wait_for_workers(len(ROLES))
+    status, _, err = finish(cluster.run("--resume", str(run_dir)))
+    assert status == 0, err
+    assert "1 of 2 point × repetition to measure" in err
+    assert points(run_dir)["valid"].all()
+    assert (run_dir / "points" / f"{kept}-r0.json").read_text() == kept_record
+    assert cluster.running() == NOTHING_LEFT
