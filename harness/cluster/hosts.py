@@ -36,6 +36,7 @@ class HostAgents:
     def __init__(self, client: Any, workers: dict[str, str], described: Callable[[str], str]):
         self.client, self.workers, self.described = client, workers, described
         self.agents: dict[str, Any] = {}  # name → its HostAgent (an actor handle)
+        self.futures: dict[str, Any] = {}  # name → the future that created it
         self.stopping = threading.Event()
         self._stop_once = threading.Lock()
 
@@ -45,6 +46,9 @@ class HostAgents:
                                             workers=[address], allow_other_workers=False,
                                             pure=False)
                    for name, address in self.workers.items()}
+        # held while the point runs: an actor lives while its key is referenced, and a handle
+        # unpickled without a current client holds no reference of its own
+        self.futures = futures
         self.agents = self.wait(futures)
         return self.agents
 
@@ -115,3 +119,4 @@ class HostAgents:
                 except Exception as exc:  # noqa: BLE001  # say which host may hold processes
                     on_event(f"{name}: could not be told to stop ({exc}); its agent stops "
                              f"itself within {LEASE_MARGIN_S:.0f} s")
+            self.futures = {}  # the agents may go now

@@ -88,7 +88,10 @@ def test_a_worker_refuses_a_target_outside_the_ranges_even_when_asked(scheduler)
         with pytest.raises(ClusterError, match="refusing to send load to 10.0.0.1"):
             run_load(client, spec, "hot")
         address = next(iter(workers_of(client, "hot")))
-        agent = client.submit(HostAgent, 60, actor=True, workers=[address], pure=False).result()
+        # the future held to the end: an actor lives while its key is referenced, and a handle
+        # fetched outside client.as_current() holds no reference of its own
+        held = client.submit(HostAgent, 60, actor=True, workers=[address], pure=False)
+        agent = held.result()
         with client.as_current():
             with pytest.raises(TargetRefused):
                 agent.start_hot(spec, 0.0).result(timeout=30)
