@@ -87,3 +87,28 @@ def test_run_refuses_cluster_with_kernel():
     done = subprocess.run([*WANBENCH, "run", "x.yaml", "--cluster", "tcp://127.0.0.1:9",
                            "--kernel", "host"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "give one of them" in done.stderr
+
+
+def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged(monkeypatch):
+    """The server's samplers and the hot generators start at the scheduled time: an offset
+    there invalidates the point; the cold hosts only hold connections opened before it, so
+    theirs (half the WAN round trip of uncertainty) does not."""
+    from types import SimpleNamespace
+
+    from harness.cluster import point
+    from harness.cluster.coordinator import ClockOffset
+
+    monkeypatch.setattr(point, "merge_documents",
+                        lambda docs: {"invalid_reasons": [], "valid": True})
+    hosts = {role: SimpleNamespace(name=role) for role in ("server", "hot", "cold")}
+    run = object.__new__(point.ClusterPoint)
+    run.config = SimpleNamespace(duration_s=1.0)
+    run.placement = SimpleNamespace(server=hosts["server"], hot=(hosts["hot"],),
+                                    cold=(hosts["cold"],))
+    on_time, off = ClockOffset(0.0001, 0.001), ClockOffset(0.5, 0.05)
+    kept = run._merged({"hot": {}}, {"server": on_time, "hot": on_time, "cold": off})
+    assert kept["valid"] is True
+    for late in ("server", "hot"):
+        clocks = {"server": on_time, "hot": on_time, "cold": on_time, late: off}
+        judged = run._merged({"hot": {}}, clocks)
+        assert judged["valid"] is False and late in judged["invalid_reasons"][0]
