@@ -8,27 +8,36 @@ stay off the server's CPU. wb-server, wb-sclient and asyncgen pin themselves (--
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 def pin_argv(cpu: int | None) -> list[str]:
     """The argv prefix that runs a command on CPU `cpu`; nothing when cpu is None."""
-    return [] if cpu is None else ["taskset", "-c", str(cpu)]
+    return [] if cpu is None else pin_set_argv({cpu})
 
 
-def observer_argv(cpus: set[int]) -> list[str]:
-    """The argv prefix for an observer of the server (perf): on `cpus` (never the server's),
-    under SCHED_IDLE, so it runs only when they have nothing else to run and a waking
-    generator preempts it at once. At normal priority perf record's buffer drains on the
-    generator's CPU made 1-3 % of its sends over 1 ms late at 100 req/s (BM98 Fig 1)."""
-    return ["taskset", "-c", ",".join(map(str, sorted(cpus))), "chrt", "--idle", "0"]
+def pin_set_argv(cpus: set[int]) -> list[str]:
+    """The argv prefix that runs a command on any of `cpus`."""
+    return ["taskset", "-c", ",".join(map(str, sorted(cpus)))]
 
 
 def pin_running(pid: int, cpus: set[int]) -> None:
     """Moves every thread of a running process to `cpus` (sched_setaffinity acts on one
     thread, and threads started before it keep their own mask)."""
+    _each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus))
+
+
+def set_idle(pid: int, idle: bool) -> None:
+    """Every thread of a running process to SCHED_IDLE (it runs only when its CPUs have
+    nothing else to run, and a waking generator preempts it at once), or back to normal."""
+    policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
+    _each_thread(pid, lambda tid: os.sched_setscheduler(tid, policy, os.sched_param(0)))
+
+
+def _each_thread(pid: int, act: Callable[[int], None]) -> None:
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            os.sched_setaffinity(int(tid), cpus)
+            act(int(tid))
         except ProcessLookupError:
             continue  # a thread that ended meanwhile
 

@@ -31,7 +31,7 @@ REPORT_LINE = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[(.)\]\s+(\S.*?)\s*$")
 
 
 def record_argv(cpu: int, output: Path) -> list[str]:
-    # 4 MB of buffer: perf runs at idle priority (pinning.observer_argv) and may wait a
+    # 4 MB of buffer: perf counts at idle priority (perfctl) and may wait a
     # while for a CPU; at cpu-clock's 4 kHz that is several seconds of samples
     return ["perf", "record", "-q", "-e", "cpu-clock", "-C", str(cpu), "-m", "1024",
             "-o", str(output)]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clients import pinning
-from harness import procs
 from harness.metrics import cpu, net, perf, profile
 from harness.metrics.interference import Interference
+from harness.metrics.perfctl import ControlledPerf
 
 
 @dataclass
@@ -43,14 +42,17 @@ class _Reading:
 
 
 class WindowSampler:
-    """Reads /proc once a second (cheap: a few small files), perf runs beside it when asked."""
+    """Reads /proc once a second (cheap: a few small files), perf runs beside it when asked.
+
+    prepare() before the window (perf's start-up), start() at its start, stop() at its end;
+    close() whatever happened."""
 
     def __init__(self, config: SamplerConfig):
         self.config = config
         self.timeseries: list[dict[str, Any]] = []
         self._task: asyncio.Task[None] | None = None
         self._first: _Reading | None = None
-        self._perf: list[tuple[str, asyncio.subprocess.Process, Path]] = []
+        self._perf: list[tuple[ControlledPerf, Path]] = []
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
@@ -76,20 +78,27 @@ class WindowSampler:
             net=counters,
         )
 
-    async def start(self) -> None:
+    async def prepare(self) -> None:
+        """Starts the perfs asked for, counting nothing yet (PerfFailed if one cannot)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
-        observer = pinning.observer_argv(pinning.all_but(c.server_cpu) or {c.server_cpu})
+        # never on the server's CPU (unless it is the only one)
+        beside = pinning.all_but(c.server_cpu) or {c.server_cpu}
         if c.hardware_counters:
             out = c.workdir / "perf-stat.txt"
-            self._perf.append(("stat", await procs.spawn(
-                observer + perf.stat_argv(c.server_cpu, out), stderr=asyncio.subprocess.DEVNULL),
-                out))
+            self._perf.append((ControlledPerf("stat", perf.stat_argv(c.server_cpu, out), beside,
+                                              c.workdir), out))
         if c.profile:
             out = c.workdir / "perf.data"
-            self._perf.append(("record", await procs.spawn(
-                observer + profile.record_argv(c.server_cpu, out),
-                stderr=asyncio.subprocess.DEVNULL), out))
+            self._perf.append((ControlledPerf("record", profile.record_argv(c.server_cpu, out),
+                                              beside, c.workdir), out))
+        for controlled, _ in self._perf:
+            await controlled.start()
+
+    async def start(self) -> None:
+        """The window starts: perf counts, /proc is read once a second."""
+        for controlled, _ in self._perf:
+            await controlled.enable()
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
@@ -114,13 +123,17 @@ class WindowSampler:
         last = self._read()
         interference = self._interference.stop(last.t - self._first.t)
         self._task.cancel()
-        for _, proc, _ in self._perf:
-            await procs.stop(proc, signal.SIGINT, timeout=30)
+        await self.close()
         return {**self._totals(self._first, last), **interference}
 
+    async def close(self) -> None:
+        """No perf left running (after stop(), or when the point failed before it)."""
+        for controlled, _ in self._perf:
+            await controlled.stop()
+
     def profile_rows(self) -> list[dict[str, Any]]:
-        return [row for kind, _, out in self._perf if kind == "record" for row in
-                profile.report(out)]
+        return [row for controlled, out in self._perf if controlled.name == "record"
+                for row in profile.report(out)]
 
     def _totals(self, first: _Reading, last: _Reading) -> dict[str, Any]:
         c = self.config
@@ -142,7 +155,8 @@ class WindowSampler:
             totals.update(net.delta(first.net, last.net))
         else:
             totals.update(dict.fromkeys(("packets_in", "packets_out", "bytes_in", "bytes_out")))
-        stat_file = next((out for kind, _, out in self._perf if kind == "stat"), None)
+        stat_file = next((out for controlled, out in self._perf
+                          if controlled.name == "stat"), None)
         if stat_file is not None:
             totals.update(perf.counters_from_file(stat_file))
             totals["cycles_estimated"] = False

@@ -18,6 +18,7 @@ from clients.targets import check_target
 from harness import procs, servers
 from harness.cgroups import CpuBudget, Throttling
 from harness.metrics.cpu import process_tree
+from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.runner.processes import Children, PointFailed, read_line
 from harness.scenario import ExternalServer, Scenario, WbServer
@@ -201,18 +202,24 @@ class ServerSide:
         """The samplers from window_start to window_end (this loop's clock), the server's
         stats at both edges; generator_pids: the generators on this host, if any."""
         cfg = self.config
-        await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
         assert self.server_pid is not None
         sampler = WindowSampler(SamplerConfig(
             server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
             generator_pids=generator_pids, tsc_hz=tsc_hz, hardware_counters=hardware_counters,
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids))
-        stats_before = await self.stats()
-        throttled_before = self.budget.throttling() if self.budget else None
-        await sampler.start()
-        # reading the server's stats and starting the samplers took some of the window
-        await asyncio.sleep(max(0.0, window_end - asyncio.get_running_loop().time()))
-        window = await sampler.stop()
+        try:
+            await sampler.prepare()  # during the warm-up
+            await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
+            stats_before = await self.stats()
+            throttled_before = self.budget.throttling() if self.budget else None
+            await sampler.start()
+            # reading the server's stats and starting the samplers took some of the window
+            await asyncio.sleep(max(0.0, window_end - asyncio.get_running_loop().time()))
+            window = await sampler.stop()
+        except PerfFailed as exc:
+            raise PointFailed(str(exc)) from None
+        finally:
+            await sampler.close()
         if self.budget and throttled_before:
             window.update(throttling_columns(self.budget.throttling().since(throttled_before),
                                              window))

@@ -36,6 +36,7 @@ def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
         sampler = WindowSampler(SamplerConfig(server_pid=sleeper.pid, server_cpu=0,
                                               workdir=tmp_path, generator_cpu=1,
                                               proc_stat=stat))
+        await sampler.prepare()
         await sampler.start()
         # 1 s passes on each CPU; the hypervisor took 0.21 s of cpu0's
         stat.write_text(_stat(21, 1100))
