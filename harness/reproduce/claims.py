@@ -308,7 +308,7 @@ def overflow_regimes(m: Measured) -> Outcome:
 def _multi_accept_vs_rtsig(m: Measured) -> Outcome:
     """CM01 series are (dispatch, accept) pairs: multi-accept select against RT signals."""
     mechanisms = m.with_column("mechanism", lambda f: f["dispatch"] + "/" + f["accept"])
-    return peak_ratio("mechanism", "select/multi", "rtsig/single", low=0.9,
+    return peak_ratio("mechanism", "select/multi", "rtsig/multi", low=0.9,
                       each=("cold_conns", "reply_bytes"))(mechanisms)
 
 
