@@ -9,6 +9,7 @@ import pandas as pd
 from scipy import stats
 
 from clients.validity import KEEP_UP_FRACTION, server_busy, server_saturated
+from harness.metrics import profile
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
@@ -223,6 +224,21 @@ def profile_share(profiles: pd.DataFrame, pattern: re.Pattern[str]) -> pd.DataFr
     # Points with a profile but no matching symbol spent 0 % there (measured, not missing).
     all_keys = profiles[keys].drop_duplicates().set_index(keys).index
     return share.reindex(all_keys, fill_value=0.0).rename("profile_pct").reset_index()
+
+
+def stack_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.Series:
+    """Per point record (aligned with points): cycles per packet of the network stack's
+    layers (profile.STACK_LAYERS), NaN for a record without a profile."""
+    keys = ["run_id", "point_id", "repetition"]
+    if profiles.empty:
+        return pd.Series(np.nan, index=points.index)
+    layers = layer_cycles_per_packet(points[[*keys, "cycles_per_packet"]], profiles)
+    in_stack = layers["layer"].isin(profile.STACK_LAYERS)
+    # a profiled record with no stack sample spent 0 cycles there (measured, not missing)
+    stack = layers["layer_cycles_per_packet"].where(in_stack, 0.0).groupby(
+        [layers[k] for k in keys]).sum().rename("stack").reset_index()
+    return pd.Series(points[keys].merge(stack, on=keys, how="left")["stack"].to_numpy(),
+                     index=points.index)
 
 
 def layer_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:

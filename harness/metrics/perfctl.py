@@ -41,6 +41,7 @@ class ControlledPerf:
         self._ctl_fd: int | None = None
         self._acks: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
+        self._answered = False  # it answered a ping: it reads its control fifo
 
     async def start(self) -> None:
         """Starts perf with its events off; returns once it answers (it is then counting
@@ -60,6 +61,7 @@ class ControlledPerf:
                 pinning.pin_set_argv(self.cpus) + self.argv
                 + ["-D", "-1", "--control", f"fifo:{self.ctl},{self.ack}"], stderr=stderr)
         await self._command("ping")
+        self._answered = True
 
     async def enable(self) -> None:
         """Counting from now on, at idle priority."""
@@ -74,10 +76,11 @@ class ControlledPerf:
         try:
             if proc is not None and proc.returncode is None:
                 pinning.set_idle(proc.pid, False)  # its output is written at normal speed
-                try:
-                    await self._command("disable", proc)
-                except PerfFailed:
-                    pass  # stopped below all the same; what it wrote stays
+                if self._answered:
+                    try:
+                        await self._command("disable", proc)
+                    except PerfFailed:
+                        pass  # stopped below all the same; what it wrote stays
                 await procs.stop(proc, signal.SIGINT, timeout=ANSWER_TIMEOUT_S)
         finally:
             if self._transport is not None:

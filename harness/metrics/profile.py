@@ -27,13 +27,21 @@ LAYER_PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "fd_install", "alloc_fd", "__alloc_fd", "get_unused_fd")),
 )
 
+# The network stack's layers: the cycles-per-packet paper's "Overall Stack" (system call to
+# driver; not user code, not "Other").
+STACK_LAYERS = ("syscall", "tcp", "ip", "link", "driver")
+
 REPORT_LINE = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[(.)\]\s+(\S.*?)\s*$")
 
 
-def record_argv(cpu: int, output: Path) -> list[str]:
+def record_argv(cpu: int, output: Path, hardware_counters: bool = False) -> list[str]:
+    """With hardware counters, sampled on cycles (an NMI: a sample lands where the cycles
+    went, inside interrupt-off code too); without, on cpu-clock (a timer interrupt, which
+    waits for interrupts to be on: in a guest softirq work is charged to handle_softirqs)."""
+    event = "cycles" if hardware_counters else "cpu-clock"
     # 4 MB of buffer: perf counts at idle priority (perfctl) and may wait a
-    # while for a CPU; at cpu-clock's 4 kHz that is several seconds of samples
-    return ["perf", "record", "-q", "-e", "cpu-clock", "-C", str(cpu), "-m", "1024",
+    # while for a CPU; at 4 kHz that is several seconds of samples
+    return ["perf", "record", "-q", "-e", event, "-C", str(cpu), "-m", "1024",
             "-o", str(output)]
 
 

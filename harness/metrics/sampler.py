@@ -90,8 +90,8 @@ class WindowSampler:
                                               c.workdir), out))
         if c.profile:
             out = c.workdir / "perf.data"
-            self._perf.append((ControlledPerf("record", profile.record_argv(c.server_cpu, out),
-                                              beside, c.workdir), out))
+            argv = profile.record_argv(c.server_cpu, out, c.hardware_counters)
+            self._perf.append((ControlledPerf("record", argv, beside, c.workdir), out))
         for controlled, _ in self._perf:
             await controlled.start()
 

@@ -58,6 +58,20 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
     return test
 
 
+def stack_ratio_across(column: str, low: float) -> Test:
+    """ratio_across on the network stack's cycles per packet (derive.stack_cycles_per_packet:
+    the paper's "Overall Stack", by each layer's share of the profile), not the CPU's."""
+
+    def test(m: Measured) -> Outcome:
+        if m.profiles.empty:
+            raise Unmeasured("no profiles.parquet in the run")
+        stack = m.with_column("stack_cycles_per_packet",
+                              lambda f: derive.stack_cycles_per_packet(f, m.profiles))
+        return ratio_across("stack_cycles_per_packet", column, low=low)(stack)
+
+    return test
+
+
 def _combinations(m: Measured, each: tuple[str, ...], where: dict) -> list[dict]:
     if not each:
         return [dict(where)]
@@ -438,18 +452,23 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                needs="hardware_counters"),
     ),
     "cpp-fig5": (
-        _claim("cycles per packet rise with connections at constant bandwidth: 2048 / 4 ≥ 1.5",
-               "cpp §5.2, Fig. 5 (TCP +157 %, system call +250 %)",
-               ratio_across("cycles_per_packet", "stream_conns", low=1.5)),
+        # The paper's cycles are the stack's own (a profiler of its functions); a CPU's busy
+        # time also holds the wake-up per packet, which in a guest is most of it, and only a
+        # cycles profile (an NMI) splits it by layer
+        # (profile.record_argv; measured in REPRODUCTION.md).
+        _claim("the network stack's cycles per packet rise with connections at constant "
+               "bandwidth: 2048 / 4 ≥ 1.5", "cpp §5.2, Fig. 5 (TCP +157 %, system call +250 %)",
+               stack_ratio_across("stream_conns", low=1.5), needs="hardware_counters"),
         _claim("instructions per packet flat with connections: 2048 / 4 ≤ 1.15",
                "cpp §5.2, Fig. 5 (TCP +10 %)",
                ratio_across("instructions_per_packet", "stream_conns", high=1.15),
                needs="hardware_counters"),
     ),
     "cpp-fig6": (
-        _claim("cycles per packet grow with one-way latency at 2048 connections: 40 ms / 0 ms "
-               "≥ 1.15", "cpp §5.3, Fig. 6 (TCP's cycles almost double; other layers flat)",
-               ratio_across("cycles_per_packet", "one_way_delay_ms", low=1.15)),
+        _claim("the network stack's cycles per packet grow with one-way latency at 2048 "
+               "connections: 40 ms / 0 ms ≥ 1.15",
+               "cpp §5.3, Fig. 6 (TCP's cycles almost double; other layers flat)",
+               stack_ratio_across("one_way_delay_ms", low=1.15), needs="hardware_counters"),
         _claim("instructions per packet constant with latency: 40 ms / 0 ms ≤ 1.1",
                "cpp §5.3, Fig. 6",
                ratio_across("instructions_per_packet", "one_way_delay_ms", high=1.1),

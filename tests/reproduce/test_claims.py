@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from harness.analysis import derive
 from harness.reproduce import claims
 from harness.reproduce.verdict import (
     Claim,
@@ -297,3 +298,45 @@ def test_bm98_modified_kernel_curve_both_ways(epoll_knee, modified_beats_unmodif
     # the unmodified kernel's claim looks at select's curves only, whatever epoll did
     assert cold_costs.status == Status.PASS, cold_costs.detail
     assert (beats.status == Status.PASS) is modified_beats_unmodified, beats.detail
+
+
+def stack_sweep(stack_share_at_2048: float) -> Measured:
+    """Cycles per packet 20,000 at 4 and 2,048 connections; the stack layers' share of the
+    busy samples 10 % at 4 connections and stack_share_at_2048 at 2,048 (idle samples,
+    which cycles do not count, beside them)."""
+    rows = [{"stream_conns": conns, "cycles_per_packet": 20_000.0} for conns in (4, 2048)]
+    frame = points(rows)
+    profiles = []
+    for record in frame.itertuples():
+        share = 10.0 if record.stream_conns == 4 else stack_share_at_2048
+        ids = {"run_id": record.run_id, "point_id": record.point_id,
+               "repetition": record.repetition}
+        profiles += [{**ids, "symbol": "tcp_v4_rcv", "layer": "tcp", "samples": share * 5,
+                      "pct": share / 2},
+                     {**ids, "symbol": "handle_softirqs", "layer": "other",
+                      "samples": (100 - share) * 5, "pct": (100 - share) / 2},
+                     {**ids, "symbol": "pv_native_safe_halt", "layer": "idle", "samples": 500,
+                      "pct": 50.0}]
+    return Measured(frame, pd.DataFrame(profiles))
+
+
+def test_the_stacks_cycles_per_packet_come_from_its_layers_share():
+    measured = stack_sweep(25.0)
+    stack = derive.stack_cycles_per_packet(measured.all, measured.profiles)
+    by_conns = stack.groupby(measured.all["stream_conns"]).median()
+    # the idle loop's samples are left out: 10 % of the busy ones, of 20,000 cycles
+    assert by_conns[4] == pytest.approx(2000) and by_conns[2048] == pytest.approx(5000)
+    unprofiled = derive.stack_cycles_per_packet(measured.all, pd.DataFrame())
+    assert unprofiled.isna().all()
+
+
+def test_the_stacks_rise_with_connections_both_ways():
+    (claim, *_) = claims.CLAIMS["cpp-fig5"]
+    assert claim.needs == "hardware_counters"  # only a cycles profile splits by layer
+    rising = evaluate_claim(claim, stack_sweep(25.0), None)
+    assert rising.status == Status.PASS, rising.detail
+    assert "stack_cycles_per_packet at stream_conns=2048 / at 4 = 2.5" in rising.detail
+    # the CPU's cycles per packet are the same in both: only the stack's share tells
+    assert evaluate_claim(claim, stack_sweep(11.0), None).status == Status.FAIL
+    unprofiled = evaluate_claim(claim, Measured(stack_sweep(25.0).all), None)
+    assert unprofiled.status == Status.FAIL and "not measured: no profiles" in unprofiled.detail

@@ -205,6 +205,13 @@ def test_a_perf_that_cannot_start_is_named_with_what_it_said(tmp_path: Path):
         asyncio.run(start())
 
 
+def test_a_profile_samples_cycles_only_where_there_are_counters(tmp_path: Path):
+    out = tmp_path / "perf.data"
+    assert "cycles" in profile.record_argv(0, out, hardware_counters=True)
+    assert "cpu-clock" not in profile.record_argv(0, out, hardware_counters=True)
+    assert "cpu-clock" in profile.record_argv(0, out, hardware_counters=False)
+
+
 def test_layer_classification():
     assert profile.layer_of("tcp_sendmsg", True) == "tcp"
     assert profile.layer_of("ip_finish_output2", True) == "ip"
