@@ -192,6 +192,28 @@ def test_profile_covers_the_window_while_perfs_cpus_are_busy(busy_loop, perf_cpu
     assert not list(tmp_path.glob("perf-*.ctl")), "fifos left behind"
 
 
+@pytest.mark.timing
+def test_perf_stat_counts_only_while_switched_on(busy_loop, tmp_path: Path):
+    """The counters' perf stat goes through the same control as the profile's record; here
+    on cpu-clock, which needs no counters: ~0.5 s of a busy CPU, not the 1.5 s perf ran."""
+    _needs_perf()
+    out = tmp_path / "perf-stat.txt"
+    argv = ["perf", "stat", "-x,", "-o", str(out), "-e", "cpu-clock", "-C", str(BUSY_CPU)]
+    controlled = ControlledPerf("stat", argv, pinning.all_but(BUSY_CPU) or {0}, tmp_path)
+
+    async def window():
+        try:
+            await controlled.start()
+            await asyncio.sleep(0.5)  # running, switched off
+            await controlled.enable()
+            await asyncio.sleep(0.5)
+        finally:
+            await controlled.stop()
+    asyncio.run(window())
+    counted_ms = perf.parse_stat(out.read_text())["cpu-clock"]
+    assert counted_ms is not None and 300 < counted_ms < 800
+
+
 def test_a_perf_that_cannot_start_is_named_with_what_it_said(tmp_path: Path):
     _needs_perf()
     controlled = ControlledPerf("record", ["perf", "record", "--no-such-option"], {0}, tmp_path)
