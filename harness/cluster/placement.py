@@ -60,8 +60,8 @@ def place(topology: Topology, workers: dict[str, tuple[str, list[str]]],
         if free:
             taken[host] = _stand(topology, host, *free[0], addresses)
             used.add(free[0][0])
-    hot = topology.role_hosts("hot") or topology.role_hosts("cold")
-    cold = (topology.role_hosts("cold") or topology.role_hosts("hot")) if needs_cold else []
+    hot = topology.client_hosts("hot")
+    cold = topology.client_hosts("cold") if needs_cold else []
     servers = topology.role_hosts("server")
     needed = [*servers[:1], *hot, *cold]
     for host in needed:

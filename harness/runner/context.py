@@ -64,14 +64,8 @@ class Endpoints:
         return self.server_host is None or self.handle.netns(self.server_host) is None
 
 
-def _first(handle: Any, *roles: str) -> str | None:
-    for role in roles:
-        hosts = handle.role_hosts(role)
-        if hosts:
-            return hosts[0]
-    return None
-
-
 def endpoints(handle: Any) -> Endpoints:
-    return Endpoints(handle, _first(handle, "server"), _first(handle, "hot", "cold"),
-                     _first(handle, "cold", "hot"))
+    def first(hosts: list[str]) -> str | None:
+        return hosts[0] if hosts else None
+    return Endpoints(handle, first(handle.role_hosts("server")), first(handle.client_hosts("hot")),
+                     first(handle.client_hosts("cold")))

@@ -49,6 +49,9 @@ class TopologyHandle(ABC):
     def role_hosts(self, role: str) -> list[str]:
         return self.topology.role_hosts(role)
 
+    def client_hosts(self, load: str) -> list[str]:
+        return self.topology.client_hosts(load)
+
     def addresses(self, host: str) -> list[str]:
         """The host's addresses, first the one others reach it at; clients may bind any."""
         return list(self._addresses[self._check_host(host)])

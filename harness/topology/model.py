@@ -213,6 +213,12 @@ class Topology(_Strict):
             raise TopologyError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
         return [name for name, host in self.hosts.items() if host.role == role]
 
+    def client_hosts(self, load: str) -> list[str]:
+        """The hosts that open the `load` ("hot" or "cold") connections: that role's, else
+        the other client role's (a topology with one client host carries both)."""
+        other = {"hot": "cold", "cold": "hot"}[load]
+        return self.role_hosts(load) or self.role_hosts(other)
+
 
 def _check_allowed(where: str, text: str) -> None:
     try:

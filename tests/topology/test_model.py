@@ -39,6 +39,16 @@ def test_dumbbell_puts_hot_and_cold_on_different_links():
     assert topology.links[link_of[hot[0]]].rtt_ms() == 0
 
 
+def test_each_load_goes_to_its_own_client_hosts_or_to_the_only_ones():
+    dumbbell = load_topology(REPO / "topologies/dumbbell-wan.yaml")
+    assert dumbbell.client_hosts("hot") == dumbbell.role_hosts("hot") != []
+    assert dumbbell.client_hosts("cold") == dumbbell.role_hosts("cold") != []
+    assert dumbbell.client_hosts("hot") != dumbbell.client_hosts("cold")
+    lan = load_topology(REPO / "topologies/lan.yaml")  # one client host, role hot
+    assert lan.role_hosts("cold") == []
+    assert lan.client_hosts("cold") == lan.client_hosts("hot") == ["client"]
+
+
 def test_override_sets_both_directions_and_one_direction():
     path = REPO / "topologies/dumbbell-wan.yaml"
     topology = load_topology(path, {"links.cold.delay_ms": "10",
