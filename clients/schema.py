@@ -180,6 +180,8 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
         **{key: _sum([d.get(key) for d in docs])
            for key in ("offered_rate_rps", "request_rate_rps", "reply_rate_rps", "late_sends",
                        "shards")},
+        "first_send_unix_s": min((d["first_send_unix_s"] for d in docs
+                                  if d.get("first_send_unix_s") is not None), default=None),
         "late_threshold_us": _peak([d.get("late_threshold_us") for d in docs]),
         "max_schedule_slip_us": _peak([d.get("max_schedule_slip_us") for d in docs]),
         "requests": _add_counts([d.get("requests") for d in docs]),

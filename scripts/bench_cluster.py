@@ -76,9 +76,10 @@ def render(run: Path) -> str:
     rows = []
     for host, about in cluster["hosts"].items():
         seen = timings.get(host, [])
-        rows.append(f"| {host} | {about['role']} | {len(seen)} | "
-                    f"{spread([t['start_lag_s'] for t in seen if t['start_lag_s'] is not None])}"
-                    f" | {spread([t['clock_offset_s'] for t in seen])} | "
+        lags = [spread([t[key] for t in seen if t.get(key) is not None])
+                for key in ("start_lag_s", "first_request_lag_s")]
+        rows.append(f"| {host} | {about['role']} | {len(seen)} | {lags[0]} | {lags[1]} | "
+                    f"{spread([t['clock_offset_s'] for t in seen])} | "
                     f"{spread([t['clock_uncertainty_s'] for t in seen])} |")
     relative = run.relative_to(REPO) if run.is_relative_to(REPO) else run
     return f"""# Coordination overhead of `wanbench run --cluster`
@@ -94,14 +95,16 @@ connections, 0.5 s warm-up, 1 s window), each started at one scheduled time on e
 {int(valid.sum())} of {len(valid)} points valid.
 
 Per host, min / median / max over the points, in milliseconds:
-- **start lag**: from the scheduled start to the launch of the host's hot generator
-  (wb-sclient's exec, by that host's clock; its first request follows once its connections
-  are open, which this does not include);
+- **launch lag**: from the scheduled start to the launch of the host's hot generator
+  (wb-sclient's exec), by that host's clock;
+- **first request**: from the scheduled start to the first request that generator sent (its
+  connections opened, its first scheduled send; wb-sclient's `first_send_unix_s`), by that
+  host's clock: the start lag the load sees;
 - **clock offset**: the host's clock less the run's host's, read halfway through one round
   trip to the worker through the scheduler, and **± uncertainty** (half that round trip).
 
-| host | role | points | start lag ms | clock offset ms | ± uncertainty ms |
-| --- | --- | ---: | ---: | ---: | ---: |
+| host | role | points | launch lag ms | first request ms | clock offset ms | ± uncertainty ms |
+| --- | --- | ---: | ---: | ---: | ---: | ---: |
 {chr(10).join(rows)}
 
 All hosts here share one kernel and one clock, so the offsets are the error of the

@@ -344,6 +344,11 @@ static void hot_send(struct loop *L, struct conn *c, int64_t intended) {
     if (c->outstanding++ == 0)
         conn_deadline(L, c, L->now + (int64_t)(L->o->response_timeout_s * 1e9));
     c->sent_on_conn++;
+    if (!L->r->first_send_unix_s) {
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        L->r->first_send_unix_s = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9;
+    }
     timeline_at(L, L->now)->sent++;
     /* by intended time, as scheduled, late and latency are: a backlog from before the window
      * (hot connections still connecting through the warm-up) sent inside it is not the

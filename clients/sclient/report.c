@@ -34,6 +34,9 @@ void result_merge(struct result *into, const struct result *from) {
     if (from->max_slip_ns > into->max_slip_ns) into->max_slip_ns = from->max_slip_ns;
     if (from->window_s > into->window_s) into->window_s = from->window_s;
     if (from->established_s > into->established_s) into->established_s = from->established_s;
+    if (from->first_send_unix_s && (!into->first_send_unix_s ||
+                                    from->first_send_unix_s < into->first_send_unix_s))
+        into->first_send_unix_s = from->first_send_unix_s;
 }
 
 static void write_str_list(FILE *f, char **items, int n) {
@@ -143,6 +146,8 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
             (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
             (unsigned long long)r->err_no_local_port, (unsigned long long)r->err_other);
+    fprintf(f, ", \"first_send_unix_s\": ");
+    if (r->first_send_unix_s) fprintf(f, "%.6f", r->first_send_unix_s); else fprintf(f, "null");
     fprintf(f, ", \"late_sends\": %llu, \"late_threshold_us\": %.6g, \"max_schedule_slip_us\": %.3f",
             (unsigned long long)r->late, o->late_us, r->max_slip_ns / 1e3);
     fprintf(f, ", \"latency\": {\"corrected\": ");

@@ -72,6 +72,7 @@ struct result {
     double lead_sum_ns;        /* lead of each sleep that ended before a scheduled send */
     uint64_t lead_sleeps, lead_max_ns;
     double contended_s; /* window time without a lead: another task wanted the CPU */
+    double first_send_unix_s; /* wall clock at the first hot request sent (0: none): a cluster's start lag */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
     uint64_t by_status[600];
     uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_no_local_port,

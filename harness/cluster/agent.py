@@ -34,6 +34,8 @@ from harness.scenario import Scenario
 
 T = TypeVar("T")
 LOG_LIMIT_BYTES = 1 << 20  # raw logs sent back to the run; a larger one is cut to its tail
+# the hot generator, its spec, its scheduled start and how late it was launched
+HotLaunch = tuple[asyncio.subprocess.Process, LoadSpec, float, float]
 
 
 @dataclasses.dataclass
@@ -41,6 +43,8 @@ class HotStart:
     """When a hot generator started by its host's clock."""
 
     start_lag_s: float  # from the scheduled start to the generator's launch
+    # from the scheduled start to its first request (its connections opened): None if none
+    first_request_lag_s: float | None
 
 
 def missing_addresses(addresses: list[str]) -> list[str]:
@@ -72,7 +76,7 @@ class HostAgent:
         self.load = LoadSide(self.children, [])
         self.server: ServerSide | None = None
         self.cold: tuple[asyncio.subprocess.Process, LoadSpec] | None = None
-        self.hot: asyncio.Task[tuple[asyncio.subprocess.Process, LoadSpec, float]] | None = None
+        self.hot: asyncio.Task[HotLaunch] | None = None
         self.stopped = False
         self._loop.call_soon_threadsafe(self._loop.call_later, lease_s, self._lease_over)
 
@@ -136,10 +140,10 @@ class HostAgent:
         """The hot generator launched at start_at (this host's time.time()); returns at once."""
         spec = self._here(spec, "hot")
 
-        async def launch() -> tuple[asyncio.subprocess.Process, LoadSpec, float]:
+        async def launch() -> HotLaunch:
             await asyncio.sleep(max(0.0, start_at - time.time()))
             lag = time.time() - start_at
-            return await self.load.start_hot(spec), spec, lag
+            return await self.load.start_hot(spec), spec, start_at, lag
 
         async def schedule() -> None:
             self.hot = asyncio.get_running_loop().create_task(launch())
@@ -148,8 +152,10 @@ class HostAgent:
     async def hot_result(self) -> tuple[dict[str, Any], HotStart]:
         async def result() -> tuple[dict[str, Any], HotStart]:
             assert self.hot is not None
-            proc, spec, lag = await self.hot
-            return await self.load.hot_document(proc, spec), HotStart(lag)
+            proc, spec, start_at, lag = await self.hot
+            document = await self.load.hot_document(proc, spec)
+            first_send = document.get("first_send_unix_s")
+            return document, HotStart(lag, None if first_send is None else first_send - start_at)
         return await self._on_loop(result())
 
     async def stop_cold(self) -> dict[str, Any] | None:

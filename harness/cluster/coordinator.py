@@ -14,6 +14,7 @@ from clients import validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
 from harness.cluster import ClusterError
+from harness.cluster.agent import HotStart
 from harness.cluster.hosts import HostAgents, present_workers
 from harness.cluster.roles import roles_of
 from harness.runner.processes import PointFailed
@@ -40,7 +41,7 @@ class ClusterLoad:
 
     document: dict[str, Any]
     shards: dict[str, dict[str, Any]]  # host -> its document
-    start_lag_s: dict[str, float]  # host -> from the scheduled start to its generator's launch
+    started: dict[str, HotStart]  # host -> how late its generator launched and first sent
     clocks: dict[str, ClockOffset]
 
 
@@ -133,5 +134,5 @@ def run_load(client: Any, spec: LoadSpec, role: str,
     merged["invalid_reasons"] += [r for r in clock_reasons if r]
     merged["valid"] = not merged["invalid_reasons"]
     return ClusterLoad(merged, documents,
-                       {name: started.start_lag_s for name, (_, started) in results.items()},
+                       {name: started for name, (_, started) in results.items()},
                        clocks)

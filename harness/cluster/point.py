@@ -40,6 +40,7 @@ class HostTiming:
     clock_offset_s: float
     clock_uncertainty_s: float
     start_lag_s: float | None = None  # hot hosts: scheduled start to the generator's launch
+    first_request_lag_s: float | None = None  # hot hosts: scheduled start to the first request
 
 
 class ClusterPoint:
@@ -100,6 +101,7 @@ class ClusterPoint:
         measured = hosts.wait({server_name: window})[server_name]
         for name, (_, started) in results.items():
             self.timing[name].start_lag_s = started.start_lag_s
+            self.timing[name].first_request_lag_s = started.first_request_lag_s
         documents = {name: doc for name, (doc, _) in results.items()}
         cold_docs = (hosts.each(cold_names, lambda agent, _: agent.stop_cold())
                      if cold is not None else {})

@@ -86,8 +86,12 @@ def on_cluster(spec: LoadSpec, scheduler: str, role: str) -> dict[str, Any]:
         load = run_load(client, spec, role,
                         lambda message: print(f"wanbench load: {message}", file=sys.stderr))
     for host, clock in load.clocks.items():
+        started = load.started[host]
+        first = ("no request sent" if started.first_request_lag_s is None else
+                 f"first request {started.first_request_lag_s * 1e3:.1f} ms")
         print(f"{host}: clock {clock.offset_s * 1e3:+.2f} ms (± {clock.uncertainty_s * 1e3:.2f}),"
-              f" started {load.start_lag_s[host] * 1e3:.1f} ms after the scheduled time")
+              f" launched {started.start_lag_s * 1e3:.1f} ms and {first} after the scheduled"
+              f" time")
     return load.document
 
 

@@ -172,6 +172,7 @@ def test_5000_cold_connections_held_and_confirmed_by_server_stats(server, sclien
     assert doc["cold"]["established"] == doc["cold"]["held"] == 5000
     assert doc["cold"]["failed"] == doc["cold"]["reconnected"] == 0
     assert 0 < doc["generator_memory"]["bytes_per_cold_conn"] < 4096
+    assert doc["first_send_unix_s"] is None  # no hot request
 
 
 def test_cold_connections_reconnect_when_the_server_closes_them(sclient, tmp_path):
@@ -300,10 +301,13 @@ def test_a_generator_sharing_its_cpu_with_hogs_is_still_late_and_invalid(server,
 
 @pytest.mark.timing
 def test_shards_merge_their_results(server, sclient, tmp_path):
+    launched = time.time()
     doc = run(spec(server, tmp_path, hot_conns=10, rate_rps=1000, duration_s=2, cold_conns=600,
                    workers=3))
     validate(doc)
     assert doc["shards"] == 3
+    # the earliest shard's first request, by the wall clock
+    assert launched < doc["first_send_unix_s"] < launched + doc["warmup_s"] + doc["duration_s"]
     assert doc["request_rate_rps"] == pytest.approx(1000, rel=0.02)
     assert doc["cold"]["held"] == 600
     deadline = time.monotonic() + 5  # the server sees the closes a moment after the exit

@@ -176,8 +176,10 @@ def _document(latencies_ns: list[int], errors: int, reasons: list[str]) -> dict:
 
 
 def test_merge_adds_counts_and_keeps_every_shards_reasons():
-    merged = merge_documents({"a": _document([10_000] * 3, 1, []),
-                              "b": _document([90_000] * 2, 2, ["generator fell behind"])})
+    a, b = _document([10_000] * 3, 1, []), _document([90_000] * 2, 2, ["generator fell behind"])
+    a["first_send_unix_s"], b["first_send_unix_s"] = 1_800_000_000.5, 1_800_000_000.2
+    merged = merge_documents({"a": a, "b": b})
+    assert merged["first_send_unix_s"] == 1_800_000_000.2  # the earliest shard's
     assert merged["replies"]["total"] == 5 and merged["reply_rate_rps"] == 5.0
     assert merged["errors"]["reset"] == 3 and merged["shards"] == 2
     assert merged["latency"]["corrected"]["count"] == 5
