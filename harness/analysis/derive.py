@@ -20,6 +20,8 @@ SELECT_SYMBOLS = re.compile(r"select|poll|^_*fdget|^ep_")
 CYCLES_MEASURED = "measured"
 CYCLES_ESTIMATED = "estimated (CPU time x TSC)"
 CYCLES_UNAVAILABLE = "unavailable"
+# One round of one run: a run's repetitions are rounds over its sweep (scenario.order)
+ROUND_COLUMNS = ("run_id", "repetition")
 
 
 def _column(points: pd.DataFrame, name: str) -> pd.Series:
@@ -187,6 +189,12 @@ def regressions(
     call, has its idle time cut off at 0, so that point cannot lie on the line. The
     x-intercept (where y reaches 0) is the capacity estimate for idle time, extrapolated as
     the papers did; for busy metrics it is reported as null.
+
+    The line is fitted within rounds: a run's repetitions are rounds over its sweep, and a
+    whole round can sit a few points of idle time higher than another (the host drifts), which
+    a pooled fit reads as scatter about the line. Each round's points are taken about their
+    own round's means for the slope and r (one slope for every round, an offset each); the
+    intercept is the line's through the means of all points. Points without rounds are one.
     """
     busy = points["server_busy"] if "server_busy" in points else _server_busy(points)
     below_knee = points[(_column(points, "reply_ratio") >= KEEP_UP_FRACTION)
@@ -196,20 +204,25 @@ def regressions(
     groups = below_knee.groupby(by, dropna=False) if by else [((), below_knee)]
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
+        rounds = [c for c in ROUND_COLUMNS if c in group.columns]
         for y in ys:
-            data = group[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
-            if len(data) < 3 or data[x].nunique() < 2:
+            data = group[[x, y]].apply(pd.to_numeric, errors="coerce")
+            data = data.join(group[rounds]).dropna(subset=[x, y])
+            centred = data[[x, y]] - (data.groupby(rounds, dropna=False)[[x, y]].transform("mean")
+                                      if rounds else data[[x, y]].mean())
+            if len(data) < 3 or centred[x].nunique() < 2:
                 continue
-            fit = stats.linregress(data[x], data[y])
+            fit = stats.linregress(centred[x], centred[y])
+            intercept = data[y].mean() - fit.slope * data[x].mean()
             is_idle = "idle" in y
             rows.append(
                 {
                     **dict(zip(by, key, strict=True)),
                     "metric": y,
                     "slope": fit.slope,
-                    "intercept": fit.intercept,
+                    "intercept": intercept,
                     "r": fit.rvalue,
-                    "x_intercept": -fit.intercept / fit.slope if is_idle and fit.slope else np.nan,
+                    "x_intercept": -intercept / fit.slope if is_idle and fit.slope else np.nan,
                     "n": len(data),
                 }
             )

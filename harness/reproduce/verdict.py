@@ -32,7 +32,8 @@ class Outcome:
 
 class Measured:
     """One run of a target's scenario: every point record (valid or not, derived columns
-    added) and its profiles. Claims ask it for medians over valid repetitions."""
+    added) and its profiles. Claims ask it for medians over valid repetitions, and for ratios
+    of two points within each round."""
 
     def __init__(self, points: pd.DataFrame, profiles: pd.DataFrame | None = None) -> None:
         self.all = derive.add_derived(points)
@@ -75,6 +76,29 @@ class Measured:
 
     def median(self, metric: str, **where: object) -> float:
         return float(self.values(metric, **where).median())
+
+    def by_round(self, metric: str, **where: object) -> pd.Series:
+        """The valid value of metric at one point in each round (repetition) that measured it
+        (Unmeasured when none did)."""
+        values = self.values(metric, **where)
+        rounds = self._where(self.valid, where).loc[values.index, "repetition"]
+        return values.groupby(rounds).median()
+
+    def round_ratios(self, metric: str, numerator: dict[str, object],
+                     denominator: dict[str, object]) -> pd.Series:
+        """metric at numerator / at denominator within each round that measured both validly.
+
+        A run's repetitions are rounds over its sweep (scenario.order), so the points of one
+        curve ran close together in each round, while a slow spell can cover a whole curve of
+        one round (a neighbour's load, the host's own drift: in BMD99 Fig 8's reference run
+        epoll's first round was 20 % slower at every cold count). Side by side in one round,
+        what drifts between rounds cancels."""
+        top, bottom = self.by_round(metric, **numerator), self.by_round(metric, **denominator)
+        ratios = (top / bottom).dropna()
+        if ratios.empty:
+            raise Unmeasured(f"{metric}: no round measured both {numerator} and {denominator} "
+                             f"validly (rounds {sorted(top.index)} and {sorted(bottom.index)})")
+        return ratios
 
     def levels(self, column: str, recorded: bool = False, **where: object) -> list:
         """The values column took (sorted) among valid points, or among all recorded ones

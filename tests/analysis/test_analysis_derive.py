@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from harness.analysis import derive
 
@@ -58,6 +59,30 @@ def test_regression_slope_correlation_and_capacity_estimate() -> None:
     assert idle["x_intercept"] == pytest.approx(2000.0)
     assert idle["n"] == 10
     assert np.isnan(table.set_index("metric").loc["cpu_user_pct", "x_intercept"])
+
+
+def test_regression_is_fitted_within_rounds() -> None:
+    """Three rounds of one line, each round a few points of idle higher than the one before
+    (the host drifting between rounds), each point ±1 about its round's line: a pooled fit
+    reads the offsets as scatter (r -0.85); within rounds the line is there (r ≤ -0.99), with
+    the same slope and the capacity of the rounds' mean line. Scrambled within each round,
+    the idle time has no line: r near 0 either way."""
+    rates = np.array([50.0, 100.0, 175.0, 250.0])
+    noise = np.array([1.0, -1.0, 1.0, -1.0])
+    offsets = (0.0, 12.0, 24.0)
+    idle = np.concatenate([80 - 0.2 * rates + offset + noise for offset in offsets])
+    points = derive.add_derived(_points(
+        run_id="r", repetition=np.repeat([0, 1, 2], 4), request_rate_rps=np.tile(rates, 3),
+        offered_rate_rps=np.tile(rates, 3), reply_rate_rps=np.tile(rates, 3), cpu_idle_pct=idle))
+    pooled = stats.linregress(points["request_rate_rps"], points["cpu_idle_pct"]).rvalue
+    assert pooled > -0.9
+    fit = derive.regressions(points, "request_rate_rps", ["cpu_idle_pct"], []).loc[0]
+    assert fit["r"] < -0.99 and fit["slope"] == pytest.approx(-0.2, abs=0.01)
+    assert fit["x_intercept"] == pytest.approx((80 + 12) / 0.2, rel=0.02)
+    scrambled = points.assign(cpu_idle_pct=np.concatenate(
+        [np.array([40.0, 60.0, 60.0, 40.0]) + offset for offset in offsets]))
+    assert abs(derive.regressions(scrambled, "request_rate_rps", ["cpu_idle_pct"], [])
+               .loc[0, "r"]) < 0.3
 
 
 def test_regression_min_x_drops_low_rates() -> None:

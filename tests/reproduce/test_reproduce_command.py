@@ -46,7 +46,7 @@ def test_a_flat_select_fails_and_exits_1(tmp_path, capsys):
     line = next(ln for ln in out.splitlines() if "bmd99-fig8:" in ln)
     assert line.startswith("FAIL")
     assert "[FAIL] select's reply rate at 2000 cold ≤ 0.75× its rate at 0 cold" in out
-    assert "at cold_conns=2000 / at 0 = 1 ✗" in out
+    assert "at cold_conns=2000 / at 0 = 1 (rounds 1-1, 3 of 3 beyond the bound) ✗" in out
 
 
 def test_a_claim_about_what_linux_lacks_is_not_possible_here(tmp_path, capsys):
