@@ -275,13 +275,21 @@ def emulated_cpu(emulated: bool) -> str | None:
 
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
                           saturated: bool | None, server_cpu_pct: float | None,
-                          generator_wait_pct: float | None = None) -> str | None:
+                          generator_wait_pct: float | None = None,
+                          server_bound: bool = True) -> str | None:
     """generator_wait_pct: the generators' run-queue wait, % of the window; named when it is
-    the likely cause (another task took the generator's CPU, so it sent less)."""
+    the likely cause (another task took the generator's CPU, so it sent less).
+    server_bound=False (scenario hot.server_bound): the round trips may set the rate by
+    design, but a generator kept from its CPU still may not."""
     if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
         return None
+    crowded = generator_wait_pct is not None and generator_wait_pct > WAIT_LIMIT_PCT
+    if not server_bound:
+        return (f"closed loop whose server was not the bottleneck, and the generator waited "
+                f"for its CPU {generator_wait_pct:.1f} % of the window: it, not the round "
+                f"trips, may have set the rate") if crowded else None
     waited = (f" (the generator waited for its CPU {generator_wait_pct:.0f} % of the window)"
-              if generator_wait_pct is not None and generator_wait_pct > WAIT_LIMIT_PCT else "")
+              if crowded else "")
     # one decimal: 89.6 % rounded to "90 %" read as if it met the 90 % it missed
     return (f"closed loop, but the server was not the bottleneck (server CPU "
             f"{server_cpu_pct:.1f} %, under the {SERVER_BUSY_PCT:.0f} % of a bottleneck): the "

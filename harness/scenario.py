@@ -169,6 +169,13 @@ class Hot(Strict):
     # sclient: never sleep for less than this between sends; past ~75,000 req/s a timer
     # wake-up per request caps the generator, coalesced sleeps hold 200,000+
     coalesce_us: int = Field(0, ge=0, le=1_000_000)
+    # A closed loop is meant to load the server: a point where it was not the bottleneck
+    # measured the generator, the link or the round trips, and is invalid
+    # (clients.validity.closed_loop_elsewhere). false: the sweep is meant to go from
+    # round-trip-bound to server-bound (cpp Fig 2's throughput vs connections), so each
+    # point's bottleneck is recorded (server_saturated), not judged, unless the generator
+    # was kept from its CPU.
+    server_bound: bool = True
 
     @field_validator("path")
     @classmethod
@@ -179,6 +186,9 @@ class Hot(Strict):
     def _spin_is_sclients(self) -> Hot:
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
                            pick=self.pick != "last")
+        if not self.server_bound and self.rate_rps is not None:
+            raise ValueError("server_bound: false is for a closed loop (no rate_rps): an "
+                             "open loop's offered rate, not the server, sets its load")
         return self
 
 

@@ -58,7 +58,8 @@ class PointRecorder:
             if self.config.stream is not None else None) if r]
         reasons.append(validity.closed_loop_elsewhere(
             doc.get("offered_rate_rps"), row.get("hot_conns"), row["server_saturated"],
-            row.get("cpu_server_pct"), row.get("generator_wait_pct"))
+            row.get("cpu_server_pct"), row.get("generator_wait_pct"),
+            self.config.hot.server_bound)
             if self.config.stream is None else None)
         reasons.append(validity.emulated_cpu(
             self.ctx.guest is not None and self.ctx.guest.emulated))  # counts stand, timings do not
