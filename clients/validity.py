@@ -6,7 +6,8 @@ and `wanbench run` both judge through here, so a threshold or its wording change
 place. The rules (docs/validity.md lists them for users):
 
 - the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than its
-  late threshold after their intended time;
+  late threshold after their intended time (interference when other tasks' time on its CPU,
+  while it waited, explains them);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
   GENERATOR_SATURATED_PCT of the window;
 - the generator ran out of local ports (EADDRNOTAVAIL);
@@ -238,6 +239,22 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None,
     ran = "" if others_pct is None else f" for {others_pct:.0f} % of it"
     return (f"the server waited for its CPU {server_wait_pct:.0f} % of the window: another task "
             f"ran on{where}{ran}")
+
+
+def generator_crowded(late_reason: str, generator_wait_pct: float | None,
+                      others_pct: float | None) -> str | None:
+    """Late sends are interference, to be measured again, when the generator waited for its
+    CPU while other tasks ran there (others_pct: their busy time on its CPU, % of the window)
+    long enough to make them: more than LATE_LIMIT of the window, a stall that delays that
+    share of sends past any threshold. Its own softirq work or a slow wake-up are not
+    others' time: those late sends stay the generator's."""
+    if generator_wait_pct is None or others_pct is None:
+        return None
+    explained = min(generator_wait_pct, others_pct)
+    if explained <= 100 * LATE_LIMIT:
+        return None
+    return (f"{late_reason}: another task ran on the generator's CPU for {others_pct:.1f} % "
+            f"of the window while it waited {generator_wait_pct:.1f} %")
 
 
 def foreign_work(others_pct: float | None, server_cpu: int | None) -> str | None:

@@ -1,7 +1,7 @@
 """What neighbours did to one measured window: CPU steal (the hypervisor gave the vCPU to
 someone else), time the server waited for its own CPU (another task ran there), softirq
-time on the generator's CPU, and the CPU clock. Read at the window's start and end only, so
-it costs nothing in between."""
+time and other tasks' time on the generator's CPU, and the CPU clock. Read at the window's
+start and end only, so it costs nothing in between."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ class _Snapshot:
     server_ran_s: float
     server_run_periods: int
     server_waited_s: float
+    generator_ran_s: float
     generator_waited_s: float
     mhz: float | None
 
@@ -59,8 +60,9 @@ class Interference:
 
     def _snapshot(self) -> _Snapshot:
         ran_s, periods = self._server.read()
+        generator_ran_s, _ = self._generators.read()
         return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, periods,
-                         self._server.waited_s(),
+                         self._server.waited_s(), generator_ran_s,
                          self._generators.waited_s(), cpu_mhz(self.server_cpu))
 
     def start(self) -> None:
@@ -82,6 +84,7 @@ class Interference:
         served = self.server_cpu
         busy_here = delta(served, "user", "nice", "system")
         others = max(0.0, busy_here - (last.server_ran_s - first.server_ran_s))
+        loaded = self.generator_cpu
         mhz = [m for m in (first.mhz, last.mhz) if m is not None]
         return {
             "steal_pct": _pct(sum(delta(n, "steal") for n in last.cpus), total_elapsed),
@@ -96,8 +99,13 @@ class Interference:
             # periods per reply say how often it slept (bench-servers' wake-ups/reply)
             "server_run_periods": last.server_run_periods - first.server_run_periods,
             # the server CPU's softirq share is cpu_softirq_pct (the CPU sampler's)
-            "softirq_generator_cpu_pct": (_pct(delta(self.generator_cpu, "softirq"),
-                                               elapsed(self.generator_cpu))
-                                          if self.generator_cpu is not None else None),
+            "softirq_generator_cpu_pct": (_pct(delta(loaded, "softirq"), elapsed(loaded))
+                                          if loaded is not None else None),
+            # other tasks' time on the generator's CPU (its late sends may be theirs)
+            "other_generator_cpu_pct": (_pct(max(0.0, delta(loaded, "user", "nice", "system")
+                                                 - (last.generator_ran_s
+                                                    - first.generator_ran_s)),
+                                             elapsed(loaded))
+                                        if loaded is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
         }

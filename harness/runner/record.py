@@ -64,6 +64,14 @@ class PointRecorder:
         reasons.append(validity.emulated_cpu(
             self.ctx.guest is not None and self.ctx.guest.emulated))  # counts stand, timings do not
         reasons = [r for r in reasons if r]
+        # late sends that another task's time on the generator's CPU explains are its
+        # interference: measured again (interference_retries), not the generator's limit
+        for late in [r for r in reasons if r.startswith("late sends")]:
+            crowded = validity.generator_crowded(late, row.get("generator_wait_pct"),
+                                                 row.get("other_generator_cpu_pct"))
+            if crowded:
+                reasons.remove(late)
+                interference.append(crowded)
         row["valid"] = not (reasons or interference)
         row["invalid_reason"] = "; ".join(reasons + interference) or None
         row["interference_only"] = bool(interference) and not reasons

@@ -15,6 +15,7 @@ import pytest
 
 from clients import validity
 from harness.cgroups import CgroupError, cpu_hierarchy
+from harness.metrics.interference import Interference
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from tests.conftest import build
 from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
@@ -54,6 +55,26 @@ def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
     reason = validity.stolen(totals["steal_server_cpu_pct"], totals["steal_generator_cpu_pct"])
     assert reason.startswith("21 % CPU steal during the window (server's CPU 21.0 %")
     assert validity.stolen(1.0, 0.5) is None  # what a quiet machine shows
+
+
+def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
+    """cpu1, the generator's, was busy 30 of 100 ticks while the generator (asleep) ran for
+    none of them: another task ran there 30 % of the window."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
+    server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    try:
+        window = Interference(server.pid, 0, [generator.pid], 1, proc_stat=stat)
+        window.start()
+        stat.write_text("cpu  20 0 10 370 0 0 0 0\ncpu0 0 0 0 200 0 0 0 0\n"
+                        "cpu1 20 0 10 170 0 0 0 0\n")
+        totals = window.stop(1.0)
+    finally:
+        for sleeper in (server, generator):
+            sleeper.kill()
+            sleeper.wait()
+    assert totals["other_generator_cpu_pct"] == pytest.approx(30, abs=0.5)
+    assert totals["other_server_cpu_pct"] == 0
 
 
 def test_interference_verdicts_in_both_directions():

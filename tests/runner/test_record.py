@@ -26,19 +26,21 @@ cpus: {server: 0, generator: 1}
 
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
             generator: str = "sclient", sent: int = 160000,
-            guest: GuestRecord | None = None) -> dict:
+            guest: GuestRecord | None = None, late_sends: int = 0,
+            neighbours: dict | None = None) -> dict:
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
                      guest=guest)
     document = {"generator": generator, "duration_s": 4.0, "offered_rate_rps": 40000.0,
                 "reply_rate_rps": 40000.0,
-                "requests": {"scheduled": 160000, "sent": sent}, "late_sends": 0,
+                "requests": {"scheduled": 160000, "sent": sent}, "late_sends": late_sends,
+                "late_threshold_us": 1000.0,
                 "replies": {"total": 160000}, "errors": {}, "invalid_reasons": [],
                 "generator_cpu": {"user_s": 1.0, "sys_s": 3.0, "run_delay_s": 0.0,
                                   "spin_idle_s": spin_idle_s}}
     window = {"cpu_generator_pct": generator_cpu_pct, "cpu_server_pct": 45.0,
-              "server_wait_pct": 0.0, "sampled_window_s": 3.9}
+              "server_wait_pct": 0.0, "sampled_window_s": 3.9, **(neighbours or {})}
     if generator == "httperf":  # no schedule count, no CPU accounting of its own
         del document["requests"]["scheduled"], document["generator_cpu"]
     spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
@@ -83,3 +85,22 @@ def test_an_emulated_cpu_makes_timings_invalid_and_keeps_the_counts(tmp_path: Pa
 def test_a_guest_under_kvm_is_judged_as_the_host(tmp_path: Path):
     row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=2.5, guest=_guest("kvm"))
     assert row["valid"], row["invalid_reason"]
+
+
+def test_late_sends_another_task_explains_are_interference_and_others_are_not(tmp_path: Path):
+    """The generator waited 4 % of the window for its CPU: while other tasks ran there 3.5 %
+    of it, its late sends are theirs and the point is measured again (interference_retries);
+    while they ran 0.2 %, the wait was its own (its softirq work, a slow wake-up), and so are
+    the late sends."""
+    crowded = _record(tmp_path, 80.0, 2.5, late_sends=2000,
+                      neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})
+    assert not crowded["valid"] and crowded["interference_only"]
+    assert crowded["invalid_reason"].startswith("late sends: 2,000 of 160,000")
+    assert "another task ran on the generator's CPU for 3.5 % of the window while it waited " \
+        "4.0 %" in crowded["invalid_reason"]
+    own = _record(tmp_path, 80.0, 2.5, late_sends=2000,
+                  neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 0.2})
+    assert not own["valid"] and not own["interference_only"]
+    assert "another task" not in own["invalid_reason"]
+    assert _record(tmp_path, 80.0, 2.5, late_sends=100,  # under the 1 % limit
+                   neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})["valid"]
