@@ -11,9 +11,8 @@ samplers' clock); latencies have repetition-level noise only, with histograms to
 The generator's timeline starts at the warm-up, as the runner records it, with a partial
 last second, so the window cut is exercised too.
 
-Defaults follow this machine (2-CPU KVM guest, results/reference/quickstart when it offered
-40,000 req/s, in git before dfb2832): the saturated select point's per-second reply rates
-vary by 1.2 to 2.2 % (CV) and its repetition means are
+Defaults follow this machine (2-CPU KVM guest, results/reference/quickstart): the saturated
+select point's per-second reply rates vary by 1.2 to 2.2 % (CV) and its repetition means are
 about as far apart as the seconds explain; points paced by the generator's fixed rate vary by
 0.02 to 0.05 %.
 """

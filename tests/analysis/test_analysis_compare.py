@@ -77,9 +77,8 @@ def test_halved_quickstart_is_a_regression_with_change_and_interval(
     for (dispatch, cold), reps in points.groupby(["dispatch", "cold_conns"])["reply_rate_rps"]:
         line = next(line for line in table if f"dispatch={dispatch}, cold_conns={cold} |" in line)
         assert "| -50.0 % [" in line and "(n=2)" in line, line
-        # two repetitions that disagree (select at 5,000 idle at its limit gave 23,076 and
-        # 39,532 replies/s when the quickstart offered 40,000) cannot show a change for sure:
-        # inconclusive
+        # two repetitions that disagree (select at 5,000 idle sits at its limit: 23,076 and
+        # 39,532 replies/s in the reference run) cannot show a change for sure: inconclusive
         verdicts = ("| regression |",) if reps.max() / reps.min() < 1.2 else (
             "| regression |", "| inconclusive |")
         assert any(v in line for v in verdicts), line
