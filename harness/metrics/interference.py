@@ -84,7 +84,7 @@ class Interference:
         served = self.server_cpu
         busy_here = delta(served, "user", "nice", "system")
         others = max(0.0, busy_here - (last.server_ran_s - first.server_ran_s))
-        loaded = self.generator_cpu
+        generator_cpu = self.generator_cpu
         mhz = [m for m in (first.mhz, last.mhz) if m is not None]
         return {
             "steal_pct": _pct(sum(delta(n, "steal") for n in last.cpus), total_elapsed),
@@ -99,13 +99,13 @@ class Interference:
             # periods per reply say how often it slept (bench-servers' wake-ups/reply)
             "server_run_periods": last.server_run_periods - first.server_run_periods,
             # the server CPU's softirq share is cpu_softirq_pct (the CPU sampler's)
-            "softirq_generator_cpu_pct": (_pct(delta(loaded, "softirq"), elapsed(loaded))
-                                          if loaded is not None else None),
+            "softirq_generator_cpu_pct": (_pct(delta(generator_cpu, "softirq"),
+                                               elapsed(generator_cpu))
+                                          if generator_cpu is not None else None),
             # other tasks' time on the generator's CPU (its late sends may be theirs)
-            "other_generator_cpu_pct": (_pct(max(0.0, delta(loaded, "user", "nice", "system")
-                                                 - (last.generator_ran_s
-                                                    - first.generator_ran_s)),
-                                             elapsed(loaded))
-                                        if loaded is not None else None),
+            "other_generator_cpu_pct": (
+                _pct(max(0.0, delta(generator_cpu, "user", "nice", "system")
+                         - (last.generator_ran_s - first.generator_ran_s)),
+                     elapsed(generator_cpu)) if generator_cpu is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
         }

@@ -10,8 +10,8 @@ did. Each bound's reason is in its claim text, where `wanbench reproduce --check
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
@@ -45,19 +45,22 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
     """metric at column's highest valid level / at its lowest, for every combination of
     `each` (and the fixed `where`); passes when every ratio is within [low, high]."""
 
+    def inside(value: Any) -> Any:
+        """A ratio (or each round's) within [low, high]."""
+        return (low is None or value >= low) & (high is None or value <= high)
+
     def test(m: Measured) -> Outcome:
         parts, passed = [], True
         for combo in _combinations(m, each, where):
             first, last = _ends(m, column, **combo)
             ratios = m.round_ratios(metric, {**combo, column: last}, {**combo, column: first})
             ratio = float(ratios.median())
-            within = (ratios >= (-math.inf if low is None else low)) & (
-                ratios <= (math.inf if high is None else high))
-            ok = (low is None or ratio >= low) and (high is None or ratio <= high)
+            ok = bool(inside(ratio))
             passed &= ok
             label = _label(combo)
             parts.append(f"{label + ': ' if label else ''}{metric} at {column}={last} / at "
-                         f"{first} = {ratio:.3g}{_spread(ratios, within)}{'' if ok else ' ✗'}")
+                         f"{first} = {ratio:.3g}{_spread(ratios, inside(ratios))}"
+                         f"{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
 
     return test
