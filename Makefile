@@ -35,9 +35,9 @@ deps: system-deps python-deps
 
 # The demo prints its table whatever the points' validity: each invalid one is listed with its
 # reason and counted in the table's valid column. At select's saturated points a repetition
-# now and then has over 1 % of its sends late, the generator having waited for its CPU 4-7 %
-# of the window with no other task's user or system time there to explain it (the loopback's
-# receive work, in softirq, is the likely one); `wanbench run` itself exits 1 on that.
+# now and then has over 1 % of its sends late while the generator waited for its CPU, with
+# no other task's user or system time there to explain it (the cause is not found yet);
+# `wanbench run` itself exits 1 on that.
 demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml --allow-invalid
 

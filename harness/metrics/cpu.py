@@ -83,16 +83,18 @@ class TreeSchedstat:
                         continue
                     self.last[(pid, tid)] = (ran_ns, waited_ns, periods)
 
-    def read(self) -> tuple[float, int]:
-        """Seconds on a CPU and run periods."""
+    def sample(self) -> tuple[float, float, int]:
+        """Seconds on a CPU, seconds runnable but waiting for one (another task ran there,
+        or a sibling), and run periods: one walk of the trees."""
         self._update()
         return (sum(r for r, _, _ in self.last.values()) / 1e9,
+                sum(w for _, w, _ in self.last.values()) / 1e9,
                 sum(p for _, _, p in self.last.values()))
 
-    def waited_s(self) -> float:
-        """Seconds runnable but waiting for a CPU (another task ran there, or a sibling)."""
-        self._update()
-        return sum(w for _, w, _ in self.last.values()) / 1e9
+    def read(self) -> tuple[float, int]:
+        """Seconds on a CPU and run periods."""
+        ran_s, _, periods = self.sample()
+        return ran_s, periods
 
 
 @dataclass(frozen=True)

@@ -59,11 +59,10 @@ class Interference:
         self._first: _Snapshot | None = None
 
     def _snapshot(self) -> _Snapshot:
-        ran_s, periods = self._server.read()
-        generator_ran_s, _ = self._generators.read()
-        return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, periods,
-                         self._server.waited_s(), generator_ran_s,
-                         self._generators.waited_s(), cpu_mhz(self.server_cpu))
+        ran_s, waited_s, periods = self._server.sample()
+        generator_ran_s, generator_waited_s, _ = self._generators.sample()
+        return _Snapshot(cpu.all_cpu_times(self.proc_stat), ran_s, periods, waited_s,
+                         generator_ran_s, generator_waited_s, cpu_mhz(self.server_cpu))
 
     def start(self) -> None:
         self._first = self._snapshot()
