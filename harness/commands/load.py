@@ -102,6 +102,7 @@ def handle(args: argparse.Namespace) -> int:
             if args.cluster:
                 doc = on_cluster(spec, args.cluster, args.role)
             else:
+                spec.resolved_targets()  # refused before anything runs, whatever the tool
                 doc = hold(spec) if spec.duration_s == 0 else run(spec)
         except (TargetRefused, ValueError, GeneratorFailed, FileNotFoundError,
                 MissingBinary, ClusterError) as exc:
