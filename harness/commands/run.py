@@ -28,6 +28,7 @@ from harness.runner.run import (
     MissingTool,
     PointSource,
     base_manifest,
+    check_topologies,
     pending,
     preflight,
     run_points,
@@ -121,11 +122,16 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     with contextlib.ExitStack() as stack:
         try:
+            check_topologies(scenario, scenario_dir)
             cluster = _cluster(args, stack, scenario, scenario_dir, run_dir)
             if cluster is None:
                 preflight(scenario)  # a cluster's workers check what they will run
         except (MissingBinary, MissingTool, ClusterError) as exc:
             print(f"wanbench run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except TopologyError as exc:
+            print(f"wanbench run: the scenario's topology (topology.file, topology.set): {exc}",
+                  file=sys.stderr)
             return EXIT_USAGE
         return _run(args, console, scenario, scenario_dir, run_dir, cluster)
 
