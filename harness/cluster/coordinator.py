@@ -17,6 +17,7 @@ from harness.cluster import ClusterError
 from harness.cluster.agent import HotStart
 from harness.cluster.hosts import HostAgents, present_workers
 from harness.cluster.roles import roles_of
+from harness.cluster.security import Access
 from harness.runner.processes import PointFailed
 
 # Time every shard has to receive its task before the scheduled start (one round trip to the
@@ -45,17 +46,20 @@ class ClusterLoad:
     clocks: dict[str, ClockOffset]
 
 
-def connect(address: str, timeout_s: float = 5.0) -> Any:
-    """A distributed.Client to the scheduler at address, or ClusterError before anything
-    starts."""
+def connect(access: Access, timeout_s: float = 5.0) -> Any:
+    """A distributed.Client to the scheduler, proving itself with the cluster's certificate
+    (harness.cluster.security), or ClusterError before anything starts."""
     from distributed import Client  # the cluster extra: single-box runs never import it
 
+    security = access.certs.security() if access.certs else None
     try:
-        return Client(address, timeout=timeout_s, set_as_default=False)
+        return Client(access.address, timeout=timeout_s, set_as_default=False,
+                      security=security)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise ClusterError(f"the scheduler {address} did not answer within {timeout_s:g} s "
-                           f"({exc}): start it (`dask scheduler --host ADDR --port PORT`) and "
-                           f"give its tcp://ADDR:PORT") from None
+        raise ClusterError(f"the scheduler {access.address} did not answer within "
+                           f"{timeout_s:g} s ({exc}): start it (`wanbench cluster scheduler "
+                           f"--certs DIR --host ADDR`) and give its tls://ADDR:PORT with the "
+                           f"certificates it was started with") from None
 
 
 def workers_of(client: Any, role: str) -> dict[str, str]:
@@ -72,6 +76,9 @@ def workers_of(client: Any, role: str) -> dict[str, str]:
 def clock_offsets(client: Any, workers: dict[str, str]) -> dict[str, ClockOffset]:
     offsets = {}
     for address, name in workers.items():
+        # a first exchange opens the connections on the way (a TLS handshake each), so that
+        # the measured one is a round trip only
+        client.run(time.time, workers=[address])
         before = time.time()
         theirs = client.run(time.time, workers=[address])[address]
         after = time.time()

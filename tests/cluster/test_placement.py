@@ -74,9 +74,10 @@ def test_a_machine_holds_loopback_but_not_a_benchmark_address():
     assert missing_addresses(["127.0.0.1", "198.19.250.1"]) == ["198.19.250.1"]
 
 
-def test_run_refuses_an_unreachable_scheduler_before_anything_starts(tmp_path: Path):
+def test_run_refuses_an_unreachable_scheduler_before_anything_starts(tmp_path: Path, certs):
     done = subprocess.run([*WANBENCH, "run", str(REPO / "scenarios/quickstart.yaml"), "--out",
-                           str(tmp_path), "--cluster", f"tcp://127.0.0.1:{free_port()}"],
+                           str(tmp_path), "--cluster", f"tls://127.0.0.1:{free_port()}",
+                           "--certs", str(certs.directory)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "did not answer" in done.stderr and "Traceback" not in done.stderr
@@ -112,3 +113,4 @@ def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged(m
         clocks = {"server": on_time, "hot": on_time, "cold": on_time, late: off}
         judged = run._merged({"hot": {}}, clocks)
         assert judged["valid"] is False and late in judged["invalid_reasons"][0]
+
