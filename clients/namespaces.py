@@ -29,6 +29,12 @@ def holds(address: ipaddress.IPv4Address) -> bool:
     return any(address in _addresses(ns) for ns in _namespaces())
 
 
+def held(addresses: list[str]) -> list[str]:
+    """Those of these IPv4 addresses that some namespace on this machine holds (what a cluster
+    run asks each of its hosts)."""
+    return [address for address in addresses if holds(ipaddress.IPv4Address(address))]
+
+
 def _namespaces() -> Iterator[Path]:
     """A path to each network namespace of this machine, each once, the caller's first."""
     seen: set[tuple[int, int]] = set()

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clients import validity
+from clients import namespaces, validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
+from clients.targets import BENCHMARK_NET, resolve, split_host_port
 from harness.cluster import ClusterError
 from harness.cluster.agent import HotStart
 from harness.cluster.hosts import HostAgents, present_workers
@@ -110,10 +111,29 @@ def split(spec: LoadSpec, parts: int) -> list[LoadSpec]:
     return shards
 
 
+def hosts_holding(client: Any, addresses: list[str]) -> tuple[str, ...]:
+    """Those of these IPv4 addresses that some worker's machine holds (in a network namespace
+    there, clients.namespaces.held, asked of every worker)."""
+    answers = client.run(namespaces.held, addresses) if addresses else {}
+    return tuple(sorted({address for found in answers.values() for address in found}))
+
+
+def vouched(client: Any, spec: LoadSpec) -> LoadSpec:
+    """spec with its 198.18.0.0/15 targets that the cluster's hosts hold as its
+    cluster_addresses: the run's own hosts, which the target rule allows though this machine
+    holds none of them (clients.targets.check_target)."""
+    addresses = {resolve(split_host_port(target)[0]) for target in spec.targets}
+    wanted = sorted(str(a) for a in addresses if a.version == 4 and a in BENCHMARK_NET)
+    return dataclasses.replace(spec, cluster_addresses=hosts_holding(client, wanted))
+
+
 def run_load(client: Any, spec: LoadSpec, role: str,
              on_event: Callable[[str], None] = lambda _: None) -> ClusterLoad:
     """spec split over the workers of role, started at one time on all of them; a worker
-    that is lost or fails makes ClusterError naming it, its peers' generators stopped."""
+    that is lost or fails makes ClusterError naming it, its peers' generators stopped. A
+    target outside the rule is refused (TargetRefused) before any worker starts."""
+    spec = vouched(client, spec)
+    spec.resolved_targets()
     workers = workers_of(client, role)
     clocks = clock_offsets(client, workers)
     shards = split(spec, len(workers))

@@ -84,8 +84,7 @@ def on_cluster(spec: LoadSpec, scheduler: Access, role: str) -> dict[str, Any]:
 
     if spec.duration_s == 0:
         raise ValueError("--cluster runs a measured window: give --duration > 0")
-    spec.resolved_targets()  # refused here too, before any worker is asked
-    with connect(scheduler) as client:
+    with connect(scheduler) as client:  # the targets are checked before any worker starts
         load = run_load(client, spec, role,
                         lambda message: print(f"wanbench load: {message}", file=sys.stderr))
     for host, clock in load.clocks.items():

@@ -18,12 +18,19 @@ from clients.schema import Histogram, merge_documents, skeleton
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
 from harness.cluster.agent import HostAgent
-from harness.cluster.coordinator import connect, run_load, split, workers_of
+from harness.cluster.coordinator import (
+    connect,
+    hosts_holding,
+    run_load,
+    split,
+    vouched,
+    workers_of,
+)
 from harness.cluster.namespaces import stop_all
 from harness.cluster.security import Access, Certs
 from harness.servers import running
 from tests.clients.conftest import server_config
-from tests.conftest import REPO, build, free_port
+from tests.conftest import REPO, build, free_port, needs_root
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -214,3 +221,28 @@ def test_a_run_without_a_worker_for_a_host_it_uses_is_refused_naming_the_fix(sch
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
+
+@pytest.fixture
+def held_elsewhere() -> Iterator[str]:
+    """An address of the benchmarking range a test namespace holds (on a veth end)."""
+    name, address = "tnet-held", "198.18.0.9"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        for args in (["link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+                     ["addr", "add", f"{address}/32", "dev", "d0"]):
+            subprocess.run(["ip", "-n", name, *args], check=True)
+        yield address
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=True)
+
+
+@needs_root
+@pytest.mark.slow
+def test_the_run_vouches_for_the_targets_its_hosts_hold(scheduler, held_elsewhere):
+    """`load --cluster`: a 198.18.0.0/15 target one of the cluster's hosts holds is allowed
+    though the run's machine may hold none (asked of every worker)."""
+    with connect(scheduler) as client:
+        assert hosts_holding(client, [held_elsewhere, "198.18.0.10"]) == (held_elsewhere,)
+        spec = vouched(client, sclient_spec(targets=[f"{held_elsewhere}:80", "127.0.0.1:80"],
+                                            hot_conns=1))
+    assert spec.cluster_addresses == (held_elsewhere,)

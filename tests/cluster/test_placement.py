@@ -114,3 +114,18 @@ def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged(m
         judged = run._merged({"hot": {}}, clocks)
         assert judged["valid"] is False and late in judged["invalid_reasons"][0]
 
+
+def test_every_shard_may_load_the_server_host_the_run_checked():
+    """The server's addresses are held on another machine than a client host's: the run,
+    which checked that the server's worker holds them, vouches for them in each shard."""
+    from clients import LoadSpec
+    from harness.cluster.point import ClusterPoint
+
+    workers = {**SERVER, "tcp://h:1": ("h", ["hot"]), "tcp://c:1": ("c", ["cold"])}
+    placement = place(DUMBBELL, workers, needs_cold=True)
+    point = ClusterPoint(None, placement, None, 7, Path("raw"), print)
+    spec = LoadSpec(generator="sclient", targets=["198.19.1.1:8080"], hot_conns=2,
+                    cold_conns=16)
+    for hosts in (placement.hot, placement.cold):
+        for shard in point._shards(spec, hosts):
+            assert shard.cluster_addresses == placement.server.addresses == ("198.19.1.1",)
