@@ -10,7 +10,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from clients.targets import TargetRefused, check_request_path, check_target, split_host_port
+from clients.targets import (
+    TargetRefused,
+    check_request_path,
+    check_target,
+    resolve,
+    split_host_port,
+)
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -99,7 +105,12 @@ class LoadSpec:
                        help="httperf --hog (spins when ports run out)")  # only when asked
     threads: int | None = None  # wrk/wrk2 threads; None: min(hot_conns, 2)
     allow_any_target: bool = option("--allow-any-target", False, native=(),
-                                    help="allow targets outside loopback and 198.18.0.0/15")
+                                    help="allow any target, not only loopback and the "
+                                         "198.18.0.0/15 addresses this machine's namespaces "
+                                         "hold")
+    # 198.18.0.0/15 addresses a cluster run checked that its hosts hold (on other machines);
+    # set by the run (harness.cluster), never from a command line
+    cluster_addresses: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.generator not in GENERATORS:
@@ -136,7 +147,7 @@ class LoadSpec:
         out = []
         for t in self.targets:
             host, port = split_host_port(t)
-            out.append((check_target(host, self.allow_any_target), port))
+            out.append((check_target(host, self.allow_any_target, self.cluster_addresses), port))
         return out
 
     def config(self) -> dict[str, Any]:
@@ -219,7 +230,7 @@ def check_native_argv(spec: LoadSpec, argv: list[str]) -> list[str]:
     for flag, value in zip(argv, argv[1:], strict=False):
         if flag == "--target":
             host, port = split_host_port(value)
-            if (check_target(host, spec.allow_any_target), port) not in targets:
+            if (str(resolve(host)), port) not in targets:
                 raise TargetRefused(f"refusing to run: the generator's --target {value} is not "
                                     f"one of the spec's targets {spec.targets}")
             found += 1

@@ -1,4 +1,5 @@
-"""The load-target policy: only loopback and the benchmarking range 198.18.0.0/15.
+"""The load-target policy: loopback, and addresses of the benchmarking range 198.18.0.0/15
+that a network namespace on this machine holds (or, in a cluster run, one of its hosts).
 
 Two rules live here and nowhere else: which hosts load may go to (check_target) and what
 a request path may hold (check_request_path). check_url is the last look at a URL a
@@ -10,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+
+from clients import namespaces
 
 BENCHMARK_NET = ipaddress.ip_network("198.18.0.0/15")
 ALLOW_FLAG = "--allow-any-target"
@@ -32,21 +35,28 @@ def resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(info[0][4][0])
 
 
-def is_allowed(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if addr.is_loopback:
-        return True
-    return addr.version == 4 and addr in BENCHMARK_NET
-
-
-def check_target(host: str, allow_any: bool = False) -> str:
-    """Return the target's address, or refuse one outside loopback and 198.18.0.0/15."""
+def check_target(host: str, allow_any: bool = False,
+                 cluster_addresses: Collection[str] = ()) -> str:
+    """Return the target's address, or refuse it. Loopback is allowed; an address of
+    198.18.0.0/15 only where a network namespace on this machine holds it (load to any other
+    would follow this machine's routes, maybe out of it) or where a cluster run's host does
+    (cluster_addresses: those the run checked its hosts hold; they name nothing outside
+    198.18.0.0/15); anything else only with allow_any."""
     addr = resolve(host)
-    if allow_any or is_allowed(addr):
+    if allow_any or addr.is_loopback:
         return str(addr)
+    if addr.version == 4 and addr in BENCHMARK_NET:
+        if str(addr) in cluster_addresses or namespaces.holds(addr):
+            return str(addr)
+        raise TargetRefused(
+            f"refusing to send load to {host}: no network namespace on this machine holds "
+            f"{addr}, so the load would follow this machine's routes, maybe out of it; bring "
+            f"up the topology that holds it (wanbench topo up FILE) and target its server's "
+            f"address, or pass {ALLOW_FLAG} if you own {addr} and mean it.")
     raise TargetRefused(
         f"refusing to send load to {host} ({addr}): wanbench only targets loopback "
-        f"(127.0.0.0/8, ::1) and the benchmarking range {BENCHMARK_NET} used by its "
-        f"namespace topologies. If you own {addr} and mean it, pass {ALLOW_FLAG}."
+        f"(127.0.0.0/8, ::1) and addresses of the benchmarking range {BENCHMARK_NET} that its "
+        f"namespace topologies hold. If you own {addr} and mean it, pass {ALLOW_FLAG}."
     )
 
 
@@ -87,14 +97,14 @@ def _escaped(char: str) -> str:
     return "".join(f"%{b:02X}" for b in char.encode("utf-8"))
 
 
-def check_url(url: str, targets: Iterable[tuple[str, int]], allow_any: bool = False) -> str:
+def check_url(url: str, targets: Iterable[tuple[str, int]]) -> str:
     """Return url if it is exactly http://ADDRESS:PORT/PATH for one of the already checked
     targets (address, port) and a valid request path; refuse anything else.
 
     The defence in depth behind the spec's own checks: whatever built the URL, the host a
     tool will connect to is the one named here."""
     targets = list(targets)
-    problem = _url_problem(url, targets, allow_any)
+    problem = _url_problem(url, targets)
     if problem:
         raise TargetRefused(f"refusing to run: the generator's URL {url!r} {problem}; the "
                             f"target must be one of "
@@ -102,7 +112,7 @@ def check_url(url: str, targets: Iterable[tuple[str, int]], allow_any: bool = Fa
     return url
 
 
-def _url_problem(url: str, targets: list[tuple[str, int]], allow_any: bool) -> str | None:
+def _url_problem(url: str, targets: list[tuple[str, int]]) -> str | None:
     if any(not 0x21 <= ord(c) <= 0x7E for c in url):
         return "holds whitespace, control or non-ASCII characters"
     parts = urllib.parse.urlsplit(url)
@@ -118,8 +128,7 @@ def _url_problem(url: str, targets: list[tuple[str, int]], allow_any: bool) -> s
         return "names no HOST:PORT"
     if url[len("http://") + len(parts.netloc):] == "":
         return "has no path"
-    check_target(parts.hostname, allow_any)
-    if (str(resolve(parts.hostname)), port) not in targets:
+    if (str(resolve(parts.hostname)), port) not in targets:  # checked: the policy holds
         return f"connects to {_host_port(parts.hostname, port)}, which is not the target"
     check_request_path(url[len("http://") + len(parts.netloc):])
     return None

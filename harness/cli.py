@@ -19,6 +19,7 @@ COMMANDS = {
     "compare": "harness.commands.compare",
     "reproduce": "harness.commands.reproduce",
     "worker": "harness.commands.worker",
+    "cluster": "harness.commands.cluster",
 }
 
 

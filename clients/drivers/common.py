@@ -7,7 +7,7 @@ import shutil
 
 from clients.pinning import pin_argv
 from clients.spec import LoadSpec
-from clients.targets import TargetRefused, check_request_path, check_target, check_url
+from clients.targets import TargetRefused, check_request_path, check_url, resolve
 
 _TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
@@ -38,11 +38,11 @@ def check_command(spec: LoadSpec, argv: list[str]) -> list[str]:
     options = dict(a.split("=", 1) for a in argv if a.startswith("--") and "=" in a)
     for arg in argv:
         if "://" in arg:
-            check_url(arg, targets, spec.allow_any_target)
+            check_url(arg, targets)
             found += 1
     if "--server" in options or "--port" in options:
         host, port = options.get("--server", ""), options.get("--port", "")
-        address = check_target(host, spec.allow_any_target) if host else ""
+        address = str(resolve(host)) if host else ""
         if not port.isdigit() or (address, int(port)) not in targets:
             raise TargetRefused(f"refusing to run: {spec.generator} would connect to "
                                 f"{host or '?'}:{port or '?'}, which is not the target "

@@ -4,6 +4,8 @@ run --cluster`) runs on them.
 
 Only the cluster path imports `distributed` (the `cluster` extra); single-box runs never do.
 - roles: what a worker may be and the Dask resource that says so;
+- security: who may use the cluster (TLS with the cluster's own CA; `wanbench cluster certs`),
+  and the one address each of its processes listens on;
 - targets: a worker's own target policy, which the run cannot widen;
 - agent: what runs on a worker (a Dask actor holding that host's server or generators);
 - hosts: the agents of one measurement, their calls awaited while watching for lost workers;

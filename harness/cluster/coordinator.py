@@ -10,13 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clients import validity
+from clients import namespaces, validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
+from clients.targets import BENCHMARK_NET, resolve, split_host_port
 from harness.cluster import ClusterError
 from harness.cluster.agent import HotStart
 from harness.cluster.hosts import HostAgents, present_workers
 from harness.cluster.roles import roles_of
+from harness.cluster.security import Access
 from harness.runner.processes import PointFailed
 
 # Time every shard has to receive its task before the scheduled start (one round trip to the
@@ -45,17 +47,20 @@ class ClusterLoad:
     clocks: dict[str, ClockOffset]
 
 
-def connect(address: str, timeout_s: float = 5.0) -> Any:
-    """A distributed.Client to the scheduler at address, or ClusterError before anything
-    starts."""
+def connect(access: Access, timeout_s: float = 5.0) -> Any:
+    """A distributed.Client to the scheduler, proving itself with the cluster's certificate
+    (harness.cluster.security), or ClusterError before anything starts."""
     from distributed import Client  # the cluster extra: single-box runs never import it
 
+    security = access.certs.security() if access.certs else None
     try:
-        return Client(address, timeout=timeout_s, set_as_default=False)
+        return Client(access.address, timeout=timeout_s, set_as_default=False,
+                      security=security)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise ClusterError(f"the scheduler {address} did not answer within {timeout_s:g} s "
-                           f"({exc}): start it (`dask scheduler --host ADDR --port PORT`) and "
-                           f"give its tcp://ADDR:PORT") from None
+        raise ClusterError(f"the scheduler {access.address} did not answer within "
+                           f"{timeout_s:g} s ({exc}): start it (`wanbench cluster scheduler "
+                           f"--certs DIR --host ADDR`) and give its tls://ADDR:PORT with the "
+                           f"certificates it was started with") from None
 
 
 def workers_of(client: Any, role: str) -> dict[str, str]:
@@ -72,6 +77,9 @@ def workers_of(client: Any, role: str) -> dict[str, str]:
 def clock_offsets(client: Any, workers: dict[str, str]) -> dict[str, ClockOffset]:
     offsets = {}
     for address, name in workers.items():
+        # a first exchange opens the connections on the way (a TLS handshake each), so that
+        # the measured one is a round trip only
+        client.run(time.time, workers=[address])
         before = time.time()
         theirs = client.run(time.time, workers=[address])[address]
         after = time.time()
@@ -103,10 +111,29 @@ def split(spec: LoadSpec, parts: int) -> list[LoadSpec]:
     return shards
 
 
+def hosts_holding(client: Any, addresses: list[str]) -> tuple[str, ...]:
+    """Those of these IPv4 addresses that some worker's machine holds (in a network namespace
+    there, clients.namespaces.held, asked of every worker)."""
+    answers = client.run(namespaces.held, addresses) if addresses else {}
+    return tuple(sorted({address for found in answers.values() for address in found}))
+
+
+def vouched(client: Any, spec: LoadSpec) -> LoadSpec:
+    """spec with its 198.18.0.0/15 targets that the cluster's hosts hold as its
+    cluster_addresses: the run's own hosts, which the target rule allows though this machine
+    holds none of them (clients.targets.check_target)."""
+    addresses = {resolve(split_host_port(target)[0]) for target in spec.targets}
+    wanted = sorted(str(a) for a in addresses if a.version == 4 and a in BENCHMARK_NET)
+    return dataclasses.replace(spec, cluster_addresses=hosts_holding(client, wanted))
+
+
 def run_load(client: Any, spec: LoadSpec, role: str,
              on_event: Callable[[str], None] = lambda _: None) -> ClusterLoad:
     """spec split over the workers of role, started at one time on all of them; a worker
-    that is lost or fails makes ClusterError naming it, its peers' generators stopped."""
+    that is lost or fails makes ClusterError naming it, its peers' generators stopped. A
+    target outside the rule is refused (TargetRefused) before any worker starts."""
+    spec = vouched(client, spec)
+    spec.resolved_targets()
     workers = workers_of(client, role)
     clocks = clock_offsets(client, workers)
     shards = split(spec, len(workers))

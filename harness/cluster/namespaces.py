@@ -1,12 +1,14 @@
-"""A cluster on this one machine: a namespace topology brought up, a Dask scheduler in its
-server host's namespace and a `wanbench worker` per host in the host's own, each taking the
-host's name as its role. What the cluster tests and the coordination benchmark run on; real
-machines hold the same addresses (harness.topology.addressing.host_addresses)."""
+"""A cluster on this one machine: a namespace topology brought up, a scheduler (`wanbench
+cluster scheduler`) in its server host's namespace and a `wanbench worker` per host in the
+host's own, each taking the host's name as its role, all with certificates of a CA of this
+cluster's own. What the cluster tests and the coordination benchmark run on; real machines
+hold the same addresses (harness.topology.addressing.host_addresses)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.pinning import pin_argv
+from harness.cluster.security import Access, write
 from harness.topology import bring_up, load_topology
 
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -24,7 +27,7 @@ STOP_TIMEOUT_S = 10.0
 @dataclass
 class NamespaceCluster:
     handle: Any  # the topology's NamespaceHandle
-    scheduler: str  # tcp://ADDR:PORT, in the server host's namespace
+    scheduler: Access  # tls://ADDR:PORT, in the server host's namespace, and the certificates
     # the CPU the cluster's own Python processes (scheduler, workers, run) share, off the
     # generators' (each host of a real cluster has its own); None: any
     cpu: int | None = None
@@ -36,18 +39,21 @@ class NamespaceCluster:
         return self.handle.exec_prefix(host) + pin_argv(self.cpu)
 
     def start_worker(self, host: str) -> subprocess.Popen:
-        worker = subprocess.Popen(
-            self.prefix(host) + [*WANBENCH, "worker", "--scheduler", self.scheduler, "--role",
-                                 host, "--name", host, "--host", self.handle.address(host)],
+        worker = subprocess.Popen(  # listening where it reaches the scheduler from: its host's
+            self.prefix(host) + [*WANBENCH, "worker", "--scheduler", self.scheduler.address,
+                                 *self.scheduler.options(), "--role", host, "--name", host],
             stderr=subprocess.DEVNULL)
         self.workers[host] = worker
         self.processes.append(worker)
         return worker
 
     def wait_for_workers(self, count: int, timeout_s: float = 60) -> None:
+        certs = self.scheduler.certs
+        assert certs is not None  # a namespace cluster speaks TLS
         wait = ("from harness.cluster.coordinator import connect\n"
-                f"with connect({self.scheduler!r}, 30) as c: c.wait_for_workers({count}, "
-                f"timeout={timeout_s})")
+                "from harness.cluster.security import access\n"
+                f"with connect(access({self.scheduler.address!r}, {str(certs.directory)!r}, "
+                f"False), 30) as c: c.wait_for_workers({count}, timeout={timeout_s})")
         subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
                        timeout=timeout_s + 60)
 
@@ -55,7 +61,8 @@ class NamespaceCluster:
         """`wanbench run ARGS --cluster` from the server host's namespace, where the
         scheduler is reachable."""
         return subprocess.Popen(self.prefix("server") + [*WANBENCH, "run", *args, "--cluster",
-                                                         self.scheduler],
+                                                         self.scheduler.address,
+                                                         *self.scheduler.options()],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def running(self, names: tuple[str, ...] = ("wb-sclient", "wb-server")) -> dict[str, list[str]]:
@@ -94,12 +101,15 @@ def namespace_cluster(topology: Path, backend: str = "userspace",
                       cpu: int | None = None) -> Iterator[NamespaceCluster]:
     """The topology up, its scheduler and a worker per host joined; all of it gone after.
     cpu: where the cluster's own processes run (NamespaceCluster.cpu)."""
-    with bring_up(load_topology(topology), backend, calibrate=False) as handle:
+    with (bring_up(load_topology(topology), backend, calibrate=False) as handle,
+          tempfile.TemporaryDirectory(prefix="wanbench-cluster-") as scratch):
         at = handle.address("server")
-        cluster = NamespaceCluster(handle, f"tcp://{at}:{SCHEDULER_PORT}", cpu)
+        certs = write(Path(scratch) / "certs")
+        cluster = NamespaceCluster(handle, Access(f"tls://{at}:{SCHEDULER_PORT}", certs), cpu)
         cluster.processes.append(subprocess.Popen(
-            cluster.prefix("server") + [sys.executable, "-m", "dask", "scheduler", "--host",
-                                            at, "--port", str(SCHEDULER_PORT), "--no-dashboard"],
+            cluster.prefix("server") + [*WANBENCH, "cluster", "scheduler", "--certs",
+                                        str(certs.directory), "--host", at, "--port",
+                                        str(SCHEDULER_PORT)],
             stderr=subprocess.DEVNULL))
         try:
             for host in handle.hosts:

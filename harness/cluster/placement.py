@@ -70,7 +70,7 @@ def place(topology: Topology, workers: dict[str, tuple[str, list[str]]],
             raise ClusterError(
                 f"no worker stands for topology host {host!r} (role {role}, address "
                 f"{addresses[host][0]}): on the machine holding that address run `wanbench "
-                f"worker --scheduler tcp://HOST:PORT --role {role}` (or --role {host})")
+                f"worker --scheduler tls://HOST:PORT --certs DIR --role {role}` (or --role {host})")
     return Placement(taken[servers[0]], tuple(taken[h] for h in hot),
                      tuple(taken[h] for h in cold),
                      tuple(name for a, (name, _) in by_name if a not in used))

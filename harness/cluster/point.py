@@ -110,13 +110,15 @@ class ClusterPoint:
                            measured.samples, measured.profile_rows)
 
     def _shards(self, spec: LoadSpec, hosts: tuple[HostWorker, ...]) -> list[LoadSpec]:
-        """spec split over hosts: each binds its own host's addresses and draws its own
-        arrivals (a seed of its own)."""
+        """spec split over hosts: each binds its own host's addresses, draws its own arrivals
+        (a seed of its own) and may load the server's addresses, which the run checked its
+        worker holds (harness.cluster.session), though the client host's machine does not."""
         shards = split(spec, len(hosts))
         if len(shards) < len(hosts):
             raise PointFailed(f"{len(hosts)} hosts share fewer connections than hosts; give "
                               f"each host at least one, or fewer hosts")
-        return [dataclasses.replace(shard, source_addrs=list(hw.addresses), seed=self.seed + i)
+        return [dataclasses.replace(shard, source_addrs=list(hw.addresses), seed=self.seed + i,
+                                    cluster_addresses=self.placement.server.addresses)
                 for i, (shard, hw) in enumerate(zip(shards, hosts, strict=True))]
 
     def _merged(self, documents: dict[str, dict[str, Any]],

@@ -37,7 +37,7 @@ def placements(client: Any, scenario: Scenario, scenario_dir: Path) -> dict[str,
                for address, info in present_workers(client).items()}
     if not workers:
         raise ClusterError("no worker joined the scheduler: start one per host with "
-                           "`wanbench worker --scheduler ADDR --role ROLE`")
+                           "`wanbench worker --scheduler tls://HOST:PORT --certs DIR --role ROLE`")
     found: dict[str, Placement] = {}
     grid = points(scenario)
     for point in grid:

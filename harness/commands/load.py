@@ -17,6 +17,8 @@ from clients.paths import MissingBinary
 from clients.spec import add_arguments, load_options
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
+from harness.cluster.security import Access, access
+from harness.commands.cluster import add_access_options
 from harness.procs import forwarding_signals
 
 
@@ -26,9 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run one load generator and write its result document (clients/SCHEMA.md).")
     add_arguments(p, load_options())
     p.add_argument("--json", type=Path, metavar="PATH", help="write the result document here")
-    p.add_argument("--cluster", metavar="tcp://HOST:PORT",
+    p.add_argument("--cluster", metavar="tls://HOST:PORT",
                    help="split the load over the Dask workers of --role (several hosts) and "
                         "merge their documents")
+    add_access_options(p)
     p.add_argument("--role", default="hot", help="with --cluster: the workers' role (hot)")
     p.set_defaults(func=handle)
 
@@ -75,14 +78,13 @@ def summary(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def on_cluster(spec: LoadSpec, scheduler: str, role: str) -> dict[str, Any]:
+def on_cluster(spec: LoadSpec, scheduler: Access, role: str) -> dict[str, Any]:
     """spec split over the role's workers; each host's start and clock printed as it went."""
     from harness.cluster.coordinator import connect, run_load
 
     if spec.duration_s == 0:
         raise ValueError("--cluster runs a measured window: give --duration > 0")
-    spec.resolved_targets()  # refused here too, before any worker is asked
-    with connect(scheduler) as client:
+    with connect(scheduler) as client:  # the targets are checked before any worker starts
         load = run_load(client, spec, role,
                         lambda message: print(f"wanbench load: {message}", file=sys.stderr))
     for host, clock in load.clocks.items():
@@ -100,8 +102,10 @@ def handle(args: argparse.Namespace) -> int:
         try:
             spec = spec_from_args(args, os.path.join(tmp, "result.json"))
             if args.cluster:
-                doc = on_cluster(spec, args.cluster, args.role)
+                doc = on_cluster(spec, access(args.cluster, args.certs, args.insecure),
+                                 args.role)
             else:
+                spec.resolved_targets()  # refused before anything runs, whatever the tool
                 doc = hold(spec) if spec.duration_s == 0 else run(spec)
         except (TargetRefused, ValueError, GeneratorFailed, FileNotFoundError,
                 MissingBinary, ClusterError) as exc:

@@ -18,6 +18,8 @@ from rich.table import Table
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.cluster import ClusterError
+from harness.cluster.security import access
+from harness.commands.cluster import add_access_options
 from harness.guest import kernels, record
 from harness.guest.machine import GuestError
 from harness.metrics import perf
@@ -28,6 +30,7 @@ from harness.runner.run import (
     MissingTool,
     PointSource,
     base_manifest,
+    check_topologies,
     pending,
     preflight,
     run_points,
@@ -68,10 +71,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "kernel image booted in a guest (virtme-ng; the scenario's `guest` "
                         "sizes it); repeat for several, each a run of its own, then compared "
                         "with the first")
-    parser.add_argument("--cluster", metavar="tcp://HOST:PORT",
+    parser.add_argument("--cluster", metavar="tls://HOST:PORT",
                         help="run on the hosts of a Dask scheduler's workers (`wanbench worker "
                              "--role ROLE` on each): the topology's hosts are those machines, "
                              "not brought up here")
+    add_access_options(parser)
     parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.set_defaults(func=handle)
@@ -121,11 +125,16 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     with contextlib.ExitStack() as stack:
         try:
+            check_topologies(scenario, scenario_dir)
             cluster = _cluster(args, stack, scenario, scenario_dir, run_dir)
             if cluster is None:
                 preflight(scenario)  # a cluster's workers check what they will run
         except (MissingBinary, MissingTool, ClusterError) as exc:
             print(f"wanbench run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except TopologyError as exc:
+            print(f"wanbench run: the scenario's topology (topology.file, topology.set): {exc}",
+                  file=sys.stderr)
             return EXIT_USAGE
         return _run(args, console, scenario, scenario_dir, run_dir, cluster)
 
@@ -138,12 +147,13 @@ def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Sc
     if run_dir is not None and bool(recorded) != bool(args.cluster):
         raise ClusterError(f"{run_dir.path} was run " + (
             f"across the cluster of {recorded['scheduler']}: resume it with --cluster "
-            f"tcp://HOST:PORT" if recorded else "on one machine: resume it without --cluster"))
+            f"tls://HOST:PORT" if recorded else "on one machine: resume it without --cluster"))
     if not args.cluster:
         return None
     from harness.cluster import coordinator, session  # the cluster extra: only here
 
-    client = stack.enter_context(coordinator.connect(args.cluster))
+    client = stack.enter_context(coordinator.connect(access(args.cluster, args.certs,
+                                                           args.insecure)))
     found = session.placements(client, scenario, scenario_dir)
     block = session.describe(client, args.cluster, found)
     block["points"] = (recorded or {}).get("points", {})  # a resumed run's earlier points

@@ -8,6 +8,7 @@ import json
 import random
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from clients import pinning
@@ -21,6 +22,7 @@ from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
 from harness.runner.record import PointRecorder
 from harness.scenario import Cpus, Point, Scenario, WbServer, points, sweep_columns
+from harness.topology.addressing import check_plan
 
 
 class MissingTool(RuntimeError):
@@ -53,6 +55,13 @@ def preflight(scenario: Scenario) -> None:
                 cpu_hierarchy()
             except CgroupError as exc:
                 raise MissingTool(f"cpus.server_budget_pct: {exc}") from None
+
+
+def check_topologies(scenario: Scenario, scenario_dir: Path) -> None:
+    """Every topology the points use loads and its addresses plan: TopologyError naming the
+    field before anything starts (each is brought up only when its points run)."""
+    for ref in {point.topology_key: point.config.topology for point in points(scenario)}.values():
+        check_plan(topology.load_topology(ref.path(scenario_dir), dict(ref.set) or None))
 
 
 def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:

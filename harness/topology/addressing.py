@@ -1,4 +1,5 @@
-"""Names and addresses of a topology's objects: namespaces, interfaces, 198.18.0.0/15 plan."""
+"""Names and addresses of a topology's objects: namespaces, interfaces, 198.18.0.0/15 plan,
+and what a topology may write as an address."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from clients.targets import BENCHMARK_NET
 from harness.topology.model import Topology, TopologyError
 
 PREFIX_RE = re.compile(r"wb[0-9a-z]{2,8}")
+# The plan (without a run prefix) that a cluster's machines and the checks before a run use
+PLAN_PREFIX = "wbplan"
+# Calibration's floor path: a veth pair between two throwaway namespaces of its own, where it
+# meets no topology's addresses; in 198.18.0.0/24, below the first link's default subnet,
+# so no default plan hands these out
+CALIBRATION_NET = ipaddress.ip_network("198.18.0.252/30")
 
 
 def new_prefix() -> str:
@@ -89,12 +96,66 @@ def _check_disjoint(hosts: dict[str, HostPlan], links: list[LinkPlan]) -> None:
     nets = [(f"hosts.{h.name}", h.block) for h in hosts.values()]
     nets += [(f"links.{lk.name}", lk.subnet) for lk in links]
     for i, (where, net) in enumerate(nets):
-        if not net.subnet_of(BENCHMARK_NET):
-            raise TopologyError(f"{where}: {net} is outside {BENCHMARK_NET}")
         for other, net2 in nets[i + 1:]:
             if net.overlaps(net2):
                 raise TopologyError(f"{where} ({net}) overlaps {other} ({net2}); "
                                     "give them distinct addresses")
+
+
+def check_declared(topology: Topology) -> None:
+    """The addresses a topology writes (its file, --set, a scenario's topology.set): a host's
+    address is one IPv4 address and a link's subnet one IPv4 subnet, both in BENCHMARK_NET;
+    a loopback topology writes none, its hosts being 127.0.0.1 and 127.0.i.x whatever it says
+    (loopback_addresses). ValueError naming the field and the fix."""
+    for name, host in topology.hosts.items():
+        where = f"hosts.{name}.address"
+        if host.address is not None and topology.loopback:
+            raise ValueError(f"{where}: {host.address}: a loopback topology's hosts are "
+                             f"127.0.0.1 (the server) and 127.0.i.x (client host i), whatever "
+                             f"it says; remove the address, or use a namespace topology")
+        if host.address is not None:
+            _check_in_range(where, _address(where, host.address))
+    for name, link in topology.links.items():
+        if link.subnet is not None:
+            where = f"links.{name}.subnet"
+            _check_in_range(where, _subnet(where, link.subnet))
+
+
+def _address(where: str, text: str) -> ipaddress.IPv4Address:
+    try:
+        return ipaddress.IPv4Address(text)
+    except ValueError:
+        pass
+    try:
+        given = ipaddress.IPv4Interface(text)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not an IPv4 address; give one of "
+                         f"{BENCHMARK_NET}, e.g. 198.19.9.1") from None
+    raise ValueError(f"{where}: {text!r} is a subnet, not an address; give one address, e.g. "
+                     f"{where}={given.ip} (its host's block is the /24 around it)")
+
+
+def _subnet(where: str, text: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not an IPv4 subnet; give one of "
+                         f"{BENCHMARK_NET}, e.g. 198.18.9.0/24") from None
+
+
+def _check_in_range(where: str, given: ipaddress.IPv4Address | ipaddress.IPv4Network) -> None:
+    inside = (given.subnet_of(BENCHMARK_NET) if isinstance(given, ipaddress.IPv4Network)
+              else given in BENCHMARK_NET)
+    if not inside:
+        raise ValueError(f"{where}: {given} is outside {BENCHMARK_NET}; wanbench only uses "
+                         f"addresses in {BENCHMARK_NET} (RFC 2544 benchmarking range)")
+
+
+def check_plan(topology: Topology) -> None:
+    """TopologyError when a namespace topology's addresses cannot be planned (blocks that
+    overlap, a subnet too small, source addresses past their block), before anything is up."""
+    if not topology.loopback:
+        plan_addresses(topology, PLAN_PREFIX)
 
 
 def loopback_addresses(topology: Topology) -> dict[str, tuple[str, ...]]:
@@ -116,4 +177,5 @@ def host_addresses(topology: Topology) -> dict[str, tuple[str, ...]]:
         raise TopologyError(f"topology {topology.name} is loopback: its hosts share this "
                             f"machine's 127.0.0.1, which other machines cannot reach; give a "
                             f"namespace topology (e.g. topologies/dumbbell-wan.yaml)")
-    return {name: host.addresses for name, host in plan_addresses(topology, "wbplan").hosts.items()}
+    return {name: host.addresses
+            for name, host in plan_addresses(topology, PLAN_PREFIX).hosts.items()}

@@ -18,11 +18,19 @@ from clients.schema import Histogram, merge_documents, skeleton
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
 from harness.cluster.agent import HostAgent
-from harness.cluster.coordinator import connect, run_load, split, workers_of
+from harness.cluster.coordinator import (
+    connect,
+    hosts_holding,
+    run_load,
+    split,
+    vouched,
+    workers_of,
+)
 from harness.cluster.namespaces import stop_all
+from harness.cluster.security import Access, Certs
 from harness.servers import running
 from tests.clients.conftest import server_config
-from tests.conftest import REPO, build, free_port
+from tests.conftest import REPO, build, free_port, needs_root
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -34,21 +42,21 @@ def sclient_spec(**fields) -> LoadSpec:
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
-    """tcp://ADDR:PORT of a scheduler with two hot workers; every process stopped after."""
+def scheduler(certs: Certs) -> Iterator[Access]:
+    """A TLS scheduler on loopback with two hot workers; every process stopped after."""
     build("build/bin/wb-sclient")
-    address = f"tcp://127.0.0.1:{free_port()}"
-    port = address.rpartition(":")[2]
-    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
-                               "--port", port, "--no-dashboard"], stderr=subprocess.DEVNULL)]
+    scheduler = Access(f"tls://127.0.0.1:{free_port()}", certs)
+    procs = [subprocess.Popen([*WANBENCH, "cluster", "scheduler", *scheduler.options(),
+                               "--host", "127.0.0.1", "--port",
+                               scheduler.address.rpartition(":")[2]], stderr=subprocess.DEVNULL)]
     try:
         for name in HOT_WORKERS:
             procs.append(subprocess.Popen(
-                [*WANBENCH, "worker", "--scheduler", address, "--role", "hot", "--name", name,
-                 "--host", "127.0.0.1"], stderr=subprocess.DEVNULL))
-        with connect(address, timeout_s=30) as client:
+                [*WANBENCH, "worker", "--scheduler", scheduler.address, *scheduler.options(),
+                 "--role", "hot", "--name", name], stderr=subprocess.DEVNULL))
+        with connect(scheduler, timeout_s=30) as client:
             client.wait_for_workers(len(HOT_WORKERS), timeout=60)
-        yield address
+        yield scheduler
     finally:
         stop_all(procs)
 
@@ -109,8 +117,8 @@ def generators_loading(address: str) -> list[psutil.Process]:
 def test_a_worker_lost_mid_run_is_named_and_its_peers_generators_stop(scheduler, server):
     """A third hot worker killed while its shard runs: the run says which host it was, and
     the other two hosts' generators stop at once, not at the end of their 10 s window."""
-    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler, "--role", "hot",
-                               "--name", "doomed-a", "--host", "127.0.0.1"],
+    worker = subprocess.Popen([*WANBENCH, "worker", "--scheduler", scheduler.address,
+                               *scheduler.options(), "--role", "hot", "--name", "doomed-a"],
                               stderr=subprocess.DEVNULL)
     spec = sclient_spec(targets=[server.address], hot_conns=3, rate_rps=150, duration_s=10,
                         warmup_s=0.2)
@@ -132,9 +140,10 @@ def test_a_worker_lost_mid_run_is_named_and_its_peers_generators_stop(scheduler,
         worker.wait()
 
 
-def test_an_unreachable_scheduler_is_a_clear_error_before_anything_starts():
-    done = subprocess.run([*WANBENCH, "load", "--cluster", f"tcp://127.0.0.1:{free_port()}",
-                           "--target", "127.0.0.1:9", "--hot-conns", "1", "--rate", "10"],
+def test_an_unreachable_scheduler_is_a_clear_error_before_anything_starts(certs: Certs):
+    done = subprocess.run([*WANBENCH, "load", "--cluster", f"tls://127.0.0.1:{free_port()}",
+                           "--certs", str(certs.directory), "--target", "127.0.0.1:9",
+                           "--hot-conns", "1", "--rate", "10"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "did not answer" in done.stderr and "Traceback" not in done.stderr
@@ -207,7 +216,33 @@ def test_a_run_without_a_worker_for_a_host_it_uses_is_refused_naming_the_fix(sch
     for path, said in ((scenario, "no worker stands for topology host 'web' (role server"),
                        (REPO / "scenarios/quickstart.yaml", "give a namespace topology")):
         done = subprocess.run([*WANBENCH, "run", str(path), "--out", str(tmp_path / "out"),
-                               "--cluster", scheduler], capture_output=True, text=True,
-                              timeout=60)
+                               "--cluster", scheduler.address, *scheduler.options()],
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def held_elsewhere() -> Iterator[str]:
+    """An address of the benchmarking range a test namespace holds (on a veth end)."""
+    name, address = "tnet-held", "198.18.0.9"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        for args in (["link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+                     ["addr", "add", f"{address}/32", "dev", "d0"]):
+            subprocess.run(["ip", "-n", name, *args], check=True)
+        yield address
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=True)
+
+
+@needs_root
+@pytest.mark.slow
+def test_the_run_vouches_for_the_targets_its_hosts_hold(scheduler, held_elsewhere):
+    """`load --cluster`: a 198.18.0.0/15 target one of the cluster's hosts holds is allowed
+    though the run's machine may hold none (asked of every worker)."""
+    with connect(scheduler) as client:
+        assert hosts_holding(client, [held_elsewhere, "198.18.0.10"]) == (held_elsewhere,)
+        spec = vouched(client, sclient_spec(targets=[f"{held_elsewhere}:80", "127.0.0.1:80"],
+                                            hot_conns=1))
+    assert spec.cluster_addresses == (held_elsewhere,)

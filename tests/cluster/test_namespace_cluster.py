@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.namespaces import stop_all
+from harness.cluster.security import Certs
 from harness.topology import bring_up, load_topology
 from tests.conftest import REPO, build, needs_root
 
@@ -23,18 +24,19 @@ SCHEDULER_PORT, SERVER_PORT = 8786, 8080
 
 @needs_root
 @pytest.mark.slow
-def test_a_load_split_over_namespace_hosts_adds_up(tmp_path: Path):
+def test_a_load_split_over_namespace_hosts_adds_up(tmp_path: Path, certs: Certs):
     build("build/bin/wb-sclient")
     server_bin = build("build/bin/wb-server")
+    certificates = ["--certs", str(certs.directory)]
     with bring_up(load_topology(DUMBBELL), "userspace", calibrate=False) as handle:
         at = handle.address("server")
-        scheduler = f"tcp://{at}:{SCHEDULER_PORT}"
+        scheduler = f"tls://{at}:{SCHEDULER_PORT}"
         procs = []
         try:
             procs.append(subprocess.Popen(
-                handle.exec_prefix("server") + [sys.executable, "-m", "dask", "scheduler",
-                                                "--host", at, "--port", str(SCHEDULER_PORT),
-                                                "--no-dashboard"], stderr=subprocess.DEVNULL))
+                handle.exec_prefix("server") + [*WANBENCH, "cluster", "scheduler", *certificates,
+                                                "--host", at, "--port", str(SCHEDULER_PORT)],
+                stderr=subprocess.DEVNULL))
             procs.append(subprocess.Popen(
                 handle.exec_prefix("server") + [str(server_bin), "--dispatch", "epoll",
                                                 "--accept", "multi", "--reply-bytes", "92",
@@ -43,17 +45,19 @@ def test_a_load_split_over_namespace_hosts_adds_up(tmp_path: Path):
             for host in ("hot", "cold"):
                 procs.append(subprocess.Popen(
                     handle.exec_prefix(host) + [*WANBENCH, "worker", "--scheduler", scheduler,
-                                                "--role", "hot", "--name", host,
-                                                "--host", handle.address(host)],
+                                                *certificates, "--role", "hot", "--name", host],
                     stderr=subprocess.DEVNULL))
             result = tmp_path / "merged.json"
             wait = ("from harness.cluster.coordinator import connect\n"
-                    f"with connect({scheduler!r}, 30) as c: c.wait_for_workers(2, timeout=60)")
+                    "from harness.cluster.security import access\n"
+                    f"with connect(access({scheduler!r}, {str(certs.directory)!r}, False), 30) "
+                    "as c: c.wait_for_workers(2, timeout=60)")
             subprocess.run(handle.exec_prefix("server") + [sys.executable, "-c", wait],
                            check=True, timeout=120)
             done = subprocess.run(
                 handle.exec_prefix("server") + [
-                    *WANBENCH, "load", "--cluster", scheduler, "--target", f"{at}:{SERVER_PORT}",
+                    *WANBENCH, "load", "--cluster", scheduler, *certificates,
+                    "--target", f"{at}:{SERVER_PORT}",
                     "--hot-conns", "4", "--rate", "200", "--duration", "2", "--warmup", "0.5",
                     "--json", str(result)], capture_output=True, text=True, timeout=120)
             assert done.returncode in (0, 1), done.stderr

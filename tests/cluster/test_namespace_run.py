@@ -112,7 +112,7 @@ def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sw
         assert sum(h["count"] for h in record["histograms"] if h["kind"] == "corrected") \
             == sum(d["latency"]["corrected"]["count"] for d in shards.values())
     manifest = json.loads((sweep / "manifest.json").read_text())["cluster"]
-    assert manifest["scheduler"] == cluster.scheduler
+    assert manifest["scheduler"] == cluster.scheduler.address
     assert sorted(manifest["hosts"]) == sorted(ROLES)
     for host, about in manifest["hosts"].items():
         assert about["stands_for"] == host and about["kernel"]["release"] and about["cpu"]

@@ -74,9 +74,10 @@ def test_a_machine_holds_loopback_but_not_a_benchmark_address():
     assert missing_addresses(["127.0.0.1", "198.19.250.1"]) == ["198.19.250.1"]
 
 
-def test_run_refuses_an_unreachable_scheduler_before_anything_starts(tmp_path: Path):
+def test_run_refuses_an_unreachable_scheduler_before_anything_starts(tmp_path: Path, certs):
     done = subprocess.run([*WANBENCH, "run", str(REPO / "scenarios/quickstart.yaml"), "--out",
-                           str(tmp_path), "--cluster", f"tcp://127.0.0.1:{free_port()}"],
+                           str(tmp_path), "--cluster", f"tls://127.0.0.1:{free_port()}",
+                           "--certs", str(certs.directory)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "did not answer" in done.stderr and "Traceback" not in done.stderr
@@ -112,3 +113,19 @@ def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged(m
         clocks = {"server": on_time, "hot": on_time, "cold": on_time, late: off}
         judged = run._merged({"hot": {}}, clocks)
         assert judged["valid"] is False and late in judged["invalid_reasons"][0]
+
+
+def test_every_shard_may_load_the_server_host_the_run_checked():
+    """The server's addresses are held on another machine than a client host's: the run,
+    which checked that the server's worker holds them, vouches for them in each shard."""
+    from clients import LoadSpec
+    from harness.cluster.point import ClusterPoint
+
+    workers = {**SERVER, "tcp://h:1": ("h", ["hot"]), "tcp://c:1": ("c", ["cold"])}
+    placement = place(DUMBBELL, workers, needs_cold=True)
+    point = ClusterPoint(None, placement, None, 7, Path("raw"), print)
+    spec = LoadSpec(generator="sclient", targets=["198.19.1.1:8080"], hot_conns=2,
+                    cold_conns=16)
+    for hosts in (placement.hot, placement.cold):
+        for shard in point._shards(spec, hosts):
+            assert shard.cluster_addresses == placement.server.addresses == ("198.19.1.1",)

@@ -4,10 +4,20 @@ fix."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
+from clients.targets import BENCHMARK_NET
 from harness.topology import load_topology
-from harness.topology.calibrate import Bounds, judge, rtt_tolerance_ms
+from harness.topology.addressing import CALIBRATION_NET
+from harness.topology.calibrate import (
+    FLOOR_ADDRESSES,
+    FLOOR_PREFIXLEN,
+    Bounds,
+    judge,
+    rtt_tolerance_ms,
+)
 from tests.conftest import REPO
 
 DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
@@ -93,3 +103,11 @@ def test_a_jittering_link_is_judged_on_its_median_with_a_wider_tolerance():
     # Half the probes late by more than the floor and tolerance: the median shows it.
     refused = judge("cold", spec, "userspace", measured(20.0, slow=13, extra_ms=5), floor(0.1))
     assert "the median is above" in refused["problems"][0]
+
+
+def test_the_floor_path_is_addressed_from_the_benchmarking_range():
+    """Its namespaces are its own, but the README promises 198.18.0.0/15 for every address
+    wanbench gives out, and the block is the addressing module's, not a literal here."""
+    assert CALIBRATION_NET.subnet_of(BENCHMARK_NET)
+    assert [ipaddress.ip_address(a) for a in FLOOR_ADDRESSES] == list(CALIBRATION_NET.hosts())
+    assert FLOOR_PREFIXLEN == CALIBRATION_NET.prefixlen

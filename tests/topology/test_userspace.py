@@ -15,7 +15,7 @@ import pytest
 
 import clients.paths
 from harness.topology import TopologyError, bring_up, load_topology
-from harness.topology.calibrate import CalibrationError, calibrate_link
+from harness.topology.calibrate import FLOOR_ADDRESSES, CalibrationError, calibrate_link
 from harness.topology.ledger import process_start_time
 from tests.conftest import REPO, build, needs_root
 
@@ -364,7 +364,7 @@ def alive(pid: int, start_time: int | None) -> bool:
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize("stage,marker", [("floor", "serve --bind 10.255.255."),
+@pytest.mark.parametrize("stage,marker", [("floor", f"serve --bind {FLOOR_ADDRESSES[1]}"),
                                           ("link", "serve --bind 198.18.")],
                          ids=["measuring-floor", "measuring-link"])
 def test_calibration_helpers_die_with_a_killed_runner(no_leftovers, state_dir, stage, marker):
