@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import json
+import subprocess
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from clients import paths
 from clients.targets import (
     TargetRefused,
     check_request_path,
@@ -20,9 +23,34 @@ from clients.targets import (
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
-# Connections of each kind (hot, cold, stream) one run may ask for; wb-sclient's own guard
-# (MAX_CONNS in sclient/main.c) is tested against it.
-MAX_CONNS = 1_000_000
+
+
+@functools.cache
+def sclient_description(binary: str | None = None) -> dict[str, Any]:
+    """What wb-sclient takes, as it says itself (`wb-sclient --describe`): its limits
+    (inclusive ranges) and defaults. The binary decides them; Python keeps no copy."""
+    argv = [binary or str(paths.binary("wb-sclient")), "--describe"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    if done.returncode != 0:
+        raise paths.MissingBinary(f"{argv[0]} --describe failed ({done.stderr.strip()}); fix: "
+                                  f"run `make` in {paths.REPO_ROOT}")
+    return json.loads(done.stdout)
+
+
+def check_conns(kind: str, conns: int) -> int:
+    """Connections of one kind (hot, cold, stream) a run may ask for: wb-sclient's limit,
+    the largest any wanbench generator holds."""
+    low, high = sclient_description()["limits"]["conns"]
+    if not low <= conns <= high:
+        raise ValueError(f"{kind} {conns} is outside {low}..{high}")
+    return conns
+
+
+def check_duration(duration_s: float, cold_only: bool) -> float:
+    """A measured window; 0 holds cold connections until signalled, for cold-only runs."""
+    if duration_s < 0 or (duration_s == 0 and not cold_only):
+        raise ValueError("duration_s must be > 0 (0 = hold until signalled, cold-only runs)")
+    return duration_s
 
 
 NATIVE = ("sclient", "asyncio")  # the generators whose flags are named after these options
@@ -89,6 +117,8 @@ class LoadSpec:
     json_path: str | None = option("--json", None, load=False, metavar="PATH",
                                    help="write the result document here")
     max_outstanding: int = option("--max-outstanding", 1, load=False, metavar="N")
+    max_connecting: int = option("--max-connecting", 512, load=False, metavar="N",
+                                 help="cold connects in flight at once")
     late_us: float | None = option("--late-us", None, load=False, metavar="US",
                                    help="a send later than this is late (default: the "
                                         "generator's)")
@@ -125,14 +155,16 @@ class LoadSpec:
         if self.arrivals not in ("fixed", "poisson"):
             raise ValueError(f"arrivals {self.arrivals!r} is not fixed or poisson")
         for kind in ("hot_conns", "cold_conns", "stream_conns"):
-            if not 0 <= getattr(self, kind) <= MAX_CONNS:
-                raise ValueError(f"{kind} {getattr(self, kind)} is outside 0..{MAX_CONNS}")
+            check_conns(kind, getattr(self, kind))
+        if self.generator == "sclient":
+            most = sclient_description()["limits"]["targets"][1]
+            if len(self.targets) > most:
+                raise ValueError(f"{len(self.targets)} targets: wb-sclient takes at most {most}")
         if not (self.hot_conns or self.cold_conns or self.stream_conns):
             raise ValueError("nothing to run: set hot_conns, cold_conns or stream_conns")
         if self.rate_rps is not None and self.rate_rps <= 0:
             raise ValueError(f"rate_rps {self.rate_rps} must be > 0 (None for closed loop)")
-        if self.duration_s < 0 or (self.duration_s == 0 and not self.cold_only):
-            raise ValueError("duration_s must be > 0 (0 = hold until signalled, cold-only runs)")
+        check_duration(self.duration_s, self.cold_only)
         if isinstance(self.source_addrs, str):
             ipaddress.ip_network(self.source_addrs, strict=False)
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,

@@ -20,21 +20,16 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from clients.paths import REPO_ROOT
-from clients.spec import GENERATORS, MAX_CONNS, check_sclient_only
+from clients.spec import GENERATORS, LoadSpec, check_conns, check_sclient_only
 from clients.targets import check_request_path
 from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
-from harness.servers import (
-    DISPATCHES,
-    MAX_REPLY_BYTES,
-    MAX_WORKERS,
-    check_accept,
-    check_rt_signal_queue,
-)
+from harness.servers import check_rt_signal_queue, describe
 from harness.topology.backend_probe import BACKENDS
 
 
@@ -61,11 +56,12 @@ class TopologyRef(Strict):
 
 class WbServer(Strict):
     kind: Literal["wb-server"] = "wb-server"
-    dispatch: Literal[DISPATCHES] = "epoll"  # type: ignore[valid-type]
-    accept: str = "multi"
-    reply_bytes: int = Field(92, ge=0, le=MAX_REPLY_BYTES)
-    workers: int = Field(1, ge=1, le=MAX_WORKERS)
-    backlog: int | None = Field(None, ge=1)
+    # defaults and limits are wb-server's own (`wb-server --describe`)
+    dispatch: str = Field(default_factory=lambda: describe().defaults["dispatch"])
+    accept: str = Field(default_factory=lambda: describe().defaults["accept"])
+    reply_bytes: int = Field(default_factory=lambda: describe().defaults["reply_bytes"])
+    workers: int = Field(default_factory=lambda: describe().defaults["workers"])
+    backlog: int | None = None
     port: int = Field(8080, ge=1, le=65535)
     # RLIMIT_SIGPENDING for the server; the papers' Linux 2.4 queued at most 1024 RT signals
     rt_signal_queue: int | None = None
@@ -75,10 +71,20 @@ class WbServer(Strict):
     def _rt_signal_queue(cls, value: int | None) -> int | None:
         return None if value is None else check_rt_signal_queue(value)
 
+    @field_validator("dispatch")
+    @classmethod
+    def _dispatch(cls, value: str) -> str:
+        return describe().check_dispatch(value)
+
     @field_validator("accept", mode="before")
     @classmethod
     def _accept(cls, value: Any) -> str:
-        return check_accept(str(value))  # YAML reads `accept: 4` as a number
+        return describe().check_accept(str(value))  # YAML reads `accept: 4` as a number
+
+    @field_validator("reply_bytes", "workers", "backlog")
+    @classmethod
+    def _within_limits(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return None if value is None else describe().check_limit(info.field_name, value)
 
 
 def check_file_name(name: str) -> str:
@@ -152,7 +158,7 @@ class ExternalServer(Strict):
 
 class Hot(Strict):
     generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
-    conns: int = Field(10, ge=0, le=MAX_CONNS)
+    conns: int = 10
     rate_rps: float | None = Field(None, gt=0)
     arrivals: Literal["fixed", "poisson"] = "fixed"
     requests_per_conn: int | None = Field(None, ge=1)
@@ -160,8 +166,8 @@ class Hot(Strict):
     # now and then and the idle set keeps changing (CM01's periodic connections)
     pick: Literal["last", "random"] = "last"
     path: str = "/"
-    connect_timeout_s: float = Field(2.0, gt=0)
-    response_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(LoadSpec.connect_timeout_s, gt=0)
+    response_timeout_s: float = Field(LoadSpec.response_timeout_s, gt=0)
     # sclient: poll instead of sleeping from spin_us before each send until its reply, so
     # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU);
     # 0: the lead before each send adapts to the machine (clients/README.md)
@@ -182,6 +188,11 @@ class Hot(Strict):
     def _path(cls, value: str) -> str:
         return check_request_path(value)
 
+    @field_validator("conns")
+    @classmethod
+    def _conns(cls, value: int) -> int:
+        return check_conns("connections", value)
+
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
@@ -193,14 +204,24 @@ class Hot(Strict):
 
 
 class Cold(Strict):
-    conns: int = Field(0, ge=0, le=MAX_CONNS)
+    conns: int = 0
     ramp_rps: float = Field(20_000, gt=0)
     interval_s: float | None = Field(None, gt=0)
 
+    @field_validator("conns")
+    @classmethod
+    def _conns(cls, value: int) -> int:
+        return check_conns("connections", value)
+
 
 class Stream(Strict):
-    conns: int = Field(ge=1, le=MAX_CONNS)
+    conns: int = Field(ge=1)
     mbps: float = Field(gt=0)
+
+    @field_validator("conns")
+    @classmethod
+    def _conns(cls, value: int) -> int:
+        return check_conns("connections", value)
 
 
 class Cpus(Strict):

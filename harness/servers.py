@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -11,53 +12,89 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clients import paths
 
-# wb-server's choices and limits, decided here for every Python caller (ServerConfig, the
-# scenario, `wanbench server`). servers/main.c keeps its own guards; tests/servers/test_cli.py
-# holds the binary to these.
-DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
-MAX_REPLY_BYTES = 64 << 20  # 64 MiB: every worker builds its replies in memory up front
-MAX_WORKERS = 64
-MAX_ACCEPT = 2**31 - 1  # --accept N is a C int
+
+@dataclass(frozen=True)
+class ServerDescription:
+    """What wb-server takes, as it says itself (`wb-server --describe`): its backends, accept
+    policies, limits (inclusive ranges) and defaults. The binary decides them; every Python
+    caller (ServerConfig, the scenario, `wanbench server`) asks this, and keeps no copy."""
+
+    dispatches: tuple[str, ...]
+    accept_policies: tuple[str, ...]
+    limits: dict[str, tuple[int, int]]
+    defaults: dict[str, Any]
+
+    def check_dispatch(self, dispatch: str) -> str:
+        if dispatch not in self.dispatches:
+            raise ValueError(f"dispatch {dispatch!r} is not one of {', '.join(self.dispatches)}")
+        return dispatch
+
+    def check_accept(self, accept: str) -> str:
+        """single (one accept per listener readiness), multi (until EAGAIN) or N (at most N)."""
+        low, high = self.limits["accept"]
+        if accept in self.accept_policies or (
+                accept.isascii() and accept.isdigit() and low <= int(accept) <= high):
+            return accept
+        raise ValueError(f"accept {accept!r} is not allowed; allowed: "
+                         f"{', '.join(self.accept_policies)}, or a number N from {low} to "
+                         f"{high} (at most N accepts per readiness)")
+
+    def check_limit(self, name: str, value: int) -> int:
+        low, high = self.limits[name]
+        if not low <= value <= high:
+            raise ValueError(f"{name} {value} is outside {low}..{high}")
+        return value
 
 
-def check_accept(accept: str) -> str:
-    """single (one accept per listener readiness), multi (until EAGAIN) or N (at most N)."""
-    if accept in ("single", "multi") or (
-            accept.isascii() and accept.isdigit() and 0 < int(accept) <= MAX_ACCEPT):
-        return accept
-    raise ValueError(f"accept {accept!r} is not allowed; allowed: single, multi, or a "
-                     f"positive number N up to {MAX_ACCEPT} (at most N accepts per readiness)")
+@functools.cache
+def describe(binary: Path | None = None) -> ServerDescription:
+    """wb-server's description (the built binary's, unless another is named)."""
+    argv = [str(binary or paths.binary("wb-server")), "--describe"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    if done.returncode != 0:
+        raise paths.MissingBinary(f"{argv[0]} --describe failed ({done.stderr.strip()}); fix: "
+                                  f"run `make` in {paths.REPO_ROOT}")
+    said = json.loads(done.stdout)
+    return ServerDescription(
+        dispatches=tuple(said["dispatches"]), accept_policies=tuple(said["accept_policies"]),
+        limits={name: (low, high) for name, (low, high) in said["limits"].items()},
+        defaults=said["defaults"])
+
+
+def _default(name: str) -> Any:
+    return field(default_factory=lambda: describe().defaults[name])
 
 
 @dataclass
 class ServerConfig:
-    """One wb-server invocation (see servers/README.md for the flags)."""
+    """One wb-server invocation (see servers/README.md for the flags); unset fields take the
+    binary's defaults."""
 
-    dispatch: str = "epoll"
-    accept: str = "multi"
-    reply_bytes: int = 92
-    listen: str = "127.0.0.1:0"
+    dispatch: str = _default("dispatch")
+    accept: str = _default("accept")
+    reply_bytes: int = _default("reply_bytes")
+    listen: str = _default("listen")
     backlog: int | None = None
-    workers: int = 1
+    workers: int = _default("workers")
     cpu: int | None = None
     stats_path: Path | str | None = None
     sink: bool = False
     rt_signal_queue: int | None = None  # RLIMIT_SIGPENDING: the RT-signal queue length
 
     def __post_init__(self) -> None:
-        if self.dispatch not in DISPATCHES:
-            raise ValueError(f"dispatch {self.dispatch!r} is not one of {', '.join(DISPATCHES)}")
-        check_accept(self.accept)
-        if not 0 <= self.reply_bytes <= MAX_REPLY_BYTES:
-            raise ValueError(f"reply_bytes {self.reply_bytes} is outside 0..{MAX_REPLY_BYTES}")
-        if not 1 <= self.workers <= MAX_WORKERS:
-            raise ValueError(f"workers {self.workers} is outside 1..{MAX_WORKERS}")
+        said = describe()
+        said.check_dispatch(self.dispatch)
+        said.check_accept(self.accept)
+        said.check_limit("reply_bytes", self.reply_bytes)
+        said.check_limit("workers", self.workers)
+        if self.backlog is not None:
+            said.check_limit("backlog", self.backlog)
         if self.rt_signal_queue is not None:
             check_rt_signal_queue(self.rt_signal_queue)
 

@@ -19,6 +19,11 @@ const struct dispatch_ops *dispatch_find(const char *name)
     return NULL;
 }
 
+const struct dispatch_ops *dispatch_at(size_t i)
+{
+    return i < sizeof backends / sizeof backends[0] ? backends[i] : NULL;
+}
+
 const char *dispatch_names(char *buf, size_t size)
 {
     size_t used = 0;

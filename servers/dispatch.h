@@ -60,6 +60,8 @@ extern const struct dispatch_ops dispatch_select, dispatch_poll, dispatch_devpol
 const struct dispatch_ops *dispatch_find(const char *name);
 /* Every backend's name, in table order, joined by '|' into buf (for usage and errors). */
 const char *dispatch_names(char *buf, size_t size);
+/* The i-th backend of the table, NULL past its end. */
+const struct dispatch_ops *dispatch_at(size_t i);
 
 int dispatch_open(struct dispatch *d, const struct dispatch_ops *ops, int setsize,
                   int listen_fd, struct stats *stats);

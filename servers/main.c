@@ -19,10 +19,12 @@
 
 #include "server.h"
 
-/* wb-server's own guards. harness/servers.py decides the same limits for Python (MAX_WORKERS,
- * MAX_REPLY_BYTES, check_accept, DISPATCHES); tests/servers/test_cli.py holds the two together. */
+/* wb-server's limits, decided here; --describe prints them (and the backends, accept policies
+ * and defaults) for harness/servers.py, which keeps no copy. */
 #define MAX_WORKERS 64
-#define MAX_REPLY_BYTES (64L << 20)
+#define MAX_REPLY_BYTES (64L << 20) /* every worker builds its replies in memory up front */
+#define MAX_ACCEPT INT_MAX          /* --accept N is a C int */
+#define MAX_BACKLOG INT_MAX
 
 /* The backends are listed from their table in dispatch.c. */
 static void print_usage(FILE *f)
@@ -31,7 +33,8 @@ static void print_usage(FILE *f)
     fprintf(f,
             "usage: wb-server --dispatch %s\n"
             "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
-            "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n",
+            "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n"
+            "       wb-server --describe   (backends, limits and defaults as JSON)\n",
             dispatch_names(names, sizeof names));
 }
 
@@ -131,6 +134,31 @@ static void parse_cpus(const char *s)
         bad_usage("--cpu: '%s' names no CPU", s);
 }
 
+static void set_defaults(void)
+{
+    opt = (struct options){.server = {.ops = &dispatch_epoll, .reply_bytes = 92},
+                           .accept_name = "multi", .backlog = SOMAXCONN, .workers = 1};
+    parse_listen("127.0.0.1:0");
+}
+
+/* What a caller may ask of this binary, so that no caller keeps a copy of it. */
+static void describe(void)
+{
+    char listen[INET6_ADDRSTRLEN + 16];
+    set_defaults();
+    printf("{\"program\": \"wb-server\", \"dispatches\": [");
+    for (size_t i = 0; dispatch_at(i); i++)
+        printf("%s\"%s\"", i ? ", " : "", dispatch_at(i)->name);
+    printf("],\n \"accept_policies\": [\"single\", \"multi\"],\n"
+           " \"limits\": {\"accept\": [1, %d], \"reply_bytes\": [0, %ld], \"workers\": [1, %d],"
+           " \"backlog\": [1, %d], \"cpus\": [0, %d]},\n",
+           MAX_ACCEPT, MAX_REPLY_BYTES, MAX_WORKERS, MAX_BACKLOG, CPU_SETSIZE - 1);
+    printf(" \"defaults\": {\"dispatch\": \"%s\", \"accept\": \"%s\", \"reply_bytes\": %ld,"
+           " \"listen\": \"%s\", \"backlog\": %d, \"workers\": %d}}\n",
+           opt.server.ops->name, opt.accept_name, opt.server.reply_bytes,
+           address_text(&opt.listen, listen, sizeof listen), opt.backlog, opt.workers);
+}
+
 static void parse_args(int argc, char **argv)
 {
     static const struct option flags[] = {
@@ -138,11 +166,10 @@ static void parse_args(int argc, char **argv)
         {"reply-bytes", required_argument, NULL, 'r'}, {"listen", required_argument, NULL, 'l'},
         {"backlog", required_argument, NULL, 'b'}, {"stats", required_argument, NULL, 's'},
         {"workers", required_argument, NULL, 'w'}, {"cpu", required_argument, NULL, 'c'},
-        {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0},
+        {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+        {"describe", no_argument, NULL, 'D'}, {0, 0, 0, 0},
     };
-    opt = (struct options){.server = {.ops = &dispatch_epoll, .reply_bytes = 92},
-                           .accept_name = "multi", .backlog = SOMAXCONN, .workers = 1};
-    parse_listen("127.0.0.1:0");
+    set_defaults();
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, ":", flags, NULL)) != -1;) {
         switch (c) {
@@ -162,16 +189,17 @@ static void parse_args(int argc, char **argv)
                 opt.server.accept_limit = 0;
             else
                 opt.server.accept_limit = (int)parse_count("--accept (single, multi or N)",
-                                                           optarg, 1, INT_MAX);
+                                                           optarg, 1, MAX_ACCEPT);
             break;
         case 'r': opt.server.reply_bytes = parse_count("--reply-bytes", optarg, 0, MAX_REPLY_BYTES); break;
         case 'l': parse_listen(optarg); break;
-        case 'b': opt.backlog = (int)parse_count("--backlog", optarg, 1, INT_MAX); break;
+        case 'b': opt.backlog = (int)parse_count("--backlog", optarg, 1, MAX_BACKLOG); break;
         case 's': opt.stats_path = optarg; break;
         case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
         case 'c': parse_cpus(optarg); break;
         case 'k': opt.server.sink = 1; break;
         case 'h': print_usage(stdout); exit(0);
+        case 'D': describe(); exit(0);
         case ':': bad_usage("flag %s needs a value", argv[optind - 1]);
         default: bad_usage("unknown flag %s", argv[optind - 1]);
         }

@@ -7,7 +7,7 @@ import argparse
 import resource
 
 from clients import sources
-from clients.spec import add_arguments, native_options, options
+from clients.spec import add_arguments, check_duration, native_options, options
 from clients.targets import check_request_path, split_host_port
 
 # Like wb-sclient, the generator measures from its start unless told to warm up.
@@ -21,8 +21,6 @@ def parser() -> argparse.ArgumentParser:
         description="The asyncio load generator: wb-sclient's hot and cold modes in portable "
                     "Python, with its options and result schema (uvloop when installed).")
     add_arguments(p, [*options(["targets"]), *native_options("asyncio")], NATIVE_DEFAULTS)
-    p.add_argument("--max-connecting", type=int, default=512, metavar="N",
-                   help="cold connects in flight at once")
     return p
 
 
@@ -37,8 +35,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--stream: the asyncio generator has no stream mode; use wb-sclient")
     if not (a.hot_conns or a.cold_conns):
         p.error("nothing to do: give --hot-conns or --cold")
-    if a.duration_s <= 0 and (a.hot_conns or not a.cold_conns):
-        p.error("--duration 0 (hold until signalled) is only for cold-only runs")
+    try:
+        check_duration(a.duration_s, bool(a.cold_conns) and not a.hot_conns)
+    except ValueError as exc:
+        p.error(f"--duration: {exc}")
     a.target_addrs = []
     for t in a.targets:
         try:

@@ -21,9 +21,11 @@
 #define FD_RESERVE 64 /* descriptors kept for stdio, epoll, pipes */
 #define HOLD_TIMELINE_S 86400
 #define MAX_SHARDS 64 /* about 1.27 million connections at RLIMIT_NOFILE 20,000 */
-/* Connections of each kind (hot, cold, stream): clients/spec.py MAX_CONNS decides it, and
- * tests/clients/test_limits.py holds this guard to it. */
+/* Connections of each kind (hot, cold, stream). This file decides wb-sclient's limits and
+ * defaults; --describe prints them for clients/spec.py, which keeps no copy. */
 #define MAX_CONNS 1000000
+#define MAX_OUTSTANDING 1024
+#define MAX_CONNECTING 1000000
 
 static const char usage[] =
     "usage: wb-sclient --target ADDR:PORT [--target ...] [options]\n"
@@ -36,7 +38,8 @@ static const char usage[] =
     "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N\n"
-    "stream: --stream N --stream-mbps B (0: unpaced)\n";
+    "stream: --stream N --stream-mbps B (0: unpaced)\n"
+    "wb-sclient --describe   (limits and defaults as JSON)\n";
 
 static void die(const char *fmt, const char *arg) {
     fprintf(stderr, "wb-sclient: ");
@@ -60,7 +63,10 @@ static void add_target(struct opts *o, const char *spec) {
     char host[64];
     const char *colon = strrchr(spec, ':');
     if (!colon || (size_t)(colon - spec) >= sizeof host) die("--target %s: expected ADDR:PORT (e.g. 127.0.0.1:8080)", spec);
-    if (o->ntargets == MAX_TARGETS) die("--target %s: at most 64 targets", spec);
+    if (o->ntargets == MAX_TARGETS) {
+        fprintf(stderr, "wb-sclient: --target %s: at most %d targets\n", spec, MAX_TARGETS);
+        exit(2);
+    }
     memcpy(host, spec, (size_t)(colon - spec));
     host[colon - spec] = 0;
     struct sockaddr_in *t = &o->targets[o->ntargets++];
@@ -116,6 +122,27 @@ static void auto_sources(struct opts *o) {
     o->sources_spec = "auto";
 }
 
+static void set_defaults(struct opts *o) {
+    *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
+                       .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
+                       .max_connecting = 512, .seed = 1, .slice_us = 100};
+}
+
+/* What a caller may ask of this binary, so that no caller keeps a copy of it. */
+static void describe(void) {
+    struct opts o;
+    set_defaults(&o);
+    printf("{\"program\": \"wb-sclient\", \"version\": \"%s\",\n"
+           " \"limits\": {\"targets\": [1, %d], \"conns\": [0, %d], \"workers\": [0, %d],"
+           " \"max_outstanding\": [1, %d], \"max_connecting\": [1, %d]},\n",
+           SCLIENT_VERSION, MAX_TARGETS, MAX_CONNS, MAX_SHARDS, MAX_OUTSTANDING, MAX_CONNECTING);
+    printf(" \"defaults\": {\"duration_s\": %g, \"path\": \"%s\", \"connect_timeout_s\": %g,"
+           " \"response_timeout_s\": %g, \"max_outstanding\": %d, \"late_us\": %g,"
+           " \"max_connecting\": %d, \"seed\": %llu, \"slice_us\": %d}}\n",
+           o.duration_s, o.path, o.connect_timeout_s, o.response_timeout_s, o.max_outstanding,
+           o.late_us, o.max_connecting, (unsigned long long)o.seed, o.slice_us);
+}
+
 static void parse_args(struct opts *o, int argc, char **argv) {
     static const struct option longopts[] = {
         {"target", 1, 0, 't'}, {"source", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
@@ -127,10 +154,8 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
-                       .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
-                       .max_connecting = 512, .seed = 1, .slice_us = 100};
+        {"help", 0, 0, 'h'}, {"describe", 0, 0, 'D'}, {0, 0, 0, 0}};
+    set_defaults(o);
     const char *sources = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -166,7 +191,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
             break;
         case 'C': o->connect_timeout_s = num(name, optarg, 0.001, 1e6); break;
         case 'R': o->response_timeout_s = num(name, optarg, 0.001, 1e6); break;
-        case 'm': o->max_outstanding = (int)num(name, optarg, 1, 1024); break;
+        case 'm': o->max_outstanding = (int)num(name, optarg, 1, MAX_OUTSTANDING); break;
         case 'l': o->late_us = num(name, optarg, 1, 1e9); break;
         case 'x':
             o->spin_us = (int)num(name, optarg, 0, 1e6);
@@ -177,12 +202,13 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'k': o->cold_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
         case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
         case 'I': o->cold_interval_s = num(name, optarg, 0, 1e6); break;
-        case 'M': o->max_connecting = (int)num(name, optarg, 1, 1e6); break;
+        case 'M': o->max_connecting = (int)num(name, optarg, 1, MAX_CONNECTING); break;
         case 'b': o->stream_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
         case 'B': o->stream_mbps = num(name, optarg, 0, 1e6); break;
         case 'j': o->json_path = optarg; break;
         case 'W': o->workers = (int)num(name, optarg, 0, MAX_SHARDS); break;
         case 'h': fputs(usage, stdout); exit(0);
+        case 'D': describe(); exit(0);
         default: die("%s", "unknown option");
         }
     }
@@ -293,7 +319,8 @@ int main(int argc, char **argv) {
         s->hot = part(o.hot_conns, i, n, &s->hot_first);
         s->cold = part(o.cold_conns, i, n, &s->cold_first);
         s->stream = part(o.stream_conns, i, n, &s->stream_first);
-        s->rate = o.rate / n;
+        /* each connection offers the same share of the rate, whichever shard holds it */
+        s->rate = o.hot_conns ? o.rate * s->hot / o.hot_conns : 0;
         s->notify_fd = -1;
     }
 

@@ -1,4 +1,4 @@
-"""wb-sclient's connection-count guard agrees with LoadSpec's MAX_CONNS, the one owner."""
+"""wb-sclient's description (`--describe`) is what its parser takes, and LoadSpec asks it."""
 
 from __future__ import annotations
 
@@ -7,29 +7,61 @@ from pathlib import Path
 
 import pytest
 
-from clients.spec import MAX_CONNS, LoadSpec
+from clients.spec import LoadSpec, sclient_description
 
+try:
+    from tests.conftest import build
+except ImportError:  # plain `pytest`: tests/ is on sys.path
+    from conftest import build  # type: ignore[no-redef]
+
+SCLIENT = build("build/bin/wb-sclient")
+LIMITS = sclient_description(str(SCLIENT))["limits"]
 KINDS = {"--hot-conns": "hot_conns", "--cold": "cold_conns", "--stream": "stream_conns"}
 
 
-def sclient_takes(binary: Path, flag: str, value: int) -> bool:
+def edges(limit: str) -> list[int]:
+    """Each end of a described range and one step past it."""
+    low, high = LIMITS[limit]
+    return [low - 1, low, high, high + 1]
+
+
+def sclient_takes(flag: str, value: int) -> bool:
     """Whether wb-sclient's parser takes `flag value`; the unknown flag after it stops the
     run at parsing either way."""
-    out = subprocess.run([str(binary), flag, str(value), "--not-a-flag"],
+    out = subprocess.run([str(SCLIENT), flag, str(value), "--not-a-flag"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 2, out.stderr
     return "unknown option" in out.stderr
 
 
-def python_takes(field: str, value: int) -> bool:
+@pytest.mark.parametrize(("flag", "limit"), [
+    *((flag, "conns") for flag in KINDS), ("--max-outstanding", "max_outstanding"),
+    ("--max-connecting", "max_connecting"), ("--workers", "workers")])
+def test_the_parser_takes_exactly_the_described_range(flag: str, limit: str) -> None:
+    assert [sclient_takes(flag, v) for v in edges(limit)] == [False, True, True, False]
+
+
+def loadspec_takes(field: str, value: int) -> bool:
+    other = {"cold_conns": 1} if field == "hot_conns" else {"hot_conns": 1}
     try:
-        LoadSpec(generator="sclient", targets=["127.0.0.1:8080"], **{field: value})
+        LoadSpec(generator="sclient", targets=["127.0.0.1:8080"], **{**other, field: value})
     except ValueError:
         return False
     return True
 
 
 @pytest.mark.parametrize("flag", KINDS)
-@pytest.mark.parametrize("value", [-1, 1, MAX_CONNS, MAX_CONNS + 1])
-def test_sclient_refuses_what_loadspec_refuses(sclient: Path, flag: str, value: int) -> None:
-    assert sclient_takes(sclient, flag, value) == python_takes(KINDS[flag], value)
+def test_loadspec_refuses_what_the_binary_refuses(flag: str) -> None:
+    for value in edges("conns"):
+        assert loadspec_takes(KINDS[flag], value) == sclient_takes(flag, value), value
+
+
+def test_targets_past_the_described_limit_are_refused_both_sides(tmp_path: Path) -> None:
+    most = LIMITS["targets"][1]
+    targets = [f"127.0.0.1:{8000 + i}" for i in range(most + 1)]
+    with pytest.raises(ValueError, match=f"at most {most}"):
+        LoadSpec(generator="sclient", targets=targets, hot_conns=1)
+    LoadSpec(generator="sclient", targets=targets[:most], hot_conns=1)
+    out = subprocess.run([str(SCLIENT), "--target", ",".join(targets), "--hot-conns", "1"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and f"at most {most} targets" in out.stderr

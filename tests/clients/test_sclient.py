@@ -316,6 +316,16 @@ def test_shards_merge_their_results(server, sclient, tmp_path):
     assert server.snapshot()["connections_current"] == 0
 
 
+@pytest.mark.timing
+def test_shards_without_hot_connections_take_no_share_of_the_rate(server, sclient, tmp_path):
+    """3 hot connections over 4 shards: one shard holds none. Each connection offers the same
+    share of the rate, so the whole rate is sent (an equal split per shard lost a quarter)."""
+    doc = run(spec(server, tmp_path, hot_conns=3, rate_rps=1000, duration_s=2, workers=4))
+    validate(doc)
+    assert doc["shards"] == 4
+    assert doc["request_rate_rps"] == pytest.approx(1000, rel=0.02)
+
+
 def test_closed_loop_and_one_request_per_connection(server, sclient, tmp_path):
     doc = run(spec(server, tmp_path, hot_conns=4, rate_rps=400, requests_per_conn=1,
                    duration_s=1))

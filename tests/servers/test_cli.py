@@ -14,19 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import (
-    DISPATCHES,
-    MAX_ACCEPT,
-    MAX_REPLY_BYTES,
-    MAX_WORKERS,
-    ServerConfig,
-    read_stats,
-    running,
-    wait_ready,
-)
+from harness.servers import ServerConfig, describe, read_stats, running, wait_ready
 
 from .http_client import Client, request
 
+try:
+    from tests.conftest import build
+except ImportError:  # plain `pytest`: tests/ is on sys.path
+    from conftest import build  # type: ignore[no-redef]
+
+BACKENDS = describe(build("build/bin/wb-server")).dispatches
 STATS_KEYS = {
     "schema", "backend", "accept", "reply_bytes", "pid", "workers", "uptime_s",
     "connections_accepted", "connections_closed", "connections_current", "connections_max",
@@ -67,11 +64,16 @@ def test_listens_on_ipv6(normal_binary: Path, tmp_path: Path, dispatch: str) -> 
         assert server.snapshot()["requests"] == 2
 
 
-def test_the_binary_lists_the_backends_python_knows(normal_binary: Path) -> None:
+def test_the_description_is_the_binary_s_own(normal_binary: Path) -> None:
+    """--describe names what the parser takes: the usage line's backends, and each default
+    is what a bare invocation's stats report."""
+    said = describe(normal_binary)
     out = subprocess.run([str(normal_binary), "--help"], capture_output=True, text=True,
                          timeout=10)
     listed = re.search(r"--dispatch (\S+)", out.stdout)
-    assert listed and tuple(listed.group(1).split("|")) == DISPATCHES
+    assert listed and tuple(listed.group(1).split("|")) == said.dispatches
+    assert {"select", "poll", "epoll"} <= set(said.dispatches)
+    assert said.defaults["dispatch"] in said.dispatches
 
 
 def binary_takes(binary: Path, flag: str, value: str) -> bool:
@@ -92,15 +94,22 @@ def python_takes(flag: str, value: str) -> bool:
     return True
 
 
+def edges(limit: str) -> list[str]:
+    """Each end of a described range and one step past it."""
+    low, high = describe().limits[limit]
+    return [str(n) for n in (low - 1, low, high, high + 1)]
+
+
+# The description's limits hold the parser both ways: each end is taken, one past it refused.
 @pytest.mark.parametrize(("flag", "value"), [
-    *(("--dispatch", d) for d in (*DISPATCHES, "kqueue")),
-    *(("--accept", a) for a in ("single", "multi", "some", "0", "1", "01", "-1",
-                                str(MAX_ACCEPT), str(MAX_ACCEPT + 1))),
-    *(("--reply-bytes", str(n)) for n in (-1, 0, MAX_REPLY_BYTES, MAX_REPLY_BYTES + 1)),
-    *(("--workers", str(n)) for n in (0, 1, MAX_WORKERS, MAX_WORKERS + 1)),
+    *(("--dispatch", d) for d in (*BACKENDS, "kqueue")),
+    *(("--accept", a) for a in ("single", "multi", "some", "01", *edges("accept"))),
+    *(("--reply-bytes", n) for n in edges("reply_bytes")),
+    *(("--workers", n) for n in edges("workers")),
+    *(("--backlog", n) for n in edges("backlog")),
 ])
-def test_the_binary_refuses_what_python_refuses(normal_binary: Path, flag: str,
-                                                value: str) -> None:
+def test_the_binary_refuses_what_its_description_refuses(normal_binary: Path, flag: str,
+                                                         value: str) -> None:
     assert binary_takes(normal_binary, flag, value) == python_takes(flag, value)
 
 
@@ -133,7 +142,7 @@ def test_stats_snapshot_then_final_on_sigterm(normal_binary: Path, tmp_path: Pat
     assert not list(tmp_path.glob("*.tmp.*"))  # written via a temporary file and rename
 
 
-@pytest.mark.parametrize("dispatch", DISPATCHES)
+@pytest.mark.parametrize("dispatch", BACKENDS)
 def test_an_idle_server_sleeps_until_a_signal_wakes_it(normal_binary: Path, tmp_path: Path,
                                                        dispatch: str) -> None:
     """The wait has no timeout (a self-pipe makes signals wake it): idle, the server makes
