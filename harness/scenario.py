@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -36,14 +34,23 @@ from harness.servers import (
     check_rt_signal_queue,
 )
 from harness.topology.backend_probe import BACKENDS
+from harness.topology.model import TopologyError, load_topology
+from harness.yamlfile import (
+    Document,
+    Override,
+    Strict,
+    YamlError,
+    choices,
+    problems,
+    quote,
+    set_path,
+    split_key,
+    summary,
+)
 
 
 class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names file:line, field and allowed values."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class TopologyRef(Strict):
@@ -52,8 +59,9 @@ class TopologyRef(Strict):
     set: dict[str, bool | str | int | float] = Field(default_factory=dict)
 
     def path(self, base: Path) -> Path:
+        # exists(), not is_file(): the loader names what else it is (a FIFO, a device)
         for candidate in (base / self.file, REPO_ROOT / self.file):
-            if candidate.is_file():
+            if candidate.exists():
                 return candidate
         raise ValueError(f"topology file {self.file!r} not found (looked beside the scenario "
                          f"and in {REPO_ROOT})")
@@ -389,23 +397,9 @@ def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]
     return columns
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    # Sweep axes and topology overrides are named by dotted paths themselves.
-    for prefix, keys in (("topology.set.", ("topology", "set")), ("sweep.", ("sweep",))):
-        if path.startswith(prefix):
-            node = data
-            for key in keys:
-                node = node.setdefault(key, {})
-            node[path.removeprefix(prefix)] = value
-            return
-    keys = path.split(".")
-    node = data
-    for key in keys[:-1]:
-        child = node.get(key)
-        if child is None:
-            child = node[key] = {}
-        node = child
-    node[keys[-1]] = value
+# Sections whose keys are dotted paths themselves: `--set sweep.cold.conns=[0, 500]` sets
+# the axis `cold.conns`.
+DOTTED = ("topology.set", "sweep")
 
 
 def _check_axis_path(scenario: Scenario, path: str) -> None:
@@ -415,9 +409,10 @@ def _check_axis_path(scenario: Scenario, path: str) -> None:
     for key in path.split("."):
         fields = type(model).model_fields if isinstance(model, BaseModel) else {}
         if key not in fields or key == "sweep":
-            allowed = ", ".join(sorted(k for k in fields if k != "sweep")) or "(none)"
-            raise ValueError(f"sweep axis {path!r}: {key!r} is not a field here; "
-                             f"allowed: {allowed} (topology overrides: topology.set.KEY)")
+            allowed = sorted(k for k in fields if k != "sweep")
+            raise ValueError(f"sweep axis {quote(path)}: {quote(key)} is not a field here; "
+                             f"{choices(key, allowed, 'allowed')} (topology overrides: "
+                             f"topology.set.KEY)")
         model = getattr(model, key)
 
 
@@ -463,7 +458,8 @@ def points(scenario: Scenario) -> list[Point]:
         extra_columns = {}
         for (paths, _, alias), level in zip(axes, combo, strict=True):
             for path, value in zip(paths, level, strict=True):
-                _set_path(data, path, value)
+                origin = f"sweep axis {quote(path)}"
+                set_path(data, Override(split_key(path, DOTTED, origin), value, origin), Scenario)
                 axis_values[path] = value
                 if isinstance(value, dict) and alias is None:
                     continue  # a whole section (e.g. `server`): its parameter columns say it
@@ -471,10 +467,8 @@ def points(scenario: Scenario) -> list[Point]:
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = _field_name(tuple(first["loc"]))
-            raise ScenarioError(f"sweep point {axis_values}: {where}: "
-                                f"{_describe(first, tuple(first['loc']))}") from None
+            found = summary([str(problem) for problem in problems(exc, Scenario, data)])
+            raise ScenarioError(f"sweep point {quote(axis_values)}: {found}") from None
         digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
         result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
                             parameter_columns(config, extra_columns)))
@@ -492,120 +486,53 @@ def sweep_columns(scenario: Scenario) -> list[str]:
 
 # --- loading with file:line errors -----------------------------------------------------------
 
-def _line_index(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
-    """Map each key path in a composed YAML document to its 1-based line."""
-    lines = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            child = path + (key_node.value,)
-            lines.update(_line_index(value_node, child))
-            lines[child] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.update(_line_index(item, path + (i,)))
-    return lines
-
-
-def _line_of(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int:
-    # pydantic inserts union-member tags (e.g. 'wb-server', 'list[any]') into loc: drop
-    # components that are not in the document until a known path matches.
-    parts = [p for p in loc]
-    while parts:
-        key = tuple(parts)
-        if key in lines:
-            return lines[key]
-        for i in range(len(parts) - 1, -1, -1):
-            if tuple(parts[:i]) in lines and tuple(parts[:i] + parts[i + 1:]) in lines:
-                return lines[tuple(parts[:i] + parts[i + 1:])]
-        parts.pop()
-    return lines.get((), 1)
-
-
-_UNION_TAGS = {"wb-server", "external", "list", "range", "values"}
-
-
-def _is_tag(loc: tuple[Any, ...], i: int) -> bool:
-    """pydantic puts the union member's tag after `server` and after a sweep axis name."""
-    return loc[i] in _UNION_TAGS and i > 0 and (
-        loc[i - 1] == "server" or (i >= 2 and loc[i - 2] == "sweep"))
-
-
-def _field_name(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for i, p in enumerate(loc)
-                    if not _is_tag(loc, i) and not str(p).startswith("function-"))
-
-
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
-    """Field names allowed beside the last element of an error location."""
-    model: Any = Scenario
-    for i, key in enumerate(loc[:-1]):
-        if _is_tag(loc, i):
-            model = {"wb-server": WbServer, "external": ExternalServer,
-                     "range": Range, "values": Values}.get(key, model)
-            continue
-        if i >= 1 and loc[i - 1] == "sweep":
-            continue
-        field = model.model_fields.get(key)
-        annotation = field.annotation if field else None
-        members = [a for a in getattr(annotation, "__args__", (annotation,))
-                   if isinstance(a, type) and issubclass(a, BaseModel)]
-        model = members[0] if members else model
-    return sorted(f.alias or name for name, f in model.model_fields.items())
-
-
-def _describe(error: dict[str, Any], loc: tuple[Any, ...]) -> str:
-    if error["type"] == "extra_forbidden":
-        return f"unknown field; allowed here: {', '.join(_fields_at(loc))}"
-    if error["type"] == "missing":
-        return "required field is missing"
-    return error["msg"].removeprefix("Value error, ")
-
-
 def parse(text: str, source: str = "<scenario>", overrides: list[str] | None = None) -> Scenario:
     """Parse and validate scenario text; raise ScenarioError naming file:line and field."""
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{source}:{line}: not valid YAML: {problem}") from None
-    if not isinstance(data, dict) or node is None:
-        raise ScenarioError(f"{source}:1: a scenario is a YAML mapping with at least `name:`")
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. cold.conns=1000")
-        _set_path(data, key, yaml.safe_load(raw))
-    lines = _line_index(node)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        messages = []
-        for error in exc.errors():
-            loc = tuple(error["loc"])
-            field = _field_name(loc)
-            messages.append(f"{source}:{_line_of(lines, loc)}: {field}: "
-                            f"{_describe(error, loc)}")
-        raise ScenarioError("\n".join(dict.fromkeys(messages))) from None
-    try:
-        points(scenario)
-    except (ValueError, ScenarioError) as exc:
-        line = lines.get(("sweep",), 1)
-        raise ScenarioError(f"{source}:{line}: {exc}") from None
-    return scenario
+        return _validated(Document.parse(text, source, "scenario"), overrides)[0]
+    except YamlError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def load(path: Path, overrides: list[str] | None = None) -> Scenario:
+    """Read, validate and expand a scenario file, and load every topology its points use."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    scenario = parse(text, str(path), overrides)
-    try:
-        scenario.topology.path(path.parent)
-    except ValueError as exc:
-        line = _line_index(yaml.compose(text)).get(("topology",), 1)
-        raise ScenarioError(f"{path}:{line}: topology.file: {exc}") from None
+        document = Document.load(path, "scenario")
+        scenario, grid = _validated(document, overrides)
+        _check_topologies(grid, document, path.parent)
+    except YamlError as exc:
+        raise ScenarioError(str(exc)) from None
     return scenario
+
+
+def _validated(document: Document, overrides: list[str] | None) -> tuple[Scenario, list[Point]]:
+    """The scenario with its `--set`s applied, and its grid of points (each validated)."""
+    for text in overrides or []:
+        document.apply(Override.parse(text, DOTTED), Scenario)
+    scenario = document.validate(Scenario)
+    try:
+        return scenario, points(scenario)
+    except ValueError as exc:  # ScenarioError too: a point that does not validate
+        raise YamlError(f"{document.where(('sweep',))}: {exc}") from None
+
+
+def _check_topologies(grid: list[Point], document: Document, base: Path) -> None:
+    """Each topology a point uses loads (its own file:line on a problem): a bad one is refused
+    before anything starts, not when the sweep reaches it."""
+    where = document.where(("topology",))
+    checked = set()
+    for point in grid:
+        if point.topology_key in checked:
+            continue
+        checked.add(point.topology_key)
+        ref = point.config.topology
+        swept = {k: v for k, v in point.axis_values.items() if k.startswith("topology")}
+        context = f"sweep point {quote(swept)}: " if swept else ""
+        try:
+            path = ref.path(base)
+        except ValueError as exc:
+            raise YamlError(f"{where}: {context}topology.file: {exc}") from None
+        try:
+            load_topology(path, ref.set)
+        except TopologyError as exc:
+            raise YamlError(f"{where}: {context}topology: {exc}") from None
