@@ -6,6 +6,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from clients.targets import check_request_path
 from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.servers import (
     DISPATCHES,
+    MAX_BACKLOG,
     MAX_REPLY_BYTES,
     MAX_WORKERS,
     check_accept,
@@ -53,6 +55,17 @@ class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names file:line, field and allowed values."""
 
 
+# Bounds of a point's times: a typo of `.inf` or 1e30 must be refused, not run for ever.
+MAX_WAIT_S = 600.0  # any one wait: a timeout, a warm-up, a server getting ready
+MAX_DURATION_S = 3600.0  # a measured window, a cold connection's interval
+# wb-sclient's own limits (clients/sclient/main.c refuses more): a bigger value would fail
+# every point instead of being refused here.
+MAX_RATE_RPS = 1e9  # --rate, --cold-ramp
+MAX_REQUESTS_PER_CONN = 1_000_000_000  # --requests-per-conn
+MAX_STREAM_MBPS = 1e6  # --stream-mbps
+MIN_TIMEOUT_S = 0.001  # --connect-timeout, --response-timeout
+
+
 class TopologyRef(Strict):
     file: str = "topologies/loopback.yaml"
     backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
@@ -73,7 +86,7 @@ class WbServer(Strict):
     accept: str = "multi"
     reply_bytes: int = Field(92, ge=0, le=MAX_REPLY_BYTES)
     workers: int = Field(1, ge=1, le=MAX_WORKERS)
-    backlog: int | None = Field(None, ge=1)
+    backlog: int | None = Field(None, ge=1, le=MAX_BACKLOG)
     port: int = Field(8080, ge=1, le=65535)
     # RLIMIT_SIGPENDING for the server; the papers' Linux 2.4 queued at most 1024 RT signals
     rt_signal_queue: int | None = None
@@ -115,12 +128,12 @@ class ExternalServer(Strict):
     Its command runs as root, as written; its files land in the run's work directory."""
 
     kind: Literal["external"]
-    name: str
+    name: str = Field(min_length=1, max_length=64)
     command: list[str] = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     port: int = Field(ge=1, le=65535)
-    reply_bytes: int | None = None
-    ready_timeout_s: float = Field(10.0, gt=0)
+    reply_bytes: int | None = Field(None, ge=0, le=MAX_REPLY_BYTES)
+    ready_timeout_s: float = Field(10.0, gt=0, le=MAX_WAIT_S)
 
     @field_validator("files")
     @classmethod
@@ -161,15 +174,15 @@ class ExternalServer(Strict):
 class Hot(Strict):
     generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
     conns: int = Field(10, ge=0, le=MAX_CONNS)
-    rate_rps: float | None = Field(None, gt=0)
+    rate_rps: float | None = Field(None, gt=0, le=MAX_RATE_RPS)
     arrivals: Literal["fixed", "poisson"] = "fixed"
-    requests_per_conn: int | None = Field(None, ge=1)
+    requests_per_conn: int | None = Field(None, ge=1, le=MAX_REQUESTS_PER_CONN)
     # sclient, open loop: "random" spreads sends over every connection, so each one sends
     # now and then and the idle set keeps changing (CM01's periodic connections)
     pick: Literal["last", "random"] = "last"
     path: str = "/"
-    connect_timeout_s: float = Field(2.0, gt=0)
-    response_timeout_s: float = Field(5.0, gt=0)
+    connect_timeout_s: float = Field(2.0, ge=MIN_TIMEOUT_S, le=MAX_WAIT_S)
+    response_timeout_s: float = Field(5.0, ge=MIN_TIMEOUT_S, le=MAX_WAIT_S)
     # sclient: poll instead of sleeping from spin_us before each send until its reply, so
     # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU);
     # 0: the lead before each send adapts to the machine (clients/README.md)
@@ -202,13 +215,13 @@ class Hot(Strict):
 
 class Cold(Strict):
     conns: int = Field(0, ge=0, le=MAX_CONNS)
-    ramp_rps: float = Field(20_000, gt=0)
-    interval_s: float | None = Field(None, gt=0)
+    ramp_rps: float = Field(20_000, gt=0, le=MAX_RATE_RPS)
+    interval_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
 
 
 class Stream(Strict):
     conns: int = Field(ge=1, le=MAX_CONNS)
-    mbps: float = Field(gt=0)
+    mbps: float = Field(gt=0, le=MAX_STREAM_MBPS)
 
 
 class Cpus(Strict):
@@ -235,6 +248,9 @@ class Cpus(Strict):
         return self
 
 
+MAX_GUEST_S = 7 * 86_400.0  # a week: a long sweep under an emulated CPU, not for ever
+
+
 class Guest(Strict):
     """The virtual machine of `wanbench run --kernel IMAGE` (harness/guest): its size and
     which host CPUs its vCPU threads are pinned to. The host's own kernel ignores it."""
@@ -244,7 +260,7 @@ class Guest(Strict):
     # host CPUs for the vCPU threads, one each (vng --pin); None leaves them unpinned
     pin: list[int] | None = None
     # the whole guest run, boot to power-off: past it the guest is killed as hung
-    timeout_s: float = Field(1800, gt=0)
+    timeout_s: float = Field(1800, gt=0, le=MAX_GUEST_S)
 
     @model_validator(mode="after")
     def _pin_fits(self) -> Guest:
@@ -260,6 +276,11 @@ class Guest(Strict):
         return self
 
 
+# A sweep's points × repetitions: each is a measurement of seconds, and the grid is built in
+# memory; a range's or a grid's size is checked before it is built.
+MAX_POINT_RUNS = 10_000
+
+
 class Range(Strict):
     start: float
     stop: float
@@ -270,11 +291,17 @@ class Range(Strict):
     def _step(self) -> Range:
         if self.step <= 0 or self.stop < self.start:
             raise ValueError("a range needs step > 0 and stop >= start")
+        if self.count() > MAX_POINT_RUNS:
+            raise ValueError(f"a range of {self.count():,.0f} values; a sweep runs at most "
+                             f"{MAX_POINT_RUNS:,} points × repetitions; fix: a larger step")
         return self
 
+    def count(self) -> float:
+        """How many values (a float: a huge range is counted, not built)."""
+        return math.floor((self.stop - self.start) / self.step + 1e-9) + 1.0
+
     def values(self) -> list[Any]:
-        count = int((self.stop - self.start) / self.step + 1e-9) + 1
-        values = [self.start + i * self.step for i in range(count)]
+        values = [self.start + i * self.step for i in range(int(self.count()))]
         return [int(v) if float(v).is_integer() else v for v in values]
 
 
@@ -313,9 +340,9 @@ class Scenario(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", value):
-            raise ValueError(f"name {value!r} is not allowed; use lowercase letters, digits "
-                             f"and - _ . (it names the results directory)")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
+            raise ValueError(f"name {quote(value)} is not allowed; use up to 64 lowercase "
+                             f"letters, digits and - _ . (it names the results directory)")
         return value
     description: str = ""
     topology: TopologyRef = Field(default_factory=TopologyRef)
@@ -325,15 +352,15 @@ class Scenario(Strict):
     stream: Stream | None = None
     sweep: dict[str, SweepAxis] = Field(default_factory=dict)
     repetitions: int = Field(1, ge=1, le=1000)
-    warmup_s: float = Field(1.0, ge=0)
-    duration_s: float = Field(5.0, gt=0)
+    warmup_s: float = Field(1.0, ge=0, le=MAX_WAIT_S)
+    duration_s: float = Field(5.0, gt=0, le=MAX_DURATION_S)
     cpus: Cpus = Field(default_factory=Cpus)
     profile: bool = False
     # Repetition rounds: every point once per round, so a noisy minute on a shared machine
     # hits one repetition of many points, not every repetition of one. "grouped" runs each
     # point's repetitions back to back; "shuffled" also shuffles each round (seeded).
     order: Literal["interleaved", "grouped", "shuffled"] = "interleaved"
-    order_seed: int = 1
+    order_seed: int = Field(1, ge=0, le=2**63 - 1)
     # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
     # up to this many times; every attempt stays in its raw directory.
     interference_retries: int = Field(0, ge=0, le=10)
@@ -423,6 +450,14 @@ JOINT = ","
 
 def _axes(scenario: Scenario) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]], str | None]]:
     """Each sweep axis: its paths, its levels (a value per path), its column alias."""
+    counts = [axis.count() if isinstance(axis, Range) else
+              len(axis if isinstance(axis, list) else axis.values)
+              for axis in scenario.sweep.values()]
+    runs = math.prod(counts) * scenario.repetitions
+    if runs > MAX_POINT_RUNS:
+        raise ValueError(f"the sweep is {' × '.join(f'{c:,.0f}' for c in counts)} points × "
+                         f"{scenario.repetitions} repetitions = {runs:,.0f}; at most "
+                         f"{MAX_POINT_RUNS:,}; fix: fewer levels or repetitions")
     axes = []
     for key, axis in scenario.sweep.items():
         paths = tuple(part.strip() for part in key.split(JOINT))

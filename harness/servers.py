@@ -24,6 +24,7 @@ DISPATCHES = ("select", "poll", "devpoll", "epoll", "rtsig", "uring")
 MAX_REPLY_BYTES = 64 << 20  # 64 MiB: every worker builds its replies in memory up front
 MAX_WORKERS = 64
 MAX_ACCEPT = 2**31 - 1  # --accept N is a C int
+MAX_BACKLOG = 2**31 - 1  # --backlog N is a C int (the kernel caps it at somaxconn)
 
 
 def check_accept(accept: str) -> str:
@@ -58,6 +59,8 @@ class ServerConfig:
             raise ValueError(f"reply_bytes {self.reply_bytes} is outside 0..{MAX_REPLY_BYTES}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"workers {self.workers} is outside 1..{MAX_WORKERS}")
+        if self.backlog is not None and not 1 <= self.backlog <= MAX_BACKLOG:
+            raise ValueError(f"backlog {self.backlog} is outside 1..{MAX_BACKLOG}")
         if self.rt_signal_queue is not None:
             check_rt_signal_queue(self.rt_signal_queue)
 

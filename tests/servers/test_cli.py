@@ -17,6 +17,7 @@ import pytest
 from harness.servers import (
     DISPATCHES,
     MAX_ACCEPT,
+    MAX_BACKLOG,
     MAX_REPLY_BYTES,
     MAX_WORKERS,
     ServerConfig,
@@ -98,6 +99,7 @@ def python_takes(flag: str, value: str) -> bool:
                                 str(MAX_ACCEPT), str(MAX_ACCEPT + 1))),
     *(("--reply-bytes", str(n)) for n in (-1, 0, MAX_REPLY_BYTES, MAX_REPLY_BYTES + 1)),
     *(("--workers", str(n)) for n in (0, 1, MAX_WORKERS, MAX_WORKERS + 1)),
+    *(("--backlog", str(n)) for n in (0, 1, MAX_BACKLOG, MAX_BACKLOG + 1)),
 ])
 def test_the_binary_refuses_what_python_refuses(normal_binary: Path, flag: str,
                                                 value: str) -> None:
