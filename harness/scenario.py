@@ -35,9 +35,11 @@ from harness.servers import (
     check_accept,
     check_rt_signal_queue,
 )
+from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.model import TopologyError, load_topology
 from harness.yamlfile import (
+    MAX_FILE_BYTES,
     Document,
     Override,
     Strict,
@@ -122,6 +124,14 @@ def check_file_name(name: str) -> str:
     return name
 
 
+# What an external server's templates fill in; before the run gives {workdir} a path,
+# validation counts it at its longest (PATH_MAX).
+TEMPLATE_FIELDS = ("workdir", "address", "port", "reply_bytes", "body")
+PATH_MAX = 4096
+# Its files hold the reply body once and what the scenario itself wrote.
+MAX_SERVER_FILES_BYTES = MAX_REPLY_BYTES + MAX_FILE_BYTES
+
+
 class ExternalServer(Strict):
     """Any server started by a command, e.g. nginx; ready when its port accepts.
 
@@ -144,31 +154,33 @@ class ExternalServer(Strict):
 
     @model_validator(mode="after")
     def _templates_fill(self) -> ExternalServer:
-        self.render(Path("/workdir"), "198.18.0.1")  # a template that cannot fill fails here
+        # a template that cannot fill, or would fill too much, fails here, not in the run
+        self._templates({"workdir": PATH_MAX, "address": len("255.255.255.255"),
+                         "port": len(str(self.port)),
+                         "reply_bytes": len(str(self.reply_bytes or 0)),
+                         "body": self.reply_bytes or 0})
         return self
+
+    def _templates(self, lengths: dict[str, int]) -> tuple[list[Template], list[Template]]:
+        """The command's and the files' templates, parsed and held to their sizes."""
+        command = [Template.parse(arg, TEMPLATE_FIELDS, f"command[{i}]")
+                   for i, arg in enumerate(self.command)]
+        files = [Template.parse(text, TEMPLATE_FIELDS, f"files.{name}")
+                 for name, text in self.files.items()]
+        check_sizes(command, files, lengths, MAX_SERVER_FILES_BYTES)
+        return command, files
 
     def render(self, workdir: Path, address: str) -> tuple[dict[Path, str], list[str]]:
         """The files to write (each inside workdir) and the argv, with {workdir}, {address},
         {port}, {reply_bytes} and {body} filled in."""
-        fields = {"workdir": workdir, "address": address, "port": self.port,
-                  "reply_bytes": self.reply_bytes or 0, "body": "x" * (self.reply_bytes or 0)}
-
-        def fill(template: str, where: str) -> str:
-            try:
-                return template.format(**fields)
-            except KeyError as e:
-                raise ValueError(f"{where} uses {{{e.args[0]}}}, which is not one of "
-                                 f"{', '.join('{' + f + '}' for f in fields)}; fix: use one of "
-                                 f"those, or write a literal brace as {{{{ or }}}}") from None
-            except (ValueError, IndexError) as e:
-                raise ValueError(f"{where} is not a valid template ({e}); fix: write a literal "
-                                 f"brace as {{{{ or }}}}") from None
-
-        files = {workdir / check_file_name(name): fill(text, f"files.{name}")
-                 for name, text in self.files.items()}
-        if any(path.parent != workdir for path in files):  # check_file_name's promise, kept
+        values = {"workdir": str(workdir), "address": address, "port": str(self.port),
+                  "reply_bytes": str(self.reply_bytes or 0), "body": "x" * (self.reply_bytes or 0)}
+        command, files = self._templates({k: len(v.encode()) for k, v in values.items()})
+        written = {workdir / check_file_name(name): template.fill(values)
+                   for name, template in zip(self.files, files, strict=True)}
+        if any(path.parent != workdir for path in written):  # check_file_name's promise, kept
             raise ValueError("a file name leaves the work directory")
-        return files, [fill(arg, f"command[{i}]") for i, arg in enumerate(self.command)]
+        return written, [template.fill(values) for template in command]
 
 
 class Hot(Strict):
