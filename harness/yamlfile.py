@@ -67,15 +67,11 @@ def read_text(path: Path, what: str) -> str:
     may change in between); only st_size bytes are read, so a kernel file that reports no
     size (/proc/kmsg) reads as empty instead of waiting for data."""
     try:
-        kind = _file_kind(os.stat(path).st_mode)
-        if kind:
-            raise YamlError(f"{path}: {kind}, not a regular file; fix: give a {what} file")
+        _check_regular(os.stat(path).st_mode, path, what)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         try:
             info = os.fstat(fd)
-            kind = _file_kind(info.st_mode)
-            if kind:
-                raise YamlError(f"{path}: {kind}, not a regular file; fix: give a {what} file")
+            _check_regular(info.st_mode, path, what)
             if info.st_size > MAX_FILE_BYTES:
                 raise YamlError(f"{path}: {info.st_size:,} bytes; a {what} file is at most "
                                 f"{MAX_FILE_BYTES:,}")
@@ -94,13 +90,13 @@ def read_text(path: Path, what: str) -> str:
                         f"{what} file is YAML text") from None
 
 
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular file is (None for a regular file)."""
+def _check_regular(mode: int, path: Path, what: str) -> None:
     if stat.S_ISREG(mode):
-        return None
-    return ("a directory" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
             else "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    raise YamlError(f"{path}: {kind}, not a regular file; fix: give a {what} file")
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
@@ -176,7 +172,7 @@ class _BoundedLoader(yaml.SafeLoader):
         except (ValueError, OverflowError) as exc:
             problem = (f"an integer of {len(str(node.value))} digits is too long"
                        if node.tag == "tag:yaml.org,2002:int" else f"cannot read this value "
-                       f"({' '.join(str(exc).split())[:80]})")
+                       f"({' '.join(str(exc).split())[:QUOTE_CHARS]})")
             raise _Refused(problem, node.start_mark) from None
 
 
