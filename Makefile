@@ -11,7 +11,7 @@ WARN    := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .DEFAULT_GOAL := all
-.PHONY: all deps system-deps python-deps demo test test-flaky test-chaos lint bench clean
+.PHONY: all deps system-deps python-deps demo test test-flaky test-chaos test-hostile lint bench clean
 
 # Each part brings its own build rules, binaries and bench target.
 BINARIES :=
@@ -52,6 +52,10 @@ test-flaky: deps all
 # 20 SIGKILLs of a dumbbell-wan sweep, topo clean and --resume: nothing left, nothing lost.
 test-chaos: deps all
 	$(PY) scripts/chaos_kill.py --kills 20
+
+# Hostile scenario files and --sets through `wanbench run`: each refused at once in one line.
+test-hostile: deps all
+	$(PY) scripts/chaos_hostile.py
 
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests

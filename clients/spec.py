@@ -37,13 +37,21 @@ def sclient_description(binary: str | None = None) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+def check_within(flag: str, value: float, what: str | None = None) -> float:
+    """value, if wb-sclient's --flag takes it (its described range, the widest any wanbench
+    generator takes); else ValueError naming `what` (default: the flag)."""
+    low, high = sclient_description()["limits"][flag]
+    if not low <= value <= high:
+        raise ValueError(f"{what or '--' + flag} {value:g} is outside {low:g}..{high:g}")
+    return value
+
+
 def check_conns(kind: str, conns: int) -> int:
-    """Connections of one kind (hot, cold, stream) a run may ask for: wb-sclient's limit,
-    the largest any wanbench generator holds."""
-    low, high = sclient_description()["limits"]["conns"]
-    if not low <= conns <= high:
-        raise ValueError(f"{kind} {conns} is outside {low}..{high}")
-    return conns
+    """Connections of one kind (hot_conns, cold_conns, stream_conns) a run may ask for."""
+    return int(check_within(CONNS_FLAGS[kind], conns, kind))
+
+
+CONNS_FLAGS = {"hot_conns": "hot-conns", "cold_conns": "cold", "stream_conns": "stream"}
 
 
 def check_duration(duration_s: float, cold_only: bool) -> float:
@@ -157,7 +165,7 @@ class LoadSpec:
         for kind in ("hot_conns", "cold_conns", "stream_conns"):
             check_conns(kind, getattr(self, kind))
         if self.generator == "sclient":
-            most = sclient_description()["limits"]["targets"][1]
+            most = sclient_description()["limits"]["target"][1]
             if len(self.targets) > most:
                 raise ValueError(f"{len(self.targets)} targets: wb-sclient takes at most {most}")
         if not (self.hot_conns or self.cold_conns or self.stream_conns):

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from harness import interrupts
+
 # command -> module defining register(subparsers); the handler is stored as the `func`
 # default and returns the exit code. Only the invoked command's module is imported, so a
 # command does not pay for the others' imports (pandas, matplotlib, scipy).
@@ -36,15 +38,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(first if first in COMMANDS else None)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("wanbench: interrupted", file=sys.stderr)
-        return 130
+    # A stop signal raises Interrupted from here on: importing a command takes a second or
+    # more, and a signal then was a KeyboardInterrupt traceback or a silent death by SIGTERM.
+    # Commands that handle signals themselves (the run's event loop, `wanbench server`)
+    # install their own handlers over these.
+    with interrupts.raising():
+        try:
+            argv = sys.argv[1:] if argv is None else argv
+            first = next((a for a in argv if not a.startswith("-")), None)
+            parser = build_parser(first if first in COMMANDS else None)
+            args = parser.parse_args(argv)
+            return int(args.func(args) or 0)
+        except interrupts.Interrupted as exc:
+            print(f"wanbench: {exc.reason}", file=sys.stderr)
+            return exc.exit_status
+        except KeyboardInterrupt:  # SIGINT where a command put Python's own handler back
+            print("wanbench: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

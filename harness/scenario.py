@@ -6,16 +6,16 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -26,19 +26,41 @@ from pydantic import (
 )
 
 from clients.paths import REPO_ROOT
-from clients.spec import GENERATORS, LoadSpec, check_conns, check_sclient_only
+from clients.spec import GENERATORS, LoadSpec, check_sclient_only, check_within
 from clients.targets import check_request_path
 from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.servers import check_rt_signal_queue, describe
+from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
+from harness.topology.model import TopologyError, load_topology
+from harness.yamlfile import (
+    MAX_FILE_BYTES,
+    Document,
+    Override,
+    Strict,
+    YamlError,
+    choices,
+    problems,
+    quote,
+    set_path,
+    split_key,
+    summary,
+)
 
 
 class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names file:line, field and allowed values."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Bounds of a point's times: a typo of `.inf` or 1e30 must be refused, not run for ever.
+MAX_WAIT_S = 600.0  # any one wait: a timeout, a warm-up, a server getting ready
+MAX_DURATION_S = 3600.0  # a measured window, a cold connection's interval
+
+
+def within(flag: str) -> AfterValidator:
+    """The range wb-sclient takes for --flag (`wb-sclient --describe`): a value past it would
+    fail every point instead of being refused here."""
+    return AfterValidator(lambda value: check_within(flag, value, "value"))
 
 
 class TopologyRef(Strict):
@@ -47,8 +69,9 @@ class TopologyRef(Strict):
     set: dict[str, bool | str | int | float] = Field(default_factory=dict)
 
     def path(self, base: Path) -> Path:
+        # exists(), not is_file(): the loader names what else it is (a FIFO, a device)
         for candidate in (base / self.file, REPO_ROOT / self.file):
-            if candidate.is_file():
+            if candidate.exists():
                 return candidate
         raise ValueError(f"topology file {self.file!r} not found (looked beside the scenario "
                          f"and in {REPO_ROOT})")
@@ -107,18 +130,26 @@ def check_file_name(name: str) -> str:
     return name
 
 
+# What an external server's templates fill in; before the run gives {workdir} a path,
+# validation counts it at its longest (PATH_MAX).
+TEMPLATE_FIELDS = ("workdir", "address", "port", "reply_bytes", "body")
+PATH_MAX = 4096
+# Its files hold the reply body once and what the scenario itself wrote.
+MAX_SERVER_FILES_BYTES = MAX_REPLY_BYTES + MAX_FILE_BYTES
+
+
 class ExternalServer(Strict):
     """Any server started by a command, e.g. nginx; ready when its port accepts.
 
     Its command runs as root, as written; its files land in the run's work directory."""
 
     kind: Literal["external"]
-    name: str
+    name: str = Field(min_length=1, max_length=64)
     command: list[str] = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     port: int = Field(ge=1, le=65535)
-    reply_bytes: int | None = None
-    ready_timeout_s: float = Field(10.0, gt=0)
+    reply_bytes: int | None = Field(None, ge=0, le=MAX_REPLY_BYTES)
+    ready_timeout_s: float = Field(10.0, gt=0, le=MAX_WAIT_S)
 
     @field_validator("files")
     @classmethod
@@ -129,45 +160,49 @@ class ExternalServer(Strict):
 
     @model_validator(mode="after")
     def _templates_fill(self) -> ExternalServer:
-        self.render(Path("/workdir"), "198.18.0.1")  # a template that cannot fill fails here
+        # a template that cannot fill, or would fill too much, fails here, not in the run
+        self._templates({"workdir": PATH_MAX, "address": len("255.255.255.255"),
+                         "port": len(str(self.port)),
+                         "reply_bytes": len(str(self.reply_bytes or 0)),
+                         "body": self.reply_bytes or 0})
         return self
+
+    def _templates(self, lengths: dict[str, int]) -> tuple[list[Template], list[Template]]:
+        """The command's and the files' templates, parsed and held to their sizes."""
+        command = [Template.parse(arg, TEMPLATE_FIELDS, f"command[{i}]")
+                   for i, arg in enumerate(self.command)]
+        files = [Template.parse(text, TEMPLATE_FIELDS, f"files.{name}")
+                 for name, text in self.files.items()]
+        check_sizes(command, files, lengths, MAX_SERVER_FILES_BYTES)
+        return command, files
 
     def render(self, workdir: Path, address: str) -> tuple[dict[Path, str], list[str]]:
         """The files to write (each inside workdir) and the argv, with {workdir}, {address},
         {port}, {reply_bytes} and {body} filled in."""
-        fields = {"workdir": workdir, "address": address, "port": self.port,
-                  "reply_bytes": self.reply_bytes or 0, "body": "x" * (self.reply_bytes or 0)}
-
-        def fill(template: str, where: str) -> str:
-            try:
-                return template.format(**fields)
-            except KeyError as e:
-                raise ValueError(f"{where} uses {{{e.args[0]}}}, which is not one of "
-                                 f"{', '.join('{' + f + '}' for f in fields)}; fix: use one of "
-                                 f"those, or write a literal brace as {{{{ or }}}}") from None
-            except (ValueError, IndexError) as e:
-                raise ValueError(f"{where} is not a valid template ({e}); fix: write a literal "
-                                 f"brace as {{{{ or }}}}") from None
-
-        files = {workdir / check_file_name(name): fill(text, f"files.{name}")
-                 for name, text in self.files.items()}
-        if any(path.parent != workdir for path in files):  # check_file_name's promise, kept
+        values = {"workdir": str(workdir), "address": address, "port": str(self.port),
+                  "reply_bytes": str(self.reply_bytes or 0), "body": "x" * (self.reply_bytes or 0)}
+        command, files = self._templates({k: len(v.encode()) for k, v in values.items()})
+        written = {workdir / check_file_name(name): template.fill(values)
+                   for name, template in zip(self.files, files, strict=True)}
+        if any(path.parent != workdir for path in written):  # check_file_name's promise, kept
             raise ValueError("a file name leaves the work directory")
-        return files, [fill(arg, f"command[{i}]") for i, arg in enumerate(self.command)]
+        return written, [template.fill(values) for template in command]
 
 
 class Hot(Strict):
     generator: Literal[GENERATORS] = "sclient"  # type: ignore[valid-type]
-    conns: int = 10
-    rate_rps: float | None = Field(None, gt=0)
+    conns: Annotated[int, within("hot-conns")] = 10
+    rate_rps: Annotated[float, within("rate")] | None = Field(None, gt=0)
     arrivals: Literal["fixed", "poisson"] = "fixed"
-    requests_per_conn: int | None = Field(None, ge=1)
+    requests_per_conn: Annotated[int, within("requests-per-conn")] | None = Field(None, ge=1)
     # sclient, open loop: "random" spreads sends over every connection, so each one sends
     # now and then and the idle set keeps changing (CM01's periodic connections)
     pick: Literal["last", "random"] = "last"
     path: str = "/"
-    connect_timeout_s: float = Field(LoadSpec.connect_timeout_s, gt=0)
-    response_timeout_s: float = Field(LoadSpec.response_timeout_s, gt=0)
+    connect_timeout_s: Annotated[float, within("connect-timeout")] = Field(
+        LoadSpec.connect_timeout_s, le=MAX_WAIT_S)
+    response_timeout_s: Annotated[float, within("response-timeout")] = Field(
+        LoadSpec.response_timeout_s, le=MAX_WAIT_S)
     # sclient: poll instead of sleeping from spin_us before each send until its reply, so
     # the generator's own wake-up stays out of µs-level latencies at low rates (costs CPU);
     # 0: the lead before each send adapts to the machine (clients/README.md)
@@ -188,11 +223,6 @@ class Hot(Strict):
     def _path(cls, value: str) -> str:
         return check_request_path(value)
 
-    @field_validator("conns")
-    @classmethod
-    def _conns(cls, value: int) -> int:
-        return check_conns("connections", value)
-
     @model_validator(mode="after")
     def _spin_is_sclients(self) -> Hot:
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
@@ -204,24 +234,14 @@ class Hot(Strict):
 
 
 class Cold(Strict):
-    conns: int = 0
-    ramp_rps: float = Field(20_000, gt=0)
-    interval_s: float | None = Field(None, gt=0)
-
-    @field_validator("conns")
-    @classmethod
-    def _conns(cls, value: int) -> int:
-        return check_conns("connections", value)
+    conns: Annotated[int, within("cold")] = 0
+    ramp_rps: Annotated[float, within("cold-ramp")] = Field(20_000, gt=0)
+    interval_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
 
 
 class Stream(Strict):
-    conns: int = Field(ge=1)
-    mbps: float = Field(gt=0)
-
-    @field_validator("conns")
-    @classmethod
-    def _conns(cls, value: int) -> int:
-        return check_conns("connections", value)
+    conns: Annotated[int, within("stream")] = Field(ge=1)
+    mbps: Annotated[float, within("stream-mbps")] = Field(gt=0)
 
 
 class Cpus(Strict):
@@ -248,6 +268,9 @@ class Cpus(Strict):
         return self
 
 
+MAX_GUEST_S = 7 * 86_400.0  # a week: a long sweep under an emulated CPU, not for ever
+
+
 class Guest(Strict):
     """The virtual machine of `wanbench run --kernel IMAGE` (harness/guest): its size and
     which host CPUs its vCPU threads are pinned to. The host's own kernel ignores it."""
@@ -257,7 +280,7 @@ class Guest(Strict):
     # host CPUs for the vCPU threads, one each (vng --pin); None leaves them unpinned
     pin: list[int] | None = None
     # the whole guest run, boot to power-off: past it the guest is killed as hung
-    timeout_s: float = Field(1800, gt=0)
+    timeout_s: float = Field(1800, gt=0, le=MAX_GUEST_S)
 
     @model_validator(mode="after")
     def _pin_fits(self) -> Guest:
@@ -273,6 +296,11 @@ class Guest(Strict):
         return self
 
 
+# A sweep's points × repetitions: each is a measurement of seconds, and the grid is built in
+# memory; a range's or a grid's size is checked before it is built.
+MAX_POINT_RUNS = 10_000
+
+
 class Range(Strict):
     start: float
     stop: float
@@ -283,11 +311,17 @@ class Range(Strict):
     def _step(self) -> Range:
         if self.step <= 0 or self.stop < self.start:
             raise ValueError("a range needs step > 0 and stop >= start")
+        if self.count() > MAX_POINT_RUNS:
+            raise ValueError(f"a range of {self.count():,.0f} values; a sweep runs at most "
+                             f"{MAX_POINT_RUNS:,} points × repetitions; fix: a larger step")
         return self
 
+    def count(self) -> float:
+        """How many values (a float: a huge range is counted, not built)."""
+        return math.floor((self.stop - self.start) / self.step + 1e-9) + 1.0
+
     def values(self) -> list[Any]:
-        count = int((self.stop - self.start) / self.step + 1e-9) + 1
-        values = [self.start + i * self.step for i in range(count)]
+        values = [self.start + i * self.step for i in range(int(self.count()))]
         return [int(v) if float(v).is_integer() else v for v in values]
 
 
@@ -326,9 +360,9 @@ class Scenario(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", value):
-            raise ValueError(f"name {value!r} is not allowed; use lowercase letters, digits "
-                             f"and - _ . (it names the results directory)")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
+            raise ValueError(f"name {quote(value)} is not allowed; use up to 64 lowercase "
+                             f"letters, digits and - _ . (it names the results directory)")
         return value
     description: str = ""
     topology: TopologyRef = Field(default_factory=TopologyRef)
@@ -338,15 +372,15 @@ class Scenario(Strict):
     stream: Stream | None = None
     sweep: dict[str, SweepAxis] = Field(default_factory=dict)
     repetitions: int = Field(1, ge=1, le=1000)
-    warmup_s: float = Field(1.0, ge=0)
-    duration_s: float = Field(5.0, gt=0)
+    warmup_s: float = Field(1.0, ge=0, le=MAX_WAIT_S)
+    duration_s: float = Field(5.0, gt=0, le=MAX_DURATION_S)
     cpus: Cpus = Field(default_factory=Cpus)
     profile: bool = False
     # Repetition rounds: every point once per round, so a noisy minute on a shared machine
     # hits one repetition of many points, not every repetition of one. "grouped" runs each
     # point's repetitions back to back; "shuffled" also shuffles each round (seeded).
     order: Literal["interleaved", "grouped", "shuffled"] = "interleaved"
-    order_seed: int = 1
+    order_seed: int = Field(1, ge=0, le=2**63 - 1)
     # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
     # up to this many times; every attempt stays in its raw directory.
     interference_retries: int = Field(0, ge=0, le=10)
@@ -410,23 +444,9 @@ def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]
     return columns
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
-    # Sweep axes and topology overrides are named by dotted paths themselves.
-    for prefix, keys in (("topology.set.", ("topology", "set")), ("sweep.", ("sweep",))):
-        if path.startswith(prefix):
-            node = data
-            for key in keys:
-                node = node.setdefault(key, {})
-            node[path.removeprefix(prefix)] = value
-            return
-    keys = path.split(".")
-    node = data
-    for key in keys[:-1]:
-        child = node.get(key)
-        if child is None:
-            child = node[key] = {}
-        node = child
-    node[keys[-1]] = value
+# Sections whose keys are dotted paths themselves: `--set sweep.cold.conns=[0, 500]` sets
+# the axis `cold.conns`.
+DOTTED = ("topology.set", "sweep")
 
 
 def _check_axis_path(scenario: Scenario, path: str) -> None:
@@ -436,9 +456,10 @@ def _check_axis_path(scenario: Scenario, path: str) -> None:
     for key in path.split("."):
         fields = type(model).model_fields if isinstance(model, BaseModel) else {}
         if key not in fields or key == "sweep":
-            allowed = ", ".join(sorted(k for k in fields if k != "sweep")) or "(none)"
-            raise ValueError(f"sweep axis {path!r}: {key!r} is not a field here; "
-                             f"allowed: {allowed} (topology overrides: topology.set.KEY)")
+            allowed = sorted(k for k in fields if k != "sweep")
+            raise ValueError(f"sweep axis {quote(path)}: {quote(key)} is not a field here; "
+                             f"{choices(key, allowed, 'allowed')} (topology overrides: "
+                             f"topology.set.KEY)")
         model = getattr(model, key)
 
 
@@ -449,6 +470,14 @@ JOINT = ","
 
 def _axes(scenario: Scenario) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]], str | None]]:
     """Each sweep axis: its paths, its levels (a value per path), its column alias."""
+    counts = [axis.count() if isinstance(axis, Range) else
+              len(axis if isinstance(axis, list) else axis.values)
+              for axis in scenario.sweep.values()]
+    runs = math.prod(counts) * scenario.repetitions
+    if runs > MAX_POINT_RUNS:
+        raise ValueError(f"the sweep is {' × '.join(f'{c:,.0f}' for c in counts)} points × "
+                         f"{scenario.repetitions} repetitions = {runs:,.0f}; at most "
+                         f"{MAX_POINT_RUNS:,}; fix: fewer levels or repetitions")
     axes = []
     for key, axis in scenario.sweep.items():
         paths = tuple(part.strip() for part in key.split(JOINT))
@@ -484,7 +513,8 @@ def points(scenario: Scenario) -> list[Point]:
         extra_columns = {}
         for (paths, _, alias), level in zip(axes, combo, strict=True):
             for path, value in zip(paths, level, strict=True):
-                _set_path(data, path, value)
+                origin = f"sweep axis {quote(path)}"
+                set_path(data, Override(split_key(path, DOTTED, origin), value, origin), Scenario)
                 axis_values[path] = value
                 if isinstance(value, dict) and alias is None:
                     continue  # a whole section (e.g. `server`): its parameter columns say it
@@ -492,10 +522,8 @@ def points(scenario: Scenario) -> list[Point]:
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = _field_name(tuple(first["loc"]))
-            raise ScenarioError(f"sweep point {axis_values}: {where}: "
-                                f"{_describe(first, tuple(first['loc']))}") from None
+            found = summary([str(problem) for problem in problems(exc, Scenario, data)])
+            raise ScenarioError(f"sweep point {quote(axis_values)}: {found}") from None
         digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
         result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
                             parameter_columns(config, extra_columns)))
@@ -513,120 +541,53 @@ def sweep_columns(scenario: Scenario) -> list[str]:
 
 # --- loading with file:line errors -----------------------------------------------------------
 
-def _line_index(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
-    """Map each key path in a composed YAML document to its 1-based line."""
-    lines = {path: node.start_mark.line + 1}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            child = path + (key_node.value,)
-            lines.update(_line_index(value_node, child))
-            lines[child] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.update(_line_index(item, path + (i,)))
-    return lines
-
-
-def _line_of(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int:
-    # pydantic inserts union-member tags (e.g. 'wb-server', 'list[any]') into loc: drop
-    # components that are not in the document until a known path matches.
-    parts = [p for p in loc]
-    while parts:
-        key = tuple(parts)
-        if key in lines:
-            return lines[key]
-        for i in range(len(parts) - 1, -1, -1):
-            if tuple(parts[:i]) in lines and tuple(parts[:i] + parts[i + 1:]) in lines:
-                return lines[tuple(parts[:i] + parts[i + 1:])]
-        parts.pop()
-    return lines.get((), 1)
-
-
-_UNION_TAGS = {"wb-server", "external", "list", "range", "values"}
-
-
-def _is_tag(loc: tuple[Any, ...], i: int) -> bool:
-    """pydantic puts the union member's tag after `server` and after a sweep axis name."""
-    return loc[i] in _UNION_TAGS and i > 0 and (
-        loc[i - 1] == "server" or (i >= 2 and loc[i - 2] == "sweep"))
-
-
-def _field_name(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for i, p in enumerate(loc)
-                    if not _is_tag(loc, i) and not str(p).startswith("function-"))
-
-
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
-    """Field names allowed beside the last element of an error location."""
-    model: Any = Scenario
-    for i, key in enumerate(loc[:-1]):
-        if _is_tag(loc, i):
-            model = {"wb-server": WbServer, "external": ExternalServer,
-                     "range": Range, "values": Values}.get(key, model)
-            continue
-        if i >= 1 and loc[i - 1] == "sweep":
-            continue
-        field = model.model_fields.get(key)
-        annotation = field.annotation if field else None
-        members = [a for a in getattr(annotation, "__args__", (annotation,))
-                   if isinstance(a, type) and issubclass(a, BaseModel)]
-        model = members[0] if members else model
-    return sorted(f.alias or name for name, f in model.model_fields.items())
-
-
-def _describe(error: dict[str, Any], loc: tuple[Any, ...]) -> str:
-    if error["type"] == "extra_forbidden":
-        return f"unknown field; allowed here: {', '.join(_fields_at(loc))}"
-    if error["type"] == "missing":
-        return "required field is missing"
-    return error["msg"].removeprefix("Value error, ")
-
-
 def parse(text: str, source: str = "<scenario>", overrides: list[str] | None = None) -> Scenario:
     """Parse and validate scenario text; raise ScenarioError naming file:line and field."""
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"{source}:{line}: not valid YAML: {problem}") from None
-    if not isinstance(data, dict) or node is None:
-        raise ScenarioError(f"{source}:1: a scenario is a YAML mapping with at least `name:`")
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. cold.conns=1000")
-        _set_path(data, key, yaml.safe_load(raw))
-    lines = _line_index(node)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        messages = []
-        for error in exc.errors():
-            loc = tuple(error["loc"])
-            field = _field_name(loc)
-            messages.append(f"{source}:{_line_of(lines, loc)}: {field}: "
-                            f"{_describe(error, loc)}")
-        raise ScenarioError("\n".join(dict.fromkeys(messages))) from None
-    try:
-        points(scenario)
-    except (ValueError, ScenarioError) as exc:
-        line = lines.get(("sweep",), 1)
-        raise ScenarioError(f"{source}:{line}: {exc}") from None
-    return scenario
+        return _validated(Document.parse(text, source, "scenario"), overrides)[0]
+    except YamlError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def load(path: Path, overrides: list[str] | None = None) -> Scenario:
+    """Read, validate and expand a scenario file, and load every topology its points use."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    scenario = parse(text, str(path), overrides)
-    try:
-        scenario.topology.path(path.parent)
-    except ValueError as exc:
-        line = _line_index(yaml.compose(text)).get(("topology",), 1)
-        raise ScenarioError(f"{path}:{line}: topology.file: {exc}") from None
+        document = Document.load(path, "scenario")
+        scenario, grid = _validated(document, overrides)
+        _check_topologies(grid, document, path.parent)
+    except YamlError as exc:
+        raise ScenarioError(str(exc)) from None
     return scenario
+
+
+def _validated(document: Document, overrides: list[str] | None) -> tuple[Scenario, list[Point]]:
+    """The scenario with its `--set`s applied, and its grid of points (each validated)."""
+    for text in overrides or []:
+        document.apply(Override.parse(text, DOTTED), Scenario)
+    scenario = document.validate(Scenario)
+    try:
+        return scenario, points(scenario)
+    except ValueError as exc:  # ScenarioError too: a point that does not validate
+        raise YamlError(f"{document.where(('sweep',))}: {exc}") from None
+
+
+def _check_topologies(grid: list[Point], document: Document, base: Path) -> None:
+    """Each topology a point uses loads (its own file:line on a problem): a bad one is refused
+    before anything starts, not when the sweep reaches it."""
+    where = document.where(("topology",))
+    checked = set()
+    for point in grid:
+        if point.topology_key in checked:
+            continue
+        checked.add(point.topology_key)
+        ref = point.config.topology
+        swept = {k: v for k, v in point.axis_values.items() if k.startswith("topology")}
+        context = f"sweep point {quote(swept)}: " if swept else ""
+        try:
+            path = ref.path(base)
+        except ValueError as exc:
+            raise YamlError(f"{where}: {context}topology.file: {exc}") from None
+        try:
+            load_topology(path, ref.set)
+        except TopologyError as exc:
+            raise YamlError(f"{where}: {context}topology: {exc}") from None

@@ -59,6 +59,28 @@ static double num(const char *name, const char *v, double lo, double hi) {
     return d;
 }
 
+/* Every numeric flag's range, by flag name: the parser and --describe both read it. */
+static const struct range {
+    const char *flag;
+    double lo, hi;
+} ranges[] = {
+    {"duration", 0, 1e7}, {"warmup", 0, 1e6}, {"seed", 0, 1e18}, {"cpu", 0, CPU_SETSIZE - 1},
+    {"hot-conns", 0, MAX_CONNS}, {"rate", 0, 1e9}, {"requests-per-conn", 0, 1e9},
+    {"connect-timeout", 0.001, 1e6}, {"response-timeout", 0.001, 1e6},
+    {"max-outstanding", 1, MAX_OUTSTANDING}, {"late-us", 1, 1e9}, {"spin-us", 0, 1e6},
+    {"slice-us", 0, 100000}, {"coalesce-us", 0, 1e6}, {"cold", 0, MAX_CONNS},
+    {"cold-ramp", 0, 1e9}, {"cold-interval", 0, 1e6}, {"max-connecting", 1, MAX_CONNECTING},
+    {"stream", 0, MAX_CONNS}, {"stream-mbps", 0, 1e6}, {"workers", 0, MAX_SHARDS},
+};
+
+/* optarg of flag `name`, within its range. */
+static double ranged(const char *name, const char *v) {
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (!strcmp(ranges[i].flag, name)) return num(name, v, ranges[i].lo, ranges[i].hi);
+    fprintf(stderr, "wb-sclient: --%s has no range (a bug)\n", name);
+    exit(2);
+}
+
 static void add_target(struct opts *o, const char *spec) {
     char host[64];
     const char *colon = strrchr(spec, ':');
@@ -132,11 +154,11 @@ static void set_defaults(struct opts *o) {
 static void describe(void) {
     struct opts o;
     set_defaults(&o);
-    printf("{\"program\": \"wb-sclient\", \"version\": \"%s\",\n"
-           " \"limits\": {\"targets\": [1, %d], \"conns\": [0, %d], \"workers\": [0, %d],"
-           " \"max_outstanding\": [1, %d], \"max_connecting\": [1, %d]},\n",
-           SCLIENT_VERSION, MAX_TARGETS, MAX_CONNS, MAX_SHARDS, MAX_OUTSTANDING, MAX_CONNECTING);
-    printf(" \"defaults\": {\"duration_s\": %g, \"path\": \"%s\", \"connect_timeout_s\": %g,"
+    printf("{\"program\": \"wb-sclient\", \"version\": \"%s\",\n \"limits\": {\"target\": [1, %d]",
+           SCLIENT_VERSION, MAX_TARGETS);
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        printf(", \"%s\": [%.17g, %.17g]", ranges[i].flag, ranges[i].lo, ranges[i].hi);
+    printf("},\n \"defaults\": {\"duration_s\": %g, \"path\": \"%s\", \"connect_timeout_s\": %g,"
            " \"response_timeout_s\": %g, \"max_outstanding\": %d, \"late_us\": %g,"
            " \"max_connecting\": %d, \"seed\": %llu, \"slice_us\": %d}}\n",
            o.duration_s, o.path, o.connect_timeout_s, o.response_timeout_s, o.max_outstanding,
@@ -170,17 +192,17 @@ static void parse_args(struct opts *o, int argc, char **argv) {
             break;
         }
         case 'S': sources = optarg; break;
-        case 'd': o->duration_s = num(name, optarg, 0, 1e7); break;
-        case 'w': o->warmup_s = num(name, optarg, 0, 1e6); break;
-        case 's': o->seed = (uint64_t)num(name, optarg, 0, 1e18); break;
-        case 'c': o->cpu = (int)num(name, optarg, 0, CPU_SETSIZE - 1); break;
-        case 'H': o->hot_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
-        case 'r': o->rate = num(name, optarg, 0, 1e9); break;
+        case 'd': o->duration_s = ranged(name, optarg); break;
+        case 'w': o->warmup_s = ranged(name, optarg); break;
+        case 's': o->seed = (uint64_t)ranged(name, optarg); break;
+        case 'c': o->cpu = (int)ranged(name, optarg); break;
+        case 'H': o->hot_conns = (int)ranged(name, optarg); break;
+        case 'r': o->rate = ranged(name, optarg); break;
         case 'a':
             if (strcmp(optarg, "fixed") && strcmp(optarg, "poisson")) die("--arrivals %s: expected fixed or poisson", optarg);
             o->poisson = !strcmp(optarg, "poisson");
             break;
-        case 'n': o->requests_per_conn = (int)num(name, optarg, 0, 1e9); break;
+        case 'n': o->requests_per_conn = (int)ranged(name, optarg); break;
         case 'P':
             if (strcmp(optarg, "last") && strcmp(optarg, "random")) die("--pick %s: expected last or random", optarg);
             o->pick_random = !strcmp(optarg, "random");
@@ -189,24 +211,24 @@ static void parse_args(struct opts *o, int argc, char **argv) {
             if (optarg[0] != '/' || strpbrk(optarg, " \r\n\"\\")) die("--path %s: expected an absolute URL path without spaces or quotes", optarg);
             o->path = optarg;
             break;
-        case 'C': o->connect_timeout_s = num(name, optarg, 0.001, 1e6); break;
-        case 'R': o->response_timeout_s = num(name, optarg, 0.001, 1e6); break;
-        case 'm': o->max_outstanding = (int)num(name, optarg, 1, MAX_OUTSTANDING); break;
-        case 'l': o->late_us = num(name, optarg, 1, 1e9); break;
+        case 'C': o->connect_timeout_s = ranged(name, optarg); break;
+        case 'R': o->response_timeout_s = ranged(name, optarg); break;
+        case 'm': o->max_outstanding = (int)ranged(name, optarg); break;
+        case 'l': o->late_us = ranged(name, optarg); break;
         case 'x':
-            o->spin_us = (int)num(name, optarg, 0, 1e6);
+            o->spin_us = (int)ranged(name, optarg);
             o->spin_fixed = 1;
             break;
-        case 'L': o->slice_us = (int)num(name, optarg, 0, 100000); break;
-        case 'z': o->coalesce_us = (int)num(name, optarg, 0, 1e6); break;
-        case 'k': o->cold_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
-        case 'K': o->cold_ramp = num(name, optarg, 0, 1e9); break;
-        case 'I': o->cold_interval_s = num(name, optarg, 0, 1e6); break;
-        case 'M': o->max_connecting = (int)num(name, optarg, 1, MAX_CONNECTING); break;
-        case 'b': o->stream_conns = (int)num(name, optarg, 0, MAX_CONNS); break;
-        case 'B': o->stream_mbps = num(name, optarg, 0, 1e6); break;
+        case 'L': o->slice_us = (int)ranged(name, optarg); break;
+        case 'z': o->coalesce_us = (int)ranged(name, optarg); break;
+        case 'k': o->cold_conns = (int)ranged(name, optarg); break;
+        case 'K': o->cold_ramp = ranged(name, optarg); break;
+        case 'I': o->cold_interval_s = ranged(name, optarg); break;
+        case 'M': o->max_connecting = (int)ranged(name, optarg); break;
+        case 'b': o->stream_conns = (int)ranged(name, optarg); break;
+        case 'B': o->stream_mbps = ranged(name, optarg); break;
         case 'j': o->json_path = optarg; break;
-        case 'W': o->workers = (int)num(name, optarg, 0, MAX_SHARDS); break;
+        case 'W': o->workers = (int)ranged(name, optarg); break;
         case 'h': fputs(usage, stdout); exit(0);
         case 'D': describe(); exit(0);
         default: die("%s", "unknown option");

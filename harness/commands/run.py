@@ -121,7 +121,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         scenario, scenario_dir, run_dir = _load(args)
     except (ScenarioError, FileNotFoundError) as exc:
-        print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
+        print(f"wanbench run: {exc}", file=sys.stderr)  # one line, however many problems
         return EXIT_USAGE
     with contextlib.ExitStack() as stack:
         try:

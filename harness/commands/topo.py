@@ -54,7 +54,7 @@ def _fail(message: str) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     try:
         overrides = dict(parse_override(text) for text in args.overrides)
-        topology = load_topology(args.file, overrides)
+        topology = load_topology(args.file, overrides, origin="--set")
         if args.dry_run:
             backend, probe = probe_only(topology, args.backend)
             print(f"# backend {backend} ({probe['reason']}); run prefix "

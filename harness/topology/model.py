@@ -1,13 +1,15 @@
-"""Topology files: pydantic models, dotted KEY=VALUE overrides, and loading with clear errors."""
+"""Topology files: pydantic models, loaded with dotted overrides by harness.yamlfile."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, model_validator
+
+from harness.yamlfile import Document, Override, Strict, YamlError, quote, split_assignment
 
 ROLES = ("server", "hot", "cold")
 MTU_BYTES = 1500
@@ -20,11 +22,7 @@ class TopologyError(ValueError):
     """A topology file or override that cannot be used; the message names the fix."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ShapingOverride(_Strict):
+class ShapingOverride(Strict):
     """Per-direction settings; any field left out takes the link's value."""
 
     delay_ms: float | None = Field(default=None, ge=0)
@@ -35,7 +33,7 @@ class ShapingOverride(_Strict):
     queue_limit: int | None = Field(default=None, ge=1)
 
 
-class Shaping(_Strict):
+class Shaping(Strict):
     """What one direction of a link does to packets. queue_limit None = sized from BDP x1.5."""
 
     delay_ms: float = Field(default=0.0, ge=0)
@@ -136,7 +134,7 @@ class Link(Shaping):
                    for d in ("a_to_b", "b_to_a"))
 
 
-class HostStack(_Strict):
+class HostStack(Strict):
     """What a host's TCP/IP stack does per packet, where a per-packet cost is measured."""
 
     # False: every segment is ACKed at once (route `quickack 1`): one ACK per segment, as
@@ -150,21 +148,26 @@ class HostStack(_Strict):
     receive_on_own_cpu: bool = False
 
 
-class Host(_Strict):
+class Host(Strict):
     role: Literal["server", "hot", "cold"]
     address: str | None = None
     source_addresses: int = Field(default=1, ge=1, le=250)
     stack: HostStack = Field(default_factory=HostStack)
 
 
-class Topology(_Strict):
+class Topology(Strict):
     name: str
     description: str = ""
     loopback: bool = False
     seed: int = Field(default=1, ge=0)  # loss and jitter draws of the userspace emulator
     hosts: dict[str, Host]
     links: dict[str, Link] = Field(default_factory=dict)
-    source_file: str | None = None
+    # the file it was read from (the ledger names it): set by load_topology, not by a file
+    _source_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_file(self) -> str | None:
+        return self._source_file
 
     @model_validator(mode="after")
     def _check(self) -> Topology:
@@ -212,68 +215,28 @@ class Topology(_Strict):
         return self.role_hosts(load) or self.role_hosts(other)
 
 
-def apply_override(data: dict, key: str, value: str) -> None:
-    """Sets a dotted key (e.g. links.cold.delay_ms) in raw topology data, in place."""
-    parts = key.split(".")
-    if not all(parts):
-        raise TopologyError(f"override {key}={value}: empty part in key {key!r}")
-    node = data
-    for depth, part in enumerate(parts[:-1]):
-        child = node.get(part) if isinstance(node, dict) else None
-        if child is None:
-            parent = ".".join(parts[:depth]) or "the top level"
-            if isinstance(node, dict) and part in ("a_to_b", "b_to_a"):
-                child = node[part] = {}
-            else:
-                known = ", ".join(sorted(node)) if isinstance(node, dict) else "nothing"
-                raise TopologyError(f"override {key}={value}: no {part!r} under {parent}; "
-                                    f"known: {known}")
-        node = child
-    if not isinstance(node, dict):
-        raise TopologyError(f"override {key}={value}: {'.'.join(parts[:-1])} is not a section")
-    node[parts[-1]] = yaml.safe_load(value) if value != "" else None
-
-
-def _fields_at(loc: tuple) -> list[str]:
-    """Field names allowed where an unknown key was found (for the error message)."""
-    in_hosts = loc[:1] == ("hosts",)
-    model = {0: Topology, 2: Host if in_hosts else Link,
-             3: HostStack if in_hosts else ShapingOverride}.get(len(loc) - 1, Topology)
-    return sorted(set(model.model_fields) - {"source_file"})
-
-
-def _describe_error(err: dict) -> str:
-    where = ".".join(str(p) for p in err["loc"]) or "topology"
-    if err["type"] == "extra_forbidden":
-        return f"{where}: unknown field; allowed: {', '.join(_fields_at(err['loc']))}"
-    got = f" (got {err['input']!r})" if err["type"] != "missing" and err["loc"] else ""
-    return f"{where}: {err['msg']}{got}"
 
 
 def parse_override(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise TopologyError(f"override {text!r}: write KEY=VALUE, e.g. links.cold.delay_ms=50")
-    return key.strip(), value.strip()
+    """`wanbench topo up --set KEY=VALUE` as (KEY, VALUE)."""
+    try:
+        return split_assignment(text)
+    except YamlError as exc:
+        raise TopologyError(str(exc)) from None
 
 
-def load_topology(path: str | Path, overrides: dict[str, str] | None = None) -> Topology:
-    """Reads a topology YAML file, applies dotted overrides, validates; TopologyError if bad."""
+def load_topology(path: str | Path, overrides: Mapping[str, Any] | None = None,
+                  origin: str = "topology.set") -> Topology:
+    """Reads a topology YAML file, applies dotted overrides (a value given as text is read as
+    YAML), validates; TopologyError naming file:line, or the override, and the field."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise TopologyError(f"cannot read topology {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise TopologyError(f"{path}: expected a mapping with `name`, `hosts`, `links`")
-    for key, value in (overrides or {}).items():
-        apply_override(data, key, str(value))
-    data["source_file"] = str(path)
-    try:
-        return Topology.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(_describe_error(err) for err in exc.errors())
-        given = f" with overrides {overrides}" if overrides else ""
-        raise TopologyError(f"{path}{given}: {problems}") from None
+        document = Document.load(path, "topology")
+        for key, value in (overrides or {}).items():
+            origin_of = f"{origin} {quote(f'{key}={value}')}"
+            document.apply(Override.of(key, value, origin_of), Topology)
+        topology = document.validate(Topology)
+    except YamlError as exc:
+        raise TopologyError(str(exc)) from None
+    topology._source_file = str(path)
+    return topology

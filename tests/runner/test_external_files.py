@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.scenario import ScenarioError, parse
+from harness.servers import MAX_REPLY_BYTES
+from harness.templates import MAX_ARG_BYTES
 from tests.conftest import REPO
 
 SCENARIO = """name: escape
@@ -104,3 +106,34 @@ def test_templates_fill_and_files_stay_in_the_work_directory(tmp_path: Path):
     files, argv = parse(text).server.render(tmp_path, "198.18.0.2")
     assert files == {tmp_path / "nginx.conf": "http { listen 198.18.0.2:9; }"}
     assert argv == ["nginx", "-c", f"{tmp_path}/nginx.conf"]
+
+
+@pytest.mark.parametrize("template", [
+    "{port:>3000000000}",  # before: allocated 3 GB
+    "{workdir.__class__.__init__.__globals__}",  # before: reached the harness's globals
+    "{workdir[0]}", "{port!r}", "{0}", "{}",
+])
+def test_a_template_fills_bare_documented_fields_and_nothing_else(template: str):
+    text = scenario_text("nginx.conf").replace('command: ["true"]', f'command: ["{template}"]')
+    with pytest.raises(ScenarioError) as refused:
+        parse(text, "s.yaml")
+    message = str(refused.value)
+    assert f"command[0] uses {template}, which is not one of {{workdir}}" in message
+    assert "fix:" in message
+
+
+def test_an_argument_fills_to_the_kernels_limit_and_no_further():
+    argument = "x" * MAX_ARG_BYTES
+    text = scenario_text("nginx.conf").replace('command: ["true"]', f'command: ["{argument}"]')
+    assert parse(text).server.command == [argument]
+    with pytest.raises(ScenarioError, match="command.0. fills to more than 131,071 bytes"):
+        parse(text.replace(argument, argument + "x"))
+
+
+def test_the_files_hold_the_reply_body_once():
+    text = scenario_text("nginx.conf").replace("port: 9", f"port: 9\n  reply_bytes: "
+                                               f"{MAX_REPLY_BYTES}")
+    once = text.replace('"written by the escape test"', '"return 200 {body};"')
+    assert parse(once).server.reply_bytes == MAX_REPLY_BYTES  # counted, not built
+    with pytest.raises(ScenarioError, match="files fill to more than"):
+        parse(once.replace("{body}", "{body}{body}"))

@@ -244,8 +244,8 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
     from harness.runner.context import RunContext
     from harness.scenario import load
 
-    scenario = load(write_scenario(tmp_path, ORDERED + "interference_retries: 2\n"
-                                   "repetitions: 1\nsweep: {}\n"), [])
+    scenario = load(write_scenario(tmp_path, ORDERED + "interference_retries: 2\n"),
+                    ["repetitions=1", "sweep={}"])
     run_dir = RunDir.create(tmp_path, "ordered", "r1")
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
                      run_id="r1-kernel", tsc_hz=None, hardware_counters=False,

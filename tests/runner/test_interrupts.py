@@ -1,15 +1,18 @@
 """A stop signal during blocking bring-up raises Interrupted, even when it first lands where
-Python ignores exceptions."""
+Python ignores exceptions; and `wanbench` exits 130/143 on one from its first line on."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from harness import interrupts
+from tests.conftest import REPO
 
 
 class RaisesWhenDropped:
@@ -56,3 +59,48 @@ def test_a_second_stop_signal_does_not_cut_the_teardown_short():
                 torn_down.append(True)
                 raise
     assert torn_down == [True]
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether the process has a handler for sig (its SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    return False
+
+
+def wait_until_handling_sigterm(proc: subprocess.Popen) -> str:
+    """Waits until the process handles SIGTERM (Python never does by itself, so that is
+    wanbench's own first line); returns its memory map at that moment (stopped to read it)."""
+    deadline = time.monotonic() + 20
+    while proc.poll() is None and not catches(proc.pid, signal.SIGTERM):
+        assert time.monotonic() < deadline, "wanbench never handled SIGTERM"
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        return Path(f"/proc/{proc.pid}/maps").read_text()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_stop_signal_while_importing_exits_with_its_status(sig: int, tmp_path: Path):
+    """Sent as soon as wanbench handles signals, which is before its imports (no pydantic
+    loaded yet), then later in the ~1.5 s of imports. Before: stop signals were handled only
+    once the run's event loop started; in the imports SIGINT printed a KeyboardInterrupt
+    traceback and died by the signal, SIGTERM died silently. (Before the interpreter runs any
+    of wanbench the kernel ends it by the signal, which a shell reports as 130/143 too.)"""
+    for delay_s in (0, 0, 0, 0.02, 0.1, 0.3, 0.6):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "run", "scenarios/quickstart.yaml", "--out",
+             str(tmp_path / "out")], cwd=REPO, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        maps = wait_until_handling_sigterm(proc)
+        assert "pydantic_core" not in maps, "stop signals are handled only after the imports"
+        time.sleep(delay_s)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + sig, (delay_s, stderr[-2000:])
+        assert "Traceback" not in stderr, delay_s
+        reason = "interrupted" if sig == signal.SIGINT else "terminated"
+        assert reason in stderr.strip().splitlines()[-1], (delay_s, stderr[-2000:])

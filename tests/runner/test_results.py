@@ -94,8 +94,8 @@ def test_open_replaces_a_table_that_disagrees_with_its_records(tmp_path: Path):
 POINT_KINDS = {  # scenario text, the columns its sweep adds
     "web": ("hot: {conns: 2, rate_rps: 100}\n", set()),
     "stream": ("stream: {conns: 4, mbps: 10}\n", set()),
-    "swept": ("hot: {conns: 2, rate_rps: 100}\nsweep: {topology.set.delay_ms: [0, 5]}\n",
-              {"delay_ms"}),
+    "swept": ("topology: {file: topologies/lan.yaml}\nhot: {conns: 2, rate_rps: 100}\n"
+              "sweep: {topology.set.links.lan.delay_ms: [0, 5]}\n", {"links_lan_delay_ms"}),
 }
 
 

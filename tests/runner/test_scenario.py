@@ -1,4 +1,5 @@
-"""The sweep grid: axes, ranges, aliases, stable point ids, topology overrides."""
+"""The sweep grid: axes, ranges, aliases, stable point ids, topology overrides; errors name
+the file's line or the `--set`, and a scenario's topologies are loaded with it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.scenario import ScenarioError, load, parse, points, sweep_columns
+from tests.topology.test_model import SHAPED
 
 GRID = """
 name: grid
@@ -138,3 +140,45 @@ def test_joined_paths_need_a_value_for_each(levels):
 def test_a_joined_path_must_exist():
     with pytest.raises(ScenarioError, match="'colt' is not a field"):
         parse(JOINT.replace("cold.conns, server", "colt.conns, server"))
+
+
+def test_errors_from_set_name_the_set_and_from_the_file_its_line():
+    with pytest.raises(ScenarioError, match=r"^s.yaml:2: duration_s: Input should be greater"):
+        parse("name: n\nduration_s: -1\n", "s.yaml")
+    with pytest.raises(ScenarioError, match=r"^--set 'duration_s=-1': duration_s: Input"):
+        parse("name: n\nduration_s: 1\n", "s.yaml", ["duration_s=-1"])
+    with pytest.raises(ScenarioError, match=r"^--set 'server={kind: external}': "
+                                            r"server.name: required field is missing"):
+        parse("name: n\n", "s.yaml", ["server={kind: external}"])
+
+
+def write(where: Path, name: str, text: str) -> Path:
+    (where / name).write_text(text)
+    return where / name
+
+
+def test_a_scenarios_topology_is_loaded_with_it_and_its_errors_name_their_line(tmp_path):
+    write(tmp_path, "t.yaml", SHAPED)
+    scenario = write(tmp_path, "s.yaml", "name: s\ntopology: {file: t.yaml}\n")
+    assert load(scenario).topology.file == "t.yaml"
+    write(tmp_path, "t.yaml", SHAPED.replace("delay_ms: 5", "delay_ms: -5"))
+    with pytest.raises(ScenarioError, match=rf"^{scenario}:2: topology: {tmp_path}/t.yaml:7: "
+                                            r"links.l.delay_ms: Input should be greater"):
+        load(scenario)
+
+
+def test_a_topology_override_of_the_scenario_is_checked_and_named(tmp_path):
+    write(tmp_path, "t.yaml", SHAPED)
+    scenario = write(tmp_path, "s.yaml", "name: s\ntopology: {file: t.yaml, set: "
+                                         "{links.l.delay_ms: -1}}\n")
+    with pytest.raises(ScenarioError, match=r"topology: topology.set 'links.l.delay_ms=-1': "
+                                            r"links.l.delay_ms: Input should be greater"):
+        load(scenario)
+    scenario.write_text("name: s\ntopology: {file: t.yaml}\nsweep:\n"
+                        "  topology.set.links.l.delay_ms: [1, -1]\n")
+    with pytest.raises(ScenarioError, match=r"sweep point \{'topology.set.links.l.delay_ms': "
+                                            r"-1\}: topology: topology.set"):
+        load(scenario)
+    scenario.write_text("name: s\ntopology: {file: t.yaml}\nsweep:\n"
+                        "  topology.set.links.l.delay_ms: [1, 2]\n")
+    assert len(points(load(scenario))) == 2

@@ -156,3 +156,42 @@ def test_bad_prefix_is_refused(prefix):
 def test_link_wiring_follows_shaping_and_backend(overrides, backend, wiring):
     link = load_topology(REPO / "topologies/lan.yaml", overrides).links["lan"]
     assert link.wiring(backend) == wiring
+
+
+SHAPED = """name: b
+hosts: {s: {role: server}, c: {role: hot}}
+links:
+  l:
+    a: c
+    b: s
+    delay_ms: 5
+"""
+
+
+def test_topology_errors_name_their_file_and_line(tmp_path):
+    """Before: `{path}: links.l.delay_ms: ...`, no line; the scenario loader gave lines."""
+    assert load_topology(write(tmp_path, SHAPED)).links["l"].delay_ms == 5
+    path = write(tmp_path, SHAPED.replace("delay_ms: 5", "delay_ms: -5"))
+    with pytest.raises(TopologyError, match=rf"^{path}:7: links.l.delay_ms: Input should be "
+                                            r"greater than or equal to 0 \(got -5\)$"):
+        load_topology(path)
+    path = write(tmp_path, SHAPED.replace("delay_ms: 5", "delay_ms: 5\n    delay_ms: 6"))
+    with pytest.raises(TopologyError, match=rf"^{path}:8: key 'delay_ms' appears twice"):
+        load_topology(path)
+
+
+def test_an_override_error_names_the_override_and_a_typo_its_nearest_field():
+    with pytest.raises(TopologyError, match=r"^--set 'links.cold.delay_ms=fast': "
+                                            r"links.cold.delay_ms: Input should be a valid"):
+        load_topology(REPO / "topologies/dumbbell-wan.yaml", {"links.cold.delay_ms": "fast"},
+                      origin="--set")
+    with pytest.raises(TopologyError, match=r"links.cold.delay: unknown field; .*did you mean "
+                                            r"delay_ms\?"):
+        load_topology(REPO / "topologies/dumbbell-wan.yaml", {"links.cold.delay": "5"})
+
+
+def test_where_a_topology_was_read_from_is_recorded_not_read_from_it(tmp_path):
+    path = write(tmp_path, SHAPED)
+    assert load_topology(path).source_file == str(path)
+    with pytest.raises(TopologyError, match="source_file: unknown field"):
+        load_topology(write(tmp_path, SHAPED + "source_file: /elsewhere\n"))

@@ -61,8 +61,9 @@ def test_unknown_stack_field_lists_the_allowed_ones(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text("name: t\nhosts:\n  server: {role: server, stack: {quick: true}}\n"
                     "  client: {role: hot}\nlinks:\n  l: {a: client, b: server}\n")
-    with pytest.raises(TopologyError, match="allowed: delayed_ack, receive_on_own_cpu, "
-                                            "timestamps"):
+    with pytest.raises(TopologyError, match="t.yaml:3: hosts.server.stack.quick: unknown "
+                                            "field; allowed here: delayed_ack, "
+                                            "receive_on_own_cpu, timestamps"):
         load_topology(path)
 
 
