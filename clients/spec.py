@@ -42,8 +42,14 @@ def check_within(flag: str, value: float, what: str | None = None) -> float:
     generator takes); else ValueError naming `what` (default: the flag)."""
     low, high = sclient_description()["limits"][flag]
     if not low <= value <= high:
-        raise ValueError(f"{what or '--' + flag} {value:g} is outside {low:g}..{high:g}")
+        raise ValueError(f"{what or '--' + flag} {_number(value)} is outside "
+                         f"{_number(low)}..{_number(high)}")
     return value
+
+
+def _number(value: float) -> str:
+    """1,000,000 rather than 1e+06; 0.001 as it is."""
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e18 else f"{value:g}"
 
 
 def check_conns(kind: str, conns: int) -> int:

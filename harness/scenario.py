@@ -134,8 +134,6 @@ def check_file_name(name: str) -> str:
 # validation counts it at its longest (PATH_MAX).
 TEMPLATE_FIELDS = ("workdir", "address", "port", "reply_bytes", "body")
 PATH_MAX = 4096
-# Its files hold the reply body once and what the scenario itself wrote.
-MAX_SERVER_FILES_BYTES = MAX_REPLY_BYTES + MAX_FILE_BYTES
 
 
 class ExternalServer(Strict):
@@ -148,7 +146,8 @@ class ExternalServer(Strict):
     command: list[str] = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     port: int = Field(ge=1, le=65535)
-    reply_bytes: int | None = Field(None, ge=0, le=MAX_REPLY_BYTES)
+    # a body as large as wb-server's largest
+    reply_bytes: int | None = None
     ready_timeout_s: float = Field(10.0, gt=0, le=MAX_WAIT_S)
 
     @field_validator("files")
@@ -157,6 +156,11 @@ class ExternalServer(Strict):
         for name in value:
             check_file_name(name)
         return value
+
+    @field_validator("reply_bytes")
+    @classmethod
+    def _reply_bytes(cls, value: int | None) -> int | None:
+        return None if value is None else describe().check_limit("reply_bytes", value)
 
     @model_validator(mode="after")
     def _templates_fill(self) -> ExternalServer:
@@ -173,7 +177,9 @@ class ExternalServer(Strict):
                    for i, arg in enumerate(self.command)]
         files = [Template.parse(text, TEMPLATE_FIELDS, f"files.{name}")
                  for name, text in self.files.items()]
-        check_sizes(command, files, lengths, MAX_SERVER_FILES_BYTES)
+        # the files hold the reply body once and what the scenario itself wrote
+        check_sizes(command, files, lengths,
+                    describe().limits["reply_bytes"][1] + MAX_FILE_BYTES)
         return command, files
 
     def render(self, workdir: Path, address: str) -> tuple[dict[Path, str], list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.scenario import ScenarioError, parse
-from harness.servers import MAX_REPLY_BYTES
+from harness.servers import describe
 from harness.templates import MAX_ARG_BYTES
 from tests.conftest import REPO
 
@@ -131,9 +131,10 @@ def test_an_argument_fills_to_the_kernels_limit_and_no_further():
 
 
 def test_the_files_hold_the_reply_body_once():
+    largest = describe().limits["reply_bytes"][1]
     text = scenario_text("nginx.conf").replace("port: 9", f"port: 9\n  reply_bytes: "
-                                               f"{MAX_REPLY_BYTES}")
+                                               f"{largest}")
     once = text.replace('"written by the escape test"', '"return 200 {body};"')
-    assert parse(once).server.reply_bytes == MAX_REPLY_BYTES  # counted, not built
+    assert parse(once).server.reply_bytes == largest  # counted, not built
     with pytest.raises(ScenarioError, match="files fill to more than"):
         parse(once.replace("{body}", "{body}{body}"))
