@@ -52,12 +52,14 @@ def _number(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e18 else f"{value:g}"
 
 
-def check_conns(kind: str, conns: int) -> int:
-    """Connections of one kind (hot_conns, cold_conns, stream_conns) a run may ask for."""
-    return int(check_within(CONNS_FLAGS[kind], conns, kind))
-
-
-CONNS_FLAGS = {"hot_conns": "hot-conns", "cold_conns": "cold", "stream_conns": "stream"}
+def check_ranges(spec: LoadSpec) -> None:
+    """Every number of spec within the range wb-sclient describes for its flag (a number
+    no generator could take, e.g. an infinite rate, is refused before any starts)."""
+    limits = sclient_description()["limits"]
+    for f in options():
+        value, flag = getattr(spec, f.name), f.metadata["flag"].removeprefix("--")
+        if flag in limits and isinstance(value, int | float) and not isinstance(value, bool):
+            check_within(flag, value, f.name)
 
 
 def check_duration(duration_s: float, cold_only: bool) -> float:
@@ -168,8 +170,7 @@ class LoadSpec:
         self.path = check_request_path(self.path)
         if self.arrivals not in ("fixed", "poisson"):
             raise ValueError(f"arrivals {self.arrivals!r} is not fixed or poisson")
-        for kind in ("hot_conns", "cold_conns", "stream_conns"):
-            check_conns(kind, getattr(self, kind))
+        check_ranges(self)
         if self.generator == "sclient":
             most = sclient_description()["limits"]["target"][1]
             if len(self.targets) > most:

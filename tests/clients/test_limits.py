@@ -66,3 +66,16 @@ def test_targets_past_the_described_limit_are_refused_both_sides(tmp_path: Path)
     out = subprocess.run([str(SCLIENT), "--target", ",".join(targets), "--hot-conns", "1"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 2 and f"at most {most} targets" in out.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("rate_rps", float("inf")), ("rate_rps", float("nan")), ("duration_s", 1e30),
+    ("connect_timeout_s", 0.0), ("cold_interval_s", 1e12), ("stream_mbps", 1e20)])
+def test_loadspec_refuses_numbers_no_generator_takes(field: str, value: float) -> None:
+    """For every generator, not only wb-sclient: the widest range any of them takes."""
+    base = {"hot_conns": 1} if field != "stream_mbps" else {"stream_conns": 1}
+    with pytest.raises(ValueError, match=field):
+        LoadSpec(generator="asyncio", targets=["127.0.0.1:8080"], **{**base, field: value})
+    within = {"rate_rps": 1e9, "duration_s": 1e7, "connect_timeout_s": 0.001,
+              "cold_interval_s": 1e6, "stream_mbps": 1e6}[field]
+    LoadSpec(generator="sclient", targets=["127.0.0.1:8080"], **{**base, field: within})
