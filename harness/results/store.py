@@ -13,11 +13,31 @@ from typing import Any
 import pandas as pd
 
 from clients.atomic import write_atomic
-from harness.results.format import LONG_TABLE_COLUMNS, TABLES, table_file
+from harness.results.format import (
+    DAMAGED_MANIFEST,
+    DAMAGED_RECORD,
+    LONG_TABLE_COLUMNS,
+    TABLES,
+    ResultsFormatError,
+    check_manifest,
+    check_record,
+    column_problem,
+    table_file,
+)
 
 
 def write_json(path: Path, value: Any) -> None:
     write_atomic(path, (json.dumps(value, indent=2, default=str) + "\n").encode())
+
+
+def _read_json(path: Path, fix: str) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:  # not JSON, or not text
+        raise ResultsFormatError(f"{path}: not valid JSON ({exc}); {fix}") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot be read ({os.strerror(exc.errno or 0)}); "
+                                 f"{fix}") from None
 
 
 class RunDir:
@@ -58,7 +78,13 @@ class RunDir:
         return self.path / "manifest.json"
 
     def read_manifest(self) -> dict[str, Any]:
-        return json.loads(self.manifest_path.read_text())
+        """The manifest, checked against the results format."""
+        if not self.manifest_path.is_file():
+            raise ResultsFormatError(
+                f"{self.manifest_path}: missing; a run directory holds manifest.json (is "
+                f"{self.path} a run directory written by `wanbench run`?)")
+        return check_manifest(_read_json(self.manifest_path, DAMAGED_MANIFEST),
+                              str(self.manifest_path))
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.manifest_path, manifest)
@@ -75,13 +101,18 @@ class RunDir:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def _record_paths(self) -> list[Path]:
+        return sorted(self.records_dir.glob("*.json"))
+
+    @staticmethod
+    def _record(path: Path) -> dict[str, Any]:
+        return check_record(_read_json(path, DAMAGED_RECORD), str(path))
+
     def finished(self) -> set[str]:
         """Names of the point × repetition records on disk that stand: one cut short by a
         cluster worker's loss (its `lost_host`) was not measured, and is measured again."""
-        if not self.records_dir.is_dir():
-            return set()
-        return {p.stem for p in self.records_dir.glob("*.json")
-                if not json.loads(p.read_text())["point"].get("lost_host")}
+        return {path.stem for path in self._record_paths()
+                if not self._record(path)["point"].get("lost_host")}
 
     def write_record(self, point_id: str, repetition: int, record: dict[str, Any]) -> None:
         """One finished point × repetition: its row plus its long-format table rows."""
@@ -93,8 +124,9 @@ class RunDir:
         write_json(self.raw_dir(point_id, repetition) / f"attempt-{attempt}.json", record)
 
     def records(self) -> Iterable[dict[str, Any]]:
-        for path in sorted(self.records_dir.glob("*.json")):
-            yield json.loads(path.read_text())
+        """Every point record, checked: a damaged one is named, with the fix."""
+        for path in self._record_paths():
+            yield self._record(path)
 
     def table_path(self, name: str) -> Path:
         return self.path / table_file(name)
@@ -109,14 +141,25 @@ class RunDir:
                 rows[name].extend(record.get(name) or [])
         return rows
 
+    def tables(self) -> dict[str, pd.DataFrame | None]:
+        """Every table as built from the point records (None: no rows), each column holding
+        the kind of value the format says."""
+        frames: dict[str, pd.DataFrame | None] = {}
+        for name, rows in self.table_rows().items():
+            frames[name] = pd.DataFrame(rows) if rows else None
+            problem = column_problem(frames[name]) if rows else None
+            if problem:
+                raise ResultsFormatError(f"{self.records_dir}: {problem} in the rows of the "
+                                         f"{name} table; {DAMAGED_RECORD}")
+        return frames
+
     def rebuild_tables(self) -> None:
         """Regenerate every Parquet table from the point records (atomically)."""
-        for name, table_rows in self.table_rows().items():
+        for name, frame in self.tables().items():
             target = self.table_path(name)
-            if not table_rows:
+            if frame is None:
                 target.unlink(missing_ok=True)
                 continue
-            frame = pd.DataFrame(table_rows)
             fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".parquet")
             os.close(fd)
             try:
