@@ -15,7 +15,7 @@ from clients.paths import binary
 from harness import interrupts, topology
 from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.results.format import SCHEMA_VERSION
-from harness.results.store import RunDir
+from harness.results.store import STORAGE_FIXES, RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
 from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
@@ -205,5 +205,9 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
             progress(point, rep, record["point"])
+    except OSError as exc:
+        if exc.errno not in STORAGE_FIXES:
+            raise
+        raise ctx.run_dir.unwritable(exc) from None  # a raw log, while measuring
     finally:
         source.close()
