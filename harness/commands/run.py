@@ -28,10 +28,11 @@ from harness.runner.context import RunContext
 from harness.runner.run import (
     MissingTool,
     PointSource,
-    base_manifest,
     pending,
     preflight,
+    run_manifest,
     run_points,
+    session_manifest,
 )
 from harness.scenario import Point, Scenario, ScenarioError, load
 from harness.topology import TopologyError
@@ -166,7 +167,6 @@ def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Sc
     client = stack.enter_context(coordinator.connect(args.cluster))
     found = session.placements(client, scenario, scenario_dir)
     block = session.describe(client, args.cluster, found)
-    block["points"] = (recorded or {}).get("points", {})  # a resumed run's earlier points
     return Cluster(client, found, block)
 
 
@@ -181,6 +181,7 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
          run_dir: RunDir | None, cluster: Cluster | None, stack: contextlib.ExitStack) -> int:
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()
+    resumed = run_dir is not None
     if run_dir is None:
         run_dir = stack.enter_context(
             RunDir.create(args.out, scenario.name, machine["kernel"]["release"]))
@@ -201,9 +202,13 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
-    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    session = session_manifest(ctx, machine, reason)
+    if resumed:
+        run_dir.begin_resumption(session)
+    else:
+        run_dir.begin_run(run_manifest(ctx), session)
     stopped = _run_with_progress(ctx, todo, console, source)
-    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    run_dir.save_session()
     _print_summary(run_dir, scenario, console)
     done = len(run_dir.finished())
     if stopped is not None:

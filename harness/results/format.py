@@ -1,5 +1,5 @@
-"""What a run directory holds: schema version, run ids, the manifest, point records, tables,
-their columns and the kind of value each column holds."""
+"""What a run directory holds: schema version, run ids, the manifest and its sessions, point
+records, tables, their columns and the kind of value each column holds."""
 
 from __future__ import annotations
 
@@ -150,6 +150,20 @@ def check_record(value: Any, where: str) -> dict[str, Any]:
 
 DAMAGED_MANIFEST = "restore it from a copy, or start a new run"
 DAMAGED_RECORD = "the record is damaged: delete it (wanbench run --resume measures it again)"
+
+
+def sessions(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's sessions, first to last: the one that created it (the manifest's own keys)
+    and each `--resume` (its `resumptions`), each with its machine, load, noise, perf,
+    topology, guest and cluster."""
+    return [manifest, *manifest.get("resumptions", [])]
+
+
+def topology_backend(manifest: dict[str, Any]) -> str | None:
+    """The topology backend the run measured on: that of every session that brought a
+    topology up, joined by " + " when they differ; None when none did."""
+    backends = [b for s in sessions(manifest) if (b := (s.get("topology") or {}).get("backend"))]
+    return " + ".join(dict.fromkeys(backends)) or None
 
 
 def column_kind(name: str) -> str | None:

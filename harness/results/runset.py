@@ -14,6 +14,7 @@ from harness.results.format import (
     TABLES,
     ResultsFormatError,
     column_problem,
+    topology_backend,
 )
 from harness.results.store import RunDir
 
@@ -123,7 +124,6 @@ def _manifest_row(manifest: dict, run_dir: Path) -> dict:
     kernel = manifest.get("kernel") or {}
     perf = manifest.get("perf") or {}
     cpu = manifest.get("cpu") or {}
-    topology = manifest.get("topology") or {}
     return {
         "run_id": manifest["run_id"],
         "scenario_name": manifest["scenario_name"],
@@ -133,7 +133,7 @@ def _manifest_row(manifest: dict, run_dir: Path) -> dict:
         "repetitions": manifest.get("repetitions"),
         "cpu_model": cpu.get("model"),
         "cpu_count": cpu.get("count"),
-        "topology_backend": topology.get("backend"),
+        "topology_backend": topology_backend(manifest),
         "hardware_counters": perf.get("hardware_counters"),
         "git_revision": manifest.get("git_revision"),
         "path": str(run_dir),

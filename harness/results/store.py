@@ -69,6 +69,8 @@ class RunDir:
         self.raw_root = path / "raw"
         self._lock: int | None = None
         self._manifest: dict[str, Any] = {}
+        self._session: dict[str, Any] | None = None  # this writer's entry in the manifest
+        self._resumption: int | None = None  # its index in `resumptions`; None: the first
 
     @property
     def run_id(self) -> str:
@@ -199,9 +201,34 @@ class RunDir:
         return check_manifest(_read_json(self.manifest_path, DAMAGED_MANIFEST),
                               str(self.manifest_path))
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def begin_run(self, run: dict[str, Any], session: dict[str, Any]) -> None:
+        """A new run's manifest: what it is (run) and its first session's keys beside them."""
+        self._manifest = {**run, **session}
+        self._session = session
+        self._write_manifest()
+
+    def begin_resumption(self, session: dict[str, Any]) -> None:
+        """This resumption's session, appended to the manifest's `resumptions`: nothing an
+        earlier session recorded is rewritten."""
+        resumptions = self._manifest.setdefault("resumptions", [])
+        self._resumption = len(resumptions)
+        resumptions.append(session)
+        self._session = session
+        self._write_manifest()
+
+    def save_session(self) -> None:
+        """This session's entry again, with what it has recorded since (its topologies
+        brought up, its cluster points)."""
+        assert self._session is not None, "begin_run or begin_resumption first"
+        if self._resumption is None:
+            self._manifest.update(self._session)
+        else:
+            self._manifest["resumptions"][self._resumption] = self._session
+        self._write_manifest()
+
+    def _write_manifest(self) -> None:
         with self.writing():
-            write_json(self.manifest_path, manifest)
+            write_json(self.manifest_path, self._manifest)
 
     @staticmethod
     def record_name(point_id: str, repetition: int) -> str:

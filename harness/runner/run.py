@@ -55,7 +55,8 @@ def preflight(scenario: Scenario) -> None:
                 raise MissingTool(f"cpus.server_budget_pct: {exc}") from None
 
 
-def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+def run_manifest(ctx: RunContext) -> dict[str, Any]:
+    """What the run is: written when it is created, never rewritten."""
     scenario = ctx.scenario
     grid = points(scenario)
     return {
@@ -68,6 +69,14 @@ def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict
         "parameters": list(grid[0].columns),
         "repetitions": scenario.repetitions,
         "points": len(grid),
+    }
+
+
+def session_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Where and how this session (the run's start, or one resumption of it) measured: the
+    machine as it was, the topologies it brought up and its cluster (both filled in as it
+    goes: the same dicts as ctx's)."""
+    return {
         **machine,
         "perf": {"hardware_counters": ctx.hardware_counters, "reason": reason,
                  "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
@@ -107,6 +116,7 @@ class TopologyCache:
         self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
                                           probe=handle.probe)
         self.ctx.topology_manifest.setdefault("instances", []).append(self._describe())
+        self.ctx.run_dir.save_session()  # kept even if this session is killed
         return self.ends
 
     def _describe(self) -> dict[str, Any]:
@@ -204,6 +214,7 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                              f"{record['point']['invalid_reason']}")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
+            ctx.run_dir.save_session()
             progress(point, rep, record["point"])
     except OSError as exc:
         if exc.errno not in STORAGE_FIXES:

@@ -250,6 +250,7 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
                      run_id=run_dir.run_id, tsc_hz=None, hardware_counters=False,
                      on_event=lambda _: None)
+    run_dir.begin_run(runner.run_manifest(ctx), {})
     attempts: list[int] = []
 
     async def measure(ctx, ends, point, repetition, attempt) -> dict:

@@ -25,8 +25,8 @@ def _record(point_id: str, rep: int, rate: float) -> dict:
 def _new_run(tmp_path: Path) -> RunDir:
     """A run of scenario demo with its manifest, its writer's lock held."""
     run = RunDir.create(tmp_path, "demo", "k1")
-    run.write_manifest({"schema_version": 1, "run_id": run.run_id, "scenario_name": "demo",
-                        "kernel": {"release": "k1"}})
+    run.begin_run({"schema_version": 1, "run_id": run.run_id, "scenario_name": "demo"},
+                  {"kernel": {"release": "k1"}})
     return run
 
 

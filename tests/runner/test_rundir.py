@@ -1,6 +1,6 @@
-"""`wanbench run` and its run directory: what a resume may touch, one writer at a time, run
-ids that cannot collide, and one-line refusals (exit 2) of run directories, results folders
-and disks it cannot use."""
+"""`wanbench run` and its run directory: what a resume may touch, one writer at a time, an
+append-only manifest, run ids that cannot collide, and one-line refusals (exit 2) of run
+directories, results folders and disks it cannot use."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from clients.atomic import TEMPORARY_SUFFIX
+from harness.analysis.compare.compat import differences
 from harness.results import format as results_format
 from harness.results import store
 from harness.results.store import LOCK_FILE, RunDir, RunDirError
@@ -184,6 +185,24 @@ def test_resume_with_another_scenario_is_refused_before_the_run_is_touched(finis
     done = wanbench("run", str(tmp_path / "same.yaml"), "--resume", str(run), "--allow-invalid")
     assert done.returncode == 0, done.stderr[-3000:]
     assert not stale.exists()
+
+
+def test_resume_keeps_the_runs_provenance_and_appends_its_own(finished: Path, tmp_path: Path):
+    run = copy_run(finished, tmp_path)
+    original = json.loads((run / "manifest.json").read_text())
+    for _ in range(2):
+        done = wanbench("run", "--resume", str(run), "--allow-invalid")
+        assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((run / "manifest.json").read_text())
+    resumptions = manifest.pop("resumptions")
+    assert manifest == original  # created_at, loadavg_at_start, noise_sources, topology ...
+    assert len(resumptions) == 2
+    for resumption in resumptions:
+        assert resumption["created_at"] >= original["created_at"]
+        assert resumption["kernel"] == original["kernel"]
+        assert resumption["noise_sources"] and len(resumption["loadavg_at_start"]) == 3
+        assert resumption["topology"] == {}  # nothing left to measure: nothing brought up
+    assert not differences(original, {**manifest, "resumptions": resumptions}).refused
 
 
 def test_a_second_writer_is_refused_with_the_holders_pid(finished: Path, tmp_path: Path):
