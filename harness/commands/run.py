@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -23,17 +24,18 @@ from harness.commands.cluster import add_access_options
 from harness.guest import kernels, record
 from harness.guest.machine import GuestError
 from harness.metrics import perf
-from harness.results.format import new_run_id
-from harness.results.store import RunDir
+from harness.results.format import ResultsFormatError
+from harness.results.store import RunDir, RunDirError
 from harness.runner.context import RunContext
 from harness.runner.run import (
     MissingTool,
     PointSource,
-    base_manifest,
     check_topologies,
     pending,
     preflight,
+    run_manifest,
     run_points,
+    session_manifest,
 )
 from harness.scenario import Point, Scenario, ScenarioError, load
 from harness.topology import TopologyError
@@ -84,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 EXIT_STATUSES = """exit status:
   0    every point × repetition measured and valid
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
-  2    bad input or an error (scenario, missing tool, topology refused by calibration)
+  2    bad input or an error (scenario, missing tool, topology refused by calibration,
+       a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 EXIT_INVALID = 1
 KERNELS_EXIT = """
@@ -93,17 +96,32 @@ with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconcl
   kernels' runs are kept) or bad input"""
 
 
+def _recorded_scenario(run_dir: RunDir) -> Scenario:
+    """The scenario a run recorded: exactly what was run, validated when it ran."""
+    recorded = run_dir.read_manifest()
+    for key in ("scenario", "scenario_dir"):
+        if recorded.get(key) is None:
+            raise ResultsFormatError(f"{run_dir.manifest_path}: no \"{key}\": the run cannot be "
+                                     f"resumed; start a new run")
+    try:
+        return Scenario.model_validate(recorded["scenario"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ResultsFormatError(
+            f"{run_dir.manifest_path}: scenario.{'.'.join(map(str, first['loc']))}: "
+            f"{first['msg']}: the recorded scenario is damaged; restore the manifest from a "
+            f"copy, or start a new run") from None
+
+
 def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
     if args.resume is not None:
-        run_dir = RunDir.open(args.resume)
-        recorded = run_dir.read_manifest()
-        # Resume exactly what was run: the manifest holds the validated scenario.
-        scenario = Scenario.model_validate(recorded["scenario"])
+        scenario = _recorded_scenario(RunDir(args.resume))  # before the run is touched
         if args.scenario is not None and load(args.scenario, args.set) != scenario:
             raise ScenarioError(f"{args.scenario} differs from the scenario recorded in "
-                                f"{run_dir.manifest_path}; resume without SCENARIO to finish "
-                                f"what was recorded, or start a new run")
-        return scenario, Path(recorded["scenario_dir"]), run_dir
+                                f"{args.resume / 'manifest.json'}; resume without SCENARIO to "
+                                f"finish what was recorded, or start a new run")
+        run_dir = RunDir.open(args.resume)
+        return scenario, Path(run_dir.read_manifest()["scenario_dir"]), run_dir
     if args.scenario is None:
         raise ScenarioError("no scenario given: wanbench run SCENARIO.yaml "
                             "(or --resume RUN_DIR)")
@@ -120,23 +138,26 @@ def handle(args: argparse.Namespace) -> int:
         return _run_kernels(args, console)
     try:
         scenario, scenario_dir, run_dir = _load(args)
-    except (ScenarioError, FileNotFoundError) as exc:
-        print(f"wanbench run: {exc}", file=sys.stderr)  # one line, however many problems
+    except (ScenarioError, FileNotFoundError, ResultsFormatError, RunDirError) as exc:
+        print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
         return EXIT_USAGE
     with contextlib.ExitStack() as stack:
+        if run_dir is not None:
+            stack.enter_context(run_dir)  # its writer's lock, released on the way out
         try:
             check_topologies(scenario, scenario_dir)
             cluster = _cluster(args, stack, scenario, scenario_dir, run_dir)
             if cluster is None:
                 preflight(scenario)  # a cluster's workers check what they will run
-        except (MissingBinary, MissingTool, ClusterError) as exc:
+            return _run(args, console, scenario, scenario_dir, run_dir, cluster, stack)
+        except (MissingBinary, MissingTool, ClusterError, RunDirError,
+                ResultsFormatError) as exc:
             print(f"wanbench run: {exc}", file=sys.stderr)
             return EXIT_USAGE
         except TopologyError as exc:
             print(f"wanbench run: the scenario's topology (topology.file, topology.set): {exc}",
                   file=sys.stderr)
             return EXIT_USAGE
-        return _run(args, console, scenario, scenario_dir, run_dir, cluster)
 
 
 def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Scenario,
@@ -156,7 +177,6 @@ def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Sc
                                                            args.insecure)))
     found = session.placements(client, scenario, scenario_dir)
     block = session.describe(client, args.cluster, found)
-    block["points"] = (recorded or {}).get("points", {})  # a resumed run's earlier points
     return Cluster(client, found, block)
 
 
@@ -168,16 +188,16 @@ class Cluster:
 
 
 def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenario_dir: Path,
-         run_dir: RunDir | None, cluster: Cluster | None) -> int:
+         run_dir: RunDir | None, cluster: Cluster | None, stack: contextlib.ExitStack) -> int:
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()
+    resumed = run_dir is not None
     if run_dir is None:
-        run_id = new_run_id(machine["kernel"]["release"])
-        run_dir = RunDir.create(args.out, scenario.name, run_id)
-    else:
-        run_id = run_dir.read_manifest()["run_id"]
+        run_dir = stack.enter_context(
+            RunDir.create(args.out, scenario.name, machine["kernel"]["release"]))
     ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
-                     run_id=run_id, tsc_hz=machine["cpu"]["tsc_hz"], hardware_counters=counters,
+                     run_id=run_dir.run_id, tsc_hz=machine["cpu"]["tsc_hz"],
+                     hardware_counters=counters,
                      backend=args.backend, on_event=lambda m: console.log(m, highlight=False),
                      guest=record.current(), cluster=cluster.manifest if cluster else {})
     source = None
@@ -192,9 +212,13 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
-    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    session = session_manifest(ctx, machine, reason)
+    if resumed:
+        run_dir.begin_resumption(session)
+    else:
+        run_dir.begin_run(run_manifest(ctx), session)
     stopped = _run_with_progress(ctx, todo, console, source)
-    run_dir.write_manifest(base_manifest(ctx, machine, reason))
+    run_dir.save_session()
     _print_summary(run_dir, scenario, console)
     done = len(run_dir.finished())
     if stopped is not None:

@@ -1,8 +1,16 @@
-"""What a run directory holds: schema version, run ids, tables and their columns."""
+"""What a run directory holds: schema version, run ids, the manifest and its sessions, point
+records, tables, their columns and the kind of value each column holds."""
 
 from __future__ import annotations
 
+import functools
+import numbers
 import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 SCHEMA_VERSION = 1
 
@@ -31,7 +39,21 @@ LONG_TABLE_COLUMNS = {
     "profiles": ("run_id", "point_id", "repetition", "symbol", "layer", "samples", "pct"),
 }
 TABLES = ("points", *LONG_TABLE_COLUMNS)
-REQUIRED_MANIFEST_KEYS = ("schema_version", "run_id", "scenario_name", "kernel")
+
+# The kind of value a column holds (nulls aside). A column named with a unit is a number; a
+# column named neither here nor with a unit (a sweep axis of the scenario's) may hold anything.
+TEXT, INTEGER, NUMBER, BOOLEAN = "text", "an integer", "a number", "true or false"
+UNIT_SUFFIXES = ("_rps", "_pct", "_ms", "_us", "_s", "_mbps", "_mhz")
+COLUMN_KINDS = {
+    **dict.fromkeys(("run_id", "scenario", "point_id", "kernel_release", "server", "dispatch",
+                     "accept", "generator", "invalid_reason", "lost_host", "source", "metric",
+                     "kind", "symbol", "layer"), TEXT),
+    **dict.fromkeys(("repetition", "attempt"), INTEGER),
+    **dict.fromkeys(("reply_bytes", "workers", "hot_conns", "cold_conns", "stream_conns",
+                     "value", "count", "samples", "pct"), NUMBER),
+    **dict.fromkeys(("valid", "server_saturated", "interference_only", "cycles_estimated"),
+                    BOOLEAN),
+}
 
 
 class ResultsFormatError(ValueError):
@@ -42,9 +64,146 @@ def table_file(name: str) -> str:
     return f"{name}.parquet"
 
 
-def new_run_id(kernel_release: str) -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + kernel_release
+def new_run_id(kernel_release: str, clash: int = 0) -> str:
+    """The id of a run started now; clash: how many runs of its scenario already took this
+    second's id (the second gets `.1`, and so on: ids sort in the order runs were made)."""
+    return (time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + (f".{clash}" if clash else "")
+            + "-" + kernel_release)
 
 
 def kernel_release_of(run_id: str) -> str:
     return run_id.split("-", 1)[1]
+
+
+class _Manifest(BaseModel):
+    """The manifest keys that readers rely on, with their types; other keys are free."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    schema_version: int
+    run_id: str
+    scenario_name: str
+    kernel: dict[str, Any]
+    created_at: str | None = None
+    scenario: dict[str, Any] | None = None
+    scenario_dir: str | None = None
+    sweep_axes: list[str] = []
+    parameters: list[str] = []
+    repetitions: int | None = None
+    cpu: dict[str, Any] | None = None
+    perf: dict[str, Any] | None = None
+    topology: dict[str, Any] | None = None
+    noise_sources: dict[str, Any] | None = None
+    guest: dict[str, Any] | None = None
+    cluster: dict[str, Any] | None = None
+    resumptions: list[dict[str, Any]] = []
+
+
+class _Record(BaseModel):
+    """A point record: its points row and its rows of each long table."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    point: dict[str, Any]
+    timeseries: list[dict[str, Any]] = []
+    histograms: list[dict[str, Any]] = []
+    profiles: list[dict[str, Any]] = []
+
+
+def _problem(model: type[BaseModel], value: Any) -> str | None:
+    """What is wrong with value as model, in a few words; None when nothing is."""
+    if not isinstance(value, dict):
+        return f"not a JSON object (a {type(value).__name__})"
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        errors = exc.errors()
+        missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
+        if missing:
+            return "no " + ", ".join(f'"{key}"' for key in missing)
+        first = errors[0]
+        return f'"{".".join(map(str, first["loc"]))}": {first["msg"].lower()}'
+    return None
+
+
+def check_manifest(value: Any, where: str) -> dict[str, Any]:
+    """value, the manifest read from where, when this wanbench reads it; else why not."""
+    if isinstance(value, dict) and "schema_version" in value \
+            and value["schema_version"] != SCHEMA_VERSION:
+        raise ResultsFormatError(
+            f"{where}: schema_version {value['schema_version']!r}, this wanbench reads version "
+            f"{SCHEMA_VERSION}; re-run the scenario or use a matching wanbench")
+    problem = _problem(_Manifest, value)
+    if problem:
+        raise ResultsFormatError(f"{where}: {problem}: not the manifest of a wanbench run; "
+                                 f"{DAMAGED_MANIFEST}")
+    return value
+
+
+def check_record(value: Any, where: str) -> dict[str, Any]:
+    """value, a point record read from where, when it is one; else why not."""
+    problem = _problem(_Record, value)
+    if problem:
+        raise ResultsFormatError(f"{where}: {problem}: not a point record; {DAMAGED_RECORD}")
+    return value
+
+
+DAMAGED_MANIFEST = "restore it from a copy, or start a new run"
+DAMAGED_RECORD = "the record is damaged: delete it (wanbench run --resume measures it again)"
+
+
+def sessions(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's sessions, first to last: the one that created it (the manifest's own keys)
+    and each `--resume` (its `resumptions`), each with its machine, load, noise, perf,
+    topology, guest and cluster."""
+    return [manifest, *manifest.get("resumptions", [])]
+
+
+def topology_backend(manifest: dict[str, Any]) -> str | None:
+    """The topology backend the run measured on: that of every session that brought a
+    topology up, joined by " + " when they differ; None when none did."""
+    backends = [b for s in sessions(manifest) if (b := (s.get("topology") or {}).get("backend"))]
+    return " + ".join(dict.fromkeys(backends)) or None
+
+
+def column_kind(name: str) -> str | None:
+    if name in COLUMN_KINDS:
+        return COLUMN_KINDS[name]
+    return NUMBER if name.endswith(UNIT_SUFFIXES) else None
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind == TEXT:
+        return isinstance(value, str)
+    if kind == BOOLEAN:
+        return isinstance(value, bool | np.bool_)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        return False
+    return kind == NUMBER or float(value).is_integer()
+
+
+@functools.cache  # a few dtypes, asked for each column of every table
+def _typed_as(dtype: Any, kind: str) -> bool:
+    """A column of this dtype holds only values of kind (an object column may hold any)."""
+    types = pd.api.types
+    if kind == TEXT:
+        return types.is_string_dtype(dtype) and not types.is_object_dtype(dtype)
+    if kind == BOOLEAN:
+        return types.is_bool_dtype(dtype)
+    if kind == INTEGER:
+        return types.is_integer_dtype(dtype)
+    return types.is_numeric_dtype(dtype) and not types.is_bool_dtype(dtype)
+
+
+def column_problem(frame: pd.DataFrame) -> str | None:
+    """The first column of frame holding a value of another kind than its name says, with
+    the value; None when every column holds what it should."""
+    for name, dtype in frame.dtypes.items():
+        kind = column_kind(str(name))
+        if kind is None or _typed_as(dtype, kind):
+            continue
+        for value in frame[name].array:
+            if not _fits(value, kind) and not (pd.api.types.is_scalar(value) and pd.isna(value)):
+                shown = value.item() if isinstance(value, np.generic) else value
+                return f"column {name} holds {shown!r}, not {kind}"
+    return None

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from harness.results.format import (
     LONG_TABLE_COLUMNS,
-    REQUIRED_MANIFEST_KEYS,
     REQUIRED_POINT_COLUMNS,
-    SCHEMA_VERSION,
     TABLES,
     ResultsFormatError,
+    column_problem,
+    topology_backend,
 )
 from harness.results.store import RunDir
 
@@ -53,28 +53,6 @@ class RunSet:
         )
 
 
-def _read_manifest(run: RunDir) -> dict:
-    path = run.manifest_path
-    if not path.is_file():
-        raise ResultsFormatError(
-            f"{path}: missing; a run directory holds manifest.json (is {run.path} a run "
-            "directory written by `wanbench run`?)"
-        )
-    try:
-        manifest = run.read_manifest()
-    except json.JSONDecodeError as exc:
-        raise ResultsFormatError(f"{path}: not valid JSON ({exc})") from exc
-    missing = [key for key in REQUIRED_MANIFEST_KEYS if key not in manifest]
-    if missing:
-        raise ResultsFormatError(f"{path}: missing key(s) {', '.join(missing)}")
-    if manifest["schema_version"] != SCHEMA_VERSION:
-        raise ResultsFormatError(
-            f"{path}: schema_version {manifest['schema_version']!r}, this wanbench reads "
-            f"version {SCHEMA_VERSION}; re-run the scenario or use a matching wanbench"
-        )
-    return manifest
-
-
 def _require_columns(frame: pd.DataFrame, columns: tuple[str, ...], where: Path) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -84,25 +62,39 @@ def _require_columns(frame: pd.DataFrame, columns: tuple[str, ...], where: Path)
 def _tables_from_records(run: RunDir) -> dict[str, pd.DataFrame]:
     """Tables rebuilt from the point records, for a run interrupted before its Parquet
     rebuild (read only: the run directory is left as it is)."""
-    rows = run.table_rows()
-    if not rows["points"]:
+    tables = run.tables()
+    if tables["points"] is None:
         raise ResultsFormatError(
             f"{run.table_path('points')}: missing, and no records in {run.records_dir}; "
             "the run has no finished points"
         )
-    tables = {"points": pd.DataFrame(rows["points"])}
-    for name, columns in LONG_TABLE_COLUMNS.items():
-        tables[name] = pd.DataFrame(rows[name], columns=None if rows[name] else list(columns))
-    return tables
+    return {name: pd.DataFrame(columns=list(LONG_TABLE_COLUMNS[name])) if frame is None
+            else frame for name, frame in tables.items()}
+
+
+def _read_table(run: RunDir, name: str) -> pd.DataFrame:
+    """One Parquet table, each column holding the kind of value the format says."""
+    path = run.table_path(name)
+    try:
+        frame = pd.read_parquet(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ResultsFormatError(
+            f"{path}: not a Parquet file wanbench can read ({str(exc).splitlines()[0]}); "
+            f"restore it, or rebuild the run's tables from its records: wanbench run "
+            f"--resume {run.path}") from None
+    problem = column_problem(frame)
+    if problem:
+        raise ResultsFormatError(f"{path}: {problem}; restore it, or rebuild the run's tables "
+                                 f"from its records: wanbench run --resume {run.path}")
+    return frame
 
 
 def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
     """The points table and the long tables; absent long tables are empty (nothing sampled)."""
     if run.table_path("points").is_file():
-        tables = {"points": pd.read_parquet(run.table_path("points"))}
+        tables = {"points": _read_table(run, "points")}
         for name, columns in LONG_TABLE_COLUMNS.items():
-            path = run.table_path(name)
-            tables[name] = (pd.read_parquet(path) if path.is_file()
+            tables[name] = (_read_table(run, name) if run.table_path(name).is_file()
                             else pd.DataFrame(columns=list(columns)))
     else:
         tables = _tables_from_records(run)
@@ -132,7 +124,6 @@ def _manifest_row(manifest: dict, run_dir: Path) -> dict:
     kernel = manifest.get("kernel") or {}
     perf = manifest.get("perf") or {}
     cpu = manifest.get("cpu") or {}
-    topology = manifest.get("topology") or {}
     return {
         "run_id": manifest["run_id"],
         "scenario_name": manifest["scenario_name"],
@@ -142,7 +133,7 @@ def _manifest_row(manifest: dict, run_dir: Path) -> dict:
         "repetitions": manifest.get("repetitions"),
         "cpu_model": cpu.get("model"),
         "cpu_count": cpu.get("count"),
-        "topology_backend": topology.get("backend"),
+        "topology_backend": topology_backend(manifest),
         "hardware_counters": perf.get("hardware_counters"),
         "git_revision": manifest.get("git_revision"),
         "path": str(run_dir),
@@ -165,7 +156,7 @@ def read_runs(run_dirs: list[str | Path]) -> RunSet:
         if not run_dir.is_dir():
             raise ResultsFormatError(f"{run_dir}: no such run directory")
         run = RunDir(run_dir)
-        manifest = _read_manifest(run)
+        manifest = run.read_manifest()
         if manifest["run_id"] in raw:
             raise ResultsFormatError(f"{run_dir}: run {manifest['run_id']} given twice")
         raw[manifest["run_id"]] = manifest

@@ -1,67 +1,234 @@
-"""The run directory: manifest, one atomic record per finished point, tidy Parquet tables."""
+"""The run directory: manifest, one atomic record per finished point, tidy Parquet tables;
+one writer at a time."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
-from clients.atomic import write_atomic
-from harness.results.format import LONG_TABLE_COLUMNS, TABLES, table_file
+from clients.atomic import is_temporary, replacing, write_atomic
+from harness.results.format import (
+    DAMAGED_MANIFEST,
+    DAMAGED_RECORD,
+    LONG_TABLE_COLUMNS,
+    TABLES,
+    ResultsFormatError,
+    check_manifest,
+    check_record,
+    column_problem,
+    new_run_id,
+    table_file,
+)
+
+# The writer's lock: held (flock) by the one process writing the run, which keeps its PID
+# in it; the kernel releases it when that process ends, however it ends.
+LOCK_FILE = "writer.lock"
+# What to do about a write that failed for want of storage; the run's finished points stay.
+STORAGE_FIXES = {
+    errno.ENOSPC: "free space on its file system",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EROFS: "remount its file system read-write",
+}
+
+
+class RunDirError(Exception):
+    """A run directory cannot be written as asked; the message names the fix."""
 
 
 def write_json(path: Path, value: Any) -> None:
     write_atomic(path, (json.dumps(value, indent=2, default=str) + "\n").encode())
 
 
+def _read_json(path: Path, fix: str) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:  # not JSON, or not text
+        raise ResultsFormatError(f"{path}: not valid JSON ({exc}); {fix}") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot be read ({os.strerror(exc.errno or 0)}); "
+                                 f"{fix}") from None
+
+
 class RunDir:
-    """results/<scenario>/<run-id>/ as described in docs/results-format.md."""
+    """results/<scenario>/<run-id>/ as described in docs/results-format.md: read by anyone;
+    written only through create() or open(), which hold its writer's lock until close()."""
 
     def __init__(self, path: Path):
         self.path = path
         self.records_dir = path / "points"
         self.raw_root = path / "raw"
+        self._lock: int | None = None
+        self._manifest: dict[str, Any] = {}
+        self._session: dict[str, Any] | None = None  # this writer's entry in the manifest
+        self._resumption: int | None = None  # its index in `resumptions`; None: the first
+
+    @property
+    def run_id(self) -> str:
+        return self._manifest.get("run_id") or self.path.name
 
     @classmethod
-    def create(cls, results_root: Path, scenario_name: str, run_id: str) -> RunDir:
-        path = results_root / scenario_name / run_id
-        path.mkdir(parents=True, exist_ok=False)
-        return cls(path)
+    def create(cls, results_root: Path, scenario_name: str, kernel_release: str) -> RunDir:
+        """A new run of scenario_name under results_root, under an id no other run has."""
+        parent = results_root / scenario_name
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            clash = 0
+            while True:
+                path = parent / new_run_id(kernel_release, clash)
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:  # another run of the scenario, made this second
+                    clash += 1
+        except OSError as exc:
+            not_folder = results_root.exists() and not results_root.is_dir()
+            raise RunDirError(
+                f"{results_root}: " + ("not a folder" if not_folder else
+                                       f"cannot hold a run ({os.strerror(exc.errno or 0)})")
+                + "; give --out a writable folder") from None
+        run = cls(path)
+        run._take_lock()
+        return run
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
-        """An existing run, made consistent: a run killed between writing a record and
-        rebuilding the tables left them missing or stale, and perhaps temporary files."""
-        if not (path / "manifest.json").is_file():
-            raise FileNotFoundError(f"{path} is not a wanbench run directory (no manifest.json)")
+        """An existing run, to be written: checked before anything in it is touched (a
+        wanbench run of this schema, nothing of it outside it, every record readable), then
+        locked, and made consistent: a run killed between writing a record and rebuilding
+        the tables left them stale, and perhaps its temporary files."""
         run = cls(path)
-        run.remove_temporaries()
-        run.rebuild_tables()
+        if not path.is_dir():
+            raise RunDirError(f"{path}: no such run directory")
+        run.read_manifest()
+        for inner in (run.records_dir, run.raw_root):
+            if (inner.exists() or inner.is_symlink()) \
+                    and not inner.resolve().is_relative_to(path.resolve()):
+                raise RunDirError(f"{inner} leads outside the run (to {inner.resolve()}), where "
+                                  f"a resume would write and remove files; move its contents "
+                                  f"into {inner} instead of the link")
+        run._take_lock()
+        try:
+            run._manifest = run.read_manifest()  # as it is now that no one else writes it
+            tables = run.tables()  # every record checked before anything is removed
+            if tables["points"] is None and run.table_path("points").is_file():
+                raise RunDirError(f"{path}: its tables hold finished points but there are no "
+                                  f"point records in {run.records_dir} (pruned?): a resume "
+                                  f"would measure them all again; start a new run")
+            run.remove_temporaries()
+            run.write_tables(tables)
+        except BaseException:
+            run.close()
+            raise
         return run
 
+    def close(self) -> None:
+        """Let another writer have the run."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _take_lock(self) -> None:
+        with self.writing():
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunDirError(f"{self.path} is being written by another wanbench (PID {holder}); "
+                              f"wait for it to end, or stop it, then resume") from None
+        except OSError as exc:
+            os.close(fd)
+            raise RunDirError(f"{self.path}: cannot be locked for writing "
+                              f"({os.strerror(exc.errno or 0)}); put the results on a local "
+                              f"file system") from None
+        with self.writing():
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock = fd
+
+    def unwritable(self, exc: OSError) -> RunDirError:
+        """A write into the run that failed, as what to do: free space, or make it writable,
+        then resume (the finished points are kept)."""
+        fix = STORAGE_FIXES.get(exc.errno or 0, "make it writable")
+        where = exc.filename or self.path
+        return RunDirError(f"cannot write {where}: {os.strerror(exc.errno or 0)}; {fix}, then "
+                           f"continue with: wanbench run --resume {self.path}")
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Writes into the run whose failure is unwritable()."""
+        try:
+            yield
+        except OSError as exc:
+            raise self.unwritable(exc) from None
+
     def remove_temporaries(self) -> None:
-        """Atomic writes go through dot-files beside their target; one still there was cut
-        short by a kill and holds nothing that was finished."""
-        for directory in (self.path, self.records_dir):
-            for stale in directory.glob(".*"):
-                if stale.is_file():
-                    stale.unlink(missing_ok=True)
+        """Atomic writes go through temporaries beside their target; one still there was cut
+        short by a kill and holds nothing that was finished. Only those are removed."""
+        with self.writing():
+            for directory in (self.path, self.records_dir):
+                for stale in directory.glob(".*"):
+                    if is_temporary(stale) and stale.is_file() and not stale.is_symlink():
+                        stale.unlink(missing_ok=True)
 
     @property
     def manifest_path(self) -> Path:
         return self.path / "manifest.json"
 
     def read_manifest(self) -> dict[str, Any]:
-        return json.loads(self.manifest_path.read_text())
+        """The manifest, checked against the results format."""
+        if not self.manifest_path.is_file():
+            raise ResultsFormatError(
+                f"{self.manifest_path}: missing; a run directory holds manifest.json (is "
+                f"{self.path} a run directory written by `wanbench run`?)")
+        return check_manifest(_read_json(self.manifest_path, DAMAGED_MANIFEST),
+                              str(self.manifest_path))
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(self.manifest_path, manifest)
+    def begin_run(self, run: dict[str, Any], session: dict[str, Any]) -> None:
+        """A new run's manifest: what it is (run) and its first session's keys beside them."""
+        self._manifest = {**run, **session}
+        self._session = session
+        self._write_manifest()
+
+    def begin_resumption(self, session: dict[str, Any]) -> None:
+        """This resumption's session, appended to the manifest's `resumptions`: nothing an
+        earlier session recorded is rewritten."""
+        resumptions = self._manifest.setdefault("resumptions", [])
+        self._resumption = len(resumptions)
+        resumptions.append(session)
+        self._session = session
+        self._write_manifest()
+
+    def save_session(self) -> None:
+        """This session's entry again, with what it has recorded since (its topologies
+        brought up, its cluster points)."""
+        assert self._session is not None, "begin_run or begin_resumption first"
+        if self._resumption is None:
+            self._manifest.update(self._session)
+        else:
+            self._manifest["resumptions"][self._resumption] = self._session
+        self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        with self.writing():
+            write_json(self.manifest_path, self._manifest)
 
     @staticmethod
     def record_name(point_id: str, repetition: int) -> str:
@@ -70,31 +237,41 @@ class RunDir:
     def raw_dir(self, point_id: str, repetition: int, fresh: bool = False) -> Path:
         """Raw logs of one point × repetition; fresh: emptied of an interrupted attempt's."""
         path = self.raw_root / self.record_name(point_id, repetition)
-        if fresh and path.is_dir():
-            shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
+        with self.writing():
+            if fresh and path.is_dir():
+                shutil.rmtree(path)
+            path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def _record_paths(self) -> list[Path]:
+        return sorted(self.records_dir.glob("*.json"))
+
+    @staticmethod
+    def _record(path: Path) -> dict[str, Any]:
+        return check_record(_read_json(path, DAMAGED_RECORD), str(path))
 
     def finished(self) -> set[str]:
         """Names of the point × repetition records on disk that stand: one cut short by a
         cluster worker's loss (its `lost_host`) was not measured, and is measured again."""
-        if not self.records_dir.is_dir():
-            return set()
-        return {p.stem for p in self.records_dir.glob("*.json")
-                if not json.loads(p.read_text())["point"].get("lost_host")}
+        return {path.stem for path in self._record_paths()
+                if not self._record(path)["point"].get("lost_host")}
 
     def write_record(self, point_id: str, repetition: int, record: dict[str, Any]) -> None:
         """One finished point × repetition: its row plus its long-format table rows."""
-        write_json(self.records_dir / f"{self.record_name(point_id, repetition)}.json", record)
+        with self.writing():
+            write_json(self.records_dir / f"{self.record_name(point_id, repetition)}.json",
+                       record)
 
     def write_attempt(self, point_id: str, repetition: int, attempt: int,
                       record: dict[str, Any]) -> None:
         """An attempt that was measured again (interference): kept, but not in the tables."""
-        write_json(self.raw_dir(point_id, repetition) / f"attempt-{attempt}.json", record)
+        with self.writing():
+            write_json(self.raw_dir(point_id, repetition) / f"attempt-{attempt}.json", record)
 
     def records(self) -> Iterable[dict[str, Any]]:
-        for path in sorted(self.records_dir.glob("*.json")):
-            yield json.loads(path.read_text())
+        """Every point record, checked: a damaged one is named, with the fix."""
+        for path in self._record_paths():
+            yield self._record(path)
 
     def table_path(self, name: str) -> Path:
         return self.path / table_file(name)
@@ -109,19 +286,34 @@ class RunDir:
                 rows[name].extend(record.get(name) or [])
         return rows
 
+    def tables(self) -> dict[str, pd.DataFrame | None]:
+        """Every table as built from the point records (None: no rows), each column holding
+        the kind of value the format says."""
+        frames: dict[str, pd.DataFrame | None] = {}
+        for name, rows in self.table_rows().items():
+            frames[name] = pd.DataFrame(rows) if rows else None
+            problem = column_problem(frames[name]) if rows else None
+            if problem:
+                raise ResultsFormatError(f"{self.records_dir}: {problem} in the rows of the "
+                                         f"{name} table; {DAMAGED_RECORD}")
+        return frames
+
+    def write_tables(self, tables: dict[str, pd.DataFrame | None]) -> None:
+        """Write each table (atomically); one without rows is removed."""
+        for name, frame in tables.items():
+            target = self.table_path(name)
+            with self.writing():
+                if frame is None:
+                    target.unlink(missing_ok=True)
+                    continue
+                try:
+                    with replacing(target) as tmp:
+                        frame.to_parquet(tmp, index=False)
+                except (pa.ArrowException, TypeError) as exc:  # values Parquet cannot hold
+                    raise ResultsFormatError(f"{self.records_dir}: the rows of the {name} "
+                                             f"table cannot be stored ({exc}); "
+                                             f"{DAMAGED_RECORD}") from None
+
     def rebuild_tables(self) -> None:
         """Regenerate every Parquet table from the point records (atomically)."""
-        for name, table_rows in self.table_rows().items():
-            target = self.table_path(name)
-            if not table_rows:
-                target.unlink(missing_ok=True)
-                continue
-            frame = pd.DataFrame(table_rows)
-            fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".parquet")
-            os.close(fd)
-            try:
-                frame.to_parquet(tmp, index=False)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        self.write_tables(self.tables())

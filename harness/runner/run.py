@@ -16,7 +16,7 @@ from clients.paths import binary
 from harness import interrupts, topology
 from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.results.format import SCHEMA_VERSION
-from harness.results.store import RunDir
+from harness.results.store import STORAGE_FIXES, RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
 from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
@@ -64,7 +64,8 @@ def check_topologies(scenario: Scenario, scenario_dir: Path) -> None:
         check_plan(topology.load_topology(ref.path(scenario_dir), dict(ref.set) or None))
 
 
-def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+def run_manifest(ctx: RunContext) -> dict[str, Any]:
+    """What the run is: written when it is created, never rewritten."""
     scenario = ctx.scenario
     grid = points(scenario)
     return {
@@ -77,6 +78,14 @@ def base_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict
         "parameters": list(grid[0].columns),
         "repetitions": scenario.repetitions,
         "points": len(grid),
+    }
+
+
+def session_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Where and how this session (the run's start, or one resumption of it) measured: the
+    machine as it was, the topologies it brought up and its cluster (both filled in as it
+    goes: the same dicts as ctx's)."""
+    return {
         **machine,
         "perf": {"hardware_counters": ctx.hardware_counters, "reason": reason,
                  "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
@@ -116,6 +125,7 @@ class TopologyCache:
         self.ctx.topology_manifest.update(file=ref.file, backend=handle.backend,
                                           probe=handle.probe)
         self.ctx.topology_manifest.setdefault("instances", []).append(self._describe())
+        self.ctx.run_dir.save_session()  # kept even if this session is killed
         return self.ends
 
     def _describe(self) -> dict[str, Any]:
@@ -213,6 +223,11 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                              f"{record['point']['invalid_reason']}")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
+            ctx.run_dir.save_session()
             progress(point, rep, record["point"])
+    except OSError as exc:
+        if exc.errno not in STORAGE_FIXES:
+            raise
+        raise ctx.run_dir.unwritable(exc) from None  # a raw log, while measuring
     finally:
         source.close()

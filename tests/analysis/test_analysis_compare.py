@@ -278,10 +278,23 @@ def test_header_lists_kernel_cmdline_and_sysctl_differences(
     assert "cmdline: console=ttyS0 root=/dev/vda -> mitigations=off" in differs
 
 
+def test_resumptions_on_the_same_backend_compare_as_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_run(seed=1).write(tmp_path)
+    cand = make_run(seed=2, kernel="6.19.0-cand")
+    # one resumption found nothing left to measure, the other brought loopback up again
+    cand.manifest["resumptions"] = [{"topology": {}}, {"topology": {"backend": "none"}}]
+    assert _compare([str(base), str(cand.write(tmp_path)), "--metric", "reply_rate_rps"]) in (0, 3)
+    assert not capsys.readouterr().err
+
+
 @pytest.mark.parametrize("change, named", [
     (lambda m: m["scenario"].update(duration_s=10.0), "scenario duration_s: 5.0 -> 10.0"),
     (lambda m: m["scenario"]["hot"].update(rate_rps=20000.0), "scenario hot.rate_rps"),
     (lambda m: m["topology"].update(backend="netem"), "topology backend: none -> netem"),
+    (lambda m: m.update(resumptions=[{"topology": {"backend": "netem"}}]),
+     "topology backend: none -> none + netem"),  # resumed on another backend
     (lambda m: m["tools"].update(wrk="wrk 4.2.0"), "tool wrk: wrk 4.1.0 -> wrk 4.2.0"),
     (lambda m: m["cpu"].update(count=4), "CPU count: 2 -> 4"),
 ])

@@ -246,10 +246,11 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
 
     scenario = load(write_scenario(tmp_path, ORDERED + "interference_retries: 2\n"),
                     ["repetitions=1", "sweep={}"])
-    run_dir = RunDir.create(tmp_path, "ordered", "r1")
+    run_dir = RunDir.create(tmp_path, "ordered", "kernel")
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=run_dir,
-                     run_id="r1-kernel", tsc_hz=None, hardware_counters=False,
+                     run_id=run_dir.run_id, tsc_hz=None, hardware_counters=False,
                      on_event=lambda _: None)
+    run_dir.begin_run(runner.run_manifest(ctx), {})
     attempts: list[int] = []
 
     async def measure(ctx, ends, point, repetition, attempt) -> dict:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from harness.results.format import PARAMETER_COLUMNS
+from clients.atomic import TEMPORARY_SUFFIX
+from harness.results.format import PARAMETER_COLUMNS, ResultsFormatError
 from harness.results.rows import generator_metrics
 from harness.results.store import RunDir
 from harness.scenario import load, points
@@ -20,9 +22,16 @@ def _record(point_id: str, rep: int, rate: float) -> dict:
             "histograms": [], "profiles": []}
 
 
+def _new_run(tmp_path: Path) -> RunDir:
+    """A run of scenario demo with its manifest, its writer's lock held."""
+    run = RunDir.create(tmp_path, "demo", "k1")
+    run.begin_run({"schema_version": 1, "run_id": run.run_id, "scenario_name": "demo"},
+                  {"kernel": {"release": "k1"}})
+    return run
+
+
 def test_records_become_tidy_tables(tmp_path: Path):
-    run = RunDir.create(tmp_path, "demo", "run1")
-    run.write_manifest({"schema_version": 1})
+    run = _new_run(tmp_path)
     run.write_record("aaa", 0, _record("aaa", 0, 100.0))
     run.write_record("aaa", 1, _record("aaa", 1, 110.0))
     run.rebuild_tables()
@@ -36,22 +45,18 @@ def test_records_become_tidy_tables(tmp_path: Path):
 
 
 def test_a_half_written_record_does_not_count_as_finished(tmp_path: Path):
-    run = RunDir.create(tmp_path, "demo", "run1")
+    run = _new_run(tmp_path)
     run.write_record("aaa", 0, _record("aaa", 0, 1.0))
     # What a SIGKILL during write_atomic leaves behind: a hidden temporary file.
-    (run.records_dir / ".bbb-r0.json.x1y2").write_text('{"point": {"rep')
+    (run.records_dir / f".bbb-r0.json.x1y2{TEMPORARY_SUFFIX}").write_text('{"point": {"rep')
     assert run.finished() == {"aaa-r0"}
     run.rebuild_tables()
     assert len(pd.read_parquet(run.path / "points.parquet")) == 1
 
 
 def test_open_refuses_a_directory_without_manifest(tmp_path: Path):
-    try:
+    with pytest.raises(ResultsFormatError, match="manifest.json: missing"):
         RunDir.open(tmp_path)
-    except FileNotFoundError as exc:
-        assert "manifest.json" in str(exc)
-    else:
-        raise AssertionError("RunDir.open accepted a directory without manifest")
 
 
 def test_reply_rate_counts_only_successful_replies():
@@ -68,12 +73,12 @@ def test_reply_rate_counts_only_successful_replies():
 def test_open_rebuilds_tables_a_kill_left_missing(tmp_path: Path):
     # A SIGKILL between a point's record and the table rebuild: records, no points.parquet,
     # and the rebuild's temporary file.
-    run = RunDir.create(tmp_path, "demo", "run1")
-    run.write_manifest({"schema_version": 1})
+    run = _new_run(tmp_path)
     for rep in range(3):
         run.write_record("aaa", rep, _record("aaa", rep, 100.0 + rep))
-    (run.path / ".points.k1ll3d.parquet").write_bytes(b"PAR1 cut short")
-    (run.records_dir / ".aaa-r3.json.x1y2").write_text('{"point": {"rep')
+    (run.path / f".points.parquet.k1ll3d{TEMPORARY_SUFFIX}").write_bytes(b"PAR1 cut short")
+    (run.records_dir / f".aaa-r3.json.x1y2{TEMPORARY_SUFFIX}").write_text('{"point": {"rep')
+    run.close()  # killed
     reopened = RunDir.open(run.path)
     points = pd.read_parquet(reopened.path / "points.parquet")
     assert sorted(points["reply_rate_rps"]) == [100.0, 101.0, 102.0]
@@ -81,12 +86,12 @@ def test_open_rebuilds_tables_a_kill_left_missing(tmp_path: Path):
 
 
 def test_open_replaces_a_table_that_disagrees_with_its_records(tmp_path: Path):
-    run = RunDir.create(tmp_path, "demo", "run1")
-    run.write_manifest({"schema_version": 1})
+    run = _new_run(tmp_path)
     run.write_record("aaa", 0, _record("aaa", 0, 100.0))
     run.rebuild_tables()
     run.write_record("aaa", 0, _record("aaa", 0, 250.0))  # killed before the rebuild
     run.write_record("bbb", 0, _record("bbb", 0, 300.0))
+    run.close()
     points = pd.read_parquet(RunDir.open(run.path).path / "points.parquet")
     assert sorted(points["reply_rate_rps"]) == [250.0, 300.0]
 
@@ -109,7 +114,7 @@ def test_every_point_has_the_formats_parameter_columns_in_its_order(tmp_path: Pa
 
 
 def test_a_point_cut_short_by_a_lost_worker_is_not_finished_and_a_failed_one_is(tmp_path: Path):
-    run = RunDir.create(tmp_path, "demo", "run1")
+    run = _new_run(tmp_path)
     lost = _record("aaa", 0, 1.0)
     lost["point"].update(valid=False, lost_host="hot-a")
     failed = _record("bbb", 0, 1.0)

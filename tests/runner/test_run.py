@@ -164,6 +164,12 @@ def test_sigkill_mid_sweep_then_resume_loses_and_duplicates_nothing(tmp_path: Pa
     assert not points.duplicated(["point_id", "repetition"]).any()
     after = {p.name: p.stat().st_mtime_ns for p in (run / "points").glob("*.json")}
     assert all(after[name] == mtime for name, mtime in before.items()), "finished points redone"
+    # each session's own bring-up is kept, the killed one's too
+    manifest = json.loads((run / "manifest.json").read_text())
+    (resumption,) = manifest["resumptions"]
+    for session in (manifest, resumption):
+        assert session["topology"]["backend"] == "none"
+        assert len(session["topology"]["instances"]) == 1
 
 
 def test_sigint_stops_cleanly_and_keeps_finished_points(tmp_path: Path):

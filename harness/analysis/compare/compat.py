@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.results.format import topology_backend
+
 # Scenario fields that may differ: they change how many samples there are, not what is
 # measured.
 FREE_SCENARIO_FIELDS = ("description", "repetitions", "order", "order_seed",
@@ -121,8 +123,7 @@ def _tools(base: dict, cand: dict) -> Differences:
 def differences(base: dict, cand: dict) -> Differences:
     """Everything that differs between two manifests, sorted into refused and listed."""
     out = scenario_differences(base.get("scenario") or {}, cand.get("scenario") or {})
-    backend_b = (base.get("topology") or {}).get("backend")
-    backend_c = (cand.get("topology") or {}).get("backend")
+    backend_b, backend_c = topology_backend(base), topology_backend(cand)
     if backend_b != backend_c:
         out.refused.append(_changed("topology backend", backend_b, backend_c))
     out.extend(_cpu(base, cand))
