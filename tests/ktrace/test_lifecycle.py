@@ -1,5 +1,6 @@
 """Nothing of wb-ktrace stays in the kernel: no program, map or link after a window, after
-SIGTERM, after SIGKILL; its sanitizer build runs a window cleanly."""
+SIGTERM, after SIGKILL, of the loader or of the whole run; its sanitizer build runs a window
+cleanly."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import build
+from tests.conftest import REPO, build
 from tests.ktrace.conftest import Loader, Workload, traced
 
 pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None,
@@ -76,3 +78,36 @@ def test_the_sanitizer_build_runs_a_window_cleanly(ktrace_bin: Path):
     asan = build("build/asan/bin/wb-ktrace")
     document = traced(asan, "select", 10, 50)  # Loader.stop asserts exit status 0
     assert document["roles"]["server"]["select"]["calls"] == 50
+
+
+LONG_TRACED_POINT = """
+name: ktrace-killed
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: sclient, conns: 2, rate_rps: 200}
+warmup_s: 0.2
+duration_s: 30
+kernel_trace: true
+"""
+
+
+def test_a_run_killed_mid_window_leaves_nothing_behind(ktrace_bin: Path, tmp_path: Path):
+    build("build/bin/wb-server")
+    build("build/bin/wb-sclient")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(LONG_TRACED_POINT)
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out",
+                            str(tmp_path / "results")], cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "link to kt_sys_enter" not in ours():  # the window is being traced
+            assert run.poll() is None and time.monotonic() < deadline, "no traced window"
+            time.sleep(0.1)
+        run.kill()
+        run.wait()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert not gone_within(5)
