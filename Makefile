@@ -57,7 +57,7 @@ test-chaos: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace
 
 clean:
 	rm -rf build

@@ -33,3 +33,10 @@ $(BIN)/wb-ktrace: $(KTRACE_DEPS)
 $(ASANBIN)/wb-ktrace: $(KTRACE_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(ASANFLAGS) $(WARN) -I$(KTRACE_GEN) -Iktrace -o $@ $< -lbpf
+
+# The probe effect: the quickstart's points with kernel_trace off and on, side by side in one
+# run (results/bench/bench-ktrace/, tables and manifest kept), then docs/bench-ktrace.md.
+.PHONY: bench-ktrace
+bench-ktrace: python-deps $(BIN)/wb-ktrace $(BIN)/wb-server $(BIN)/wb-sclient
+	$(VENV)/bin/wanbench run --out results/bench --allow-invalid scenarios/bench/bench-ktrace.yaml
+	$(PY) ktrace/bench.py --out docs/bench-ktrace.md
