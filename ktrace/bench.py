@@ -172,10 +172,10 @@ def report(runs_given: RunSet) -> str:
         "runs the probe's entry and exit programs, whoever makes it.", "",
         *overhead_table(both), "", *summary(both), "", *reasons,
         "## What the traced arm measured", "",
-        "In-kernel time on a CPU per call (not asleep or preempted in it, nor the softirqs "
-        "that ran inside it), ready descriptors per dispatch call, the dispatch call's time "
-        "per reply, and the receive softirq's time per packet (all CPUs), medians over the "
-        "valid traced rounds (docs/results-format.md).", "",
+        "In-kernel time on a CPU per call (not asleep or preempted in it, nor the network "
+        "softirqs that ran inside it), ready descriptors per dispatch call, the dispatch "
+        "call's time per reply, and the receive softirq's time per packet (all CPUs), medians "
+        "over the valid traced rounds (docs/results-format.md).", "",
         *kernel_table(traced), "", " ".join(growth(traced)), "",
         "select scans every descriptor it is given on every call; epoll_wait looks at its "
         "ready list. kernel_trace stays off by default (harness/scenario.py): what it costs "

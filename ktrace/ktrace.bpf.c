@@ -35,22 +35,27 @@ struct {
     __type(value, __u32);
 } kt_tgids SEC(".maps");
 
-struct inflight {
-    __u64 entered_ns;
-    __u64 off_since_ns; /* switched out at; 0: on a CPU */
+enum membership { UNKNOWN, MEMBER, STRANGER };
+
+/* Each thread's state, in its task's local storage: a pointer away, where a hash lookup by
+ * tid cost every system call exit and context switch of the machine one. Whether the thread
+ * belongs to a measured tree is learnt at its first traced call (kt_tgids) and kept. */
+struct task_state {
+    __u64 entered_ns;   /* the traced call it is inside began; 0: in none */
+    __u64 off_since_ns; /* switched out inside it at; 0: on a CPU */
     __u64 off_cpu_ns;
     __u64 softirq_ns;
-    __u32 slot; /* role * KT_FAMILIES + family */
-    __u32 pad;
+    __u32 slot; /* of kt_calls: role * KT_FAMILIES + family */
+    __u16 membership;
+    __u16 role;
 };
 
-/* thread id -> the traced call it is inside */
 struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, KT_MAX_INFLIGHT);
-    __type(key, __u32);
-    __type(value, struct inflight);
-} kt_inflight SEC(".maps");
+    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct task_state);
+} kt_tasks SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -129,17 +134,24 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
     __u32 *family = bpf_map_lookup_elem(&kt_syscall_family, &nr);
     if (!family || *family == 0)
         return 0;
-    __u64 pid_tgid = bpf_get_current_pid_tgid();
-    __u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
-    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
-    if (!role)
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, task, 0,
+                                                    BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!state) {
+        e->untimed++;
         return 0;
-    struct inflight call = {
-        .entered_ns = bpf_ktime_get_ns(),
-        .slot = *role * KT_FAMILIES + (*family - 1),
-    };
-    if (bpf_map_update_elem(&kt_inflight, &tid, &call, BPF_ANY) != 0)
-        e->inflight_full++;
+    }
+    if (state->membership == UNKNOWN) {
+        __u32 tgid = task->tgid;
+        __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
+        state->membership = role ? MEMBER : STRANGER;
+        state->role = role ? *role : 0;
+    }
+    if (state->membership != MEMBER)
+        return 0;
+    state->slot = state->role * KT_FAMILIES + (*family - 1);
+    state->off_since_ns = state->off_cpu_ns = state->softirq_ns = 0;
+    state->entered_ns = bpf_ktime_get_ns();
     return 0;
 }
 
@@ -149,31 +161,30 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
     struct kt_events *e = counted_run();
     if (!e)
         return 0;
-    __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    struct inflight *call = bpf_map_lookup_elem(&kt_inflight, &tid);
-    if (!call)
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0,
+                                                    0);
+    if (!state || !state->entered_ns)
         return 0;
-    __u64 now = bpf_ktime_get_ns();
-    __u64 elapsed = now - call->entered_ns;
-    __u64 away = call->off_cpu_ns + call->softirq_ns;
+    __u64 elapsed = bpf_ktime_get_ns() - state->entered_ns;
+    state->entered_ns = 0;
+    __u64 away = state->off_cpu_ns + state->softirq_ns;
     __u64 own = elapsed > away ? elapsed - away : 0;
-    __u32 slot = call->slot;
+    __u32 slot = state->slot;
     struct kt_calls *c = bpf_map_lookup_elem(&kt_calls, &slot);
-    if (c) {
-        c->calls++;
-        c->kernel_ns += own;
-        c->off_cpu_ns += call->off_cpu_ns;
-        c->softirq_ns += call->softirq_ns;
-        if (ret > 0)
-            c->returned += ret;
-        else if (ret < 0)
-            c->errors++;
-        __u32 b = bucket_of(own);
-        if (b < KT_HIST_BUCKETS)
-            c->hist[b]++;
-        traced(e);
-    }
-    bpf_map_delete_elem(&kt_inflight, &tid);
+    if (!c)
+        return 0;
+    c->calls++;
+    c->kernel_ns += own;
+    c->off_cpu_ns += state->off_cpu_ns;
+    c->softirq_ns += state->softirq_ns;
+    if (ret > 0)
+        c->returned += ret;
+    else if (ret < 0)
+        c->errors++;
+    __u32 b = bucket_of(own);
+    if (b < KT_HIST_BUCKETS)
+        c->hist[b]++;
+    traced(e);
     return 0;
 }
 
@@ -185,16 +196,15 @@ int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct tas
     struct kt_events *e = counted_run();
     if (!e)
         return 0;
-    __u32 prev_tid = prev->pid, next_tid = next->pid;
     __u64 now = 0;
-    struct inflight *out = bpf_map_lookup_elem(&kt_inflight, &prev_tid);
-    if (out) {
+    struct task_state *out = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
+    if (out && out->entered_ns) {
         now = bpf_ktime_get_ns();
         out->off_since_ns = now;
         traced(e);
     }
-    struct inflight *in = bpf_map_lookup_elem(&kt_inflight, &next_tid);
-    if (in && in->off_since_ns) {
+    struct task_state *in = bpf_task_storage_get(&kt_tasks, next, 0, 0);
+    if (in && in->entered_ns && in->off_since_ns) {
         if (!now)
             now = bpf_ktime_get_ns();
         in->off_cpu_ns += now - in->off_since_ns;
@@ -203,10 +213,17 @@ int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct tas
     return 0;
 }
 
+/* The network's softirqs only: the others (timers, RCU, scheduling) are left in the time of
+ * the call they interrupt, as in the papers' profiles. */
+static __always_inline bool network(unsigned int vec)
+{
+    return vec == KT_NET_RX_SOFTIRQ || vec == KT_NET_TX_SOFTIRQ;
+}
+
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(kt_softirq_entry, unsigned int vec)
 {
-    if (!counted_run())
+    if (!network(vec) || !counted_run())
         return 0;
     __u32 zero = 0;
     struct kt_cpu *c = bpf_map_lookup_elem(&kt_cpu, &zero);
@@ -220,6 +237,8 @@ int BPF_PROG(kt_softirq_entry, unsigned int vec)
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(kt_softirq_exit, unsigned int vec)
 {
+    if (!network(vec))
+        return 0;
     struct kt_events *e = counted_run();
     __u32 zero = 0;
     struct kt_cpu *c = e ? bpf_map_lookup_elem(&kt_cpu, &zero) : NULL;
@@ -230,17 +249,16 @@ int BPF_PROG(kt_softirq_exit, unsigned int vec)
     if (vec == KT_NET_RX_SOFTIRQ) {
         c->net_rx_ns += spent;
         c->net_rx_count++;
-        traced(e);
-    } else if (vec == KT_NET_TX_SOFTIRQ) {
+    } else {
         c->net_tx_ns += spent;
         c->net_tx_count++;
-        traced(e);
     }
+    traced(e);
     /* ran on the time of a traced call that it interrupted: not that call's work */
-    __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    struct inflight *call = bpf_map_lookup_elem(&kt_inflight, &tid);
-    if (call && !call->off_since_ns)
-        call->softirq_ns += spent;
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0,
+                                                    0);
+    if (state && state->entered_ns && !state->off_since_ns)
+        state->softirq_ns += spent;
     return 0;
 }
 

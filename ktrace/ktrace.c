@@ -389,12 +389,11 @@ static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool gen
     for (int c = 0; c < cpus; c++) {
         total.runs += event_values[c].runs;
         total.traced += event_values[c].traced;
-        total.inflight_full += event_values[c].inflight_full;
+        total.untimed += event_values[c].untimed;
         total.followed += event_values[c].followed;
     }
-    printf("], \"events\": {\"runs\": %llu, \"traced\": %llu, \"inflight_full\": %llu, "
-           "\"followed\": %llu}}\n", total.runs, total.traced, total.inflight_full,
-           total.followed);
+    printf("], \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
+           "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
     fflush(stdout);
     free(per_cpu);
     free(cpu_values);

@@ -27,14 +27,13 @@ enum kt_role { KT_SERVER, KT_GENERATOR, KT_ROLES };
 #define KT_MAX_SYSCALL 512   /* syscall numbers at or past this are never traced */
 #define KT_HIST_BUCKETS 32   /* [i]: on-CPU ns in [2^i, 2^(i+1)); [0] also 0; the last: the rest */
 #define KT_MAX_TGIDS 4096    /* processes followed */
-#define KT_MAX_INFLIGHT 16384 /* threads inside a traced call at once */
 
 /* One role's calls of one family, per CPU (the loader sums the CPUs). */
 struct kt_calls {
     __u64 calls;
     __u64 kernel_ns;   /* on a CPU inside the call, less the softirqs that ran inside it */
     __u64 off_cpu_ns;  /* switched out inside the call: blocked, or preempted */
-    __u64 softirq_ns;  /* softirqs (any vector) that ran on the caller's time inside it */
+    __u64 softirq_ns;  /* network softirqs that ran on the caller's time inside it */
     __u64 returned;    /* positive return values added up (dispatch: ready descriptors) */
     __u64 errors;      /* negative returns (EAGAIN, EINTR ...) */
     __u64 hist[KT_HIST_BUCKETS];
@@ -58,7 +57,7 @@ struct kt_cpu {
 struct kt_events {
     __u64 runs;
     __u64 traced;
-    __u64 inflight_full; /* calls not timed: KT_MAX_INFLIGHT threads were already inside one */
+    __u64 untimed;       /* calls not timed: no task storage for the thread (out of memory) */
     __u64 followed;      /* processes added by fork */
 };
 

@@ -27,7 +27,7 @@ DOCUMENT = {
                          "select": family(1000, 30_000_000, 5000),
                          "write": family(4000, 12_000_000, 400_000)}},
     "cpus": [cpu(0, 3_000_000, 1000, 0, 0), cpu(1, 1_000_000, 1000, 500, 2000)],
-    "events": {"runs": 90_000, "traced": 9000, "inflight_full": 0, "followed": 0},
+    "events": {"runs": 90_000, "traced": 9000, "untimed": 0, "followed": 0},
 }
 
 
