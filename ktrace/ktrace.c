@@ -171,9 +171,9 @@ static void describe(void)
 {
     printf("{\"families\": [");
     for (int f = 0; f < KT_FAMILIES; f++)
-        printf("%s{\"name\": \"%s\", \"syscalls\": \"%s\", \"returned\": \"%s\"}",
-               f ? ", " : "", FAMILIES[f].name, FAMILIES[f].syscall_names,
-               FAMILIES[f].returns);
+        printf("%s{\"name\": \"%s\", \"syscalls\": \"%s\", \"returned\": \"%s\", "
+               "\"dispatch\": %s}", f ? ", " : "", FAMILIES[f].name, FAMILIES[f].syscall_names,
+               FAMILIES[f].returns, f <= KT_LAST_DISPATCH ? "true" : "false");
     printf("], \"roles\": [\"%s\", \"%s\"], \"hist_buckets\": %d, \"exit\": {\"failed\": %d, "
            "\"usage\": %d, \"no_capability\": %d, \"no_btf\": %d, \"no_tracepoint\": %d}}\n",
            ROLES[0], ROLES[1], KT_HIST_BUCKETS, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CAPABILITY,

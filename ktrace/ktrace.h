@@ -15,6 +15,7 @@ enum kt_family {
     KT_EPOLL_WAIT,     /* epoll_wait, epoll_pwait, epoll_pwait2 */
     KT_IO_URING_ENTER, /* io_uring_enter */
     KT_SIGTIMEDWAIT,   /* rt_sigtimedwait: the rtsig backend's dispatch call */
+    KT_LAST_DISPATCH = KT_SIGTIMEDWAIT, /* the event-dispatch calls end here */
     KT_ACCEPT,         /* accept, accept4 */
     KT_READ,           /* read, readv, recvfrom, recvmsg */
     KT_WRITE,          /* write, writev, sendto, sendmsg */

@@ -20,8 +20,8 @@ from clients import pinning
 from clients.paths import MissingBinary, binary
 from harness import procs
 from harness.results.format import (
-    KERNEL_DISPATCH_FAMILIES,
     KERNEL_FAMILIES,
+    KERNEL_READY_FAMILIES,
     KERNEL_TRACE_COLUMNS,
     kernel_column,
 )
@@ -157,7 +157,7 @@ def columns(document: dict[str, Any] | None) -> dict[str, Any]:
         calls = server[family]
         row[kernel_column(family, "calls")] = calls["calls"]
         row[kernel_column(family, "ns_per_call")] = _per(calls["kernel_ns"], calls["calls"])
-        if family in KERNEL_DISPATCH_FAMILIES:
+        if family in KERNEL_READY_FAMILIES:
             row[kernel_column(family, "ready_per_call")] = _per(calls["returned"],
                                                                 calls["calls"])
     cpus = document["cpus"]

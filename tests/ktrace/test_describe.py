@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.format import KERNEL_DISPATCH_FAMILIES, KERNEL_FAMILIES
+from harness.results.format import (
+    KERNEL_DISPATCH_FAMILIES,
+    KERNEL_FAMILIES,
+    KERNEL_READY_FAMILIES,
+)
 
 
 def test_its_families_are_the_results_formats(ktrace_built: Path):
@@ -18,7 +22,9 @@ def test_its_families_are_the_results_formats(ktrace_built: Path):
     described = json.loads(done.stdout)
     assert tuple(f["name"] for f in described["families"]) == KERNEL_FAMILIES
     assert tuple(f["name"] for f in described["families"]
-                 if f["returned"] == "ready descriptors") == KERNEL_DISPATCH_FAMILIES
+                 if f["returned"] == "ready descriptors") == KERNEL_READY_FAMILIES
+    assert tuple(f["name"] for f in described["families"] if f["dispatch"]) \
+        == KERNEL_DISPATCH_FAMILIES
 
 
 @pytest.mark.parametrize("argv,says", [
