@@ -338,6 +338,17 @@ static void print_calls(const struct kt_calls *c)
     printf("]}");
 }
 
+/* The CPUs' values of a per-CPU map entry added up: its structs hold __u64 fields only. */
+static void sum_cpus(void *total, const void *per_cpu, size_t size, int cpus)
+{
+    __u64 *sum = total;
+    const __u64 *value = per_cpu;
+    memset(total, 0, size);
+    for (int c = 0; c < cpus; c++)
+        for (size_t i = 0; i < size / sizeof *sum; i++)
+            sum[i] += value[c * (size / sizeof *sum) + i];
+}
+
 static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool generator)
 {
     int cpus = libbpf_num_possible_cpus();
@@ -357,17 +368,8 @@ static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool gen
             __u32 slot = (__u32)(role * KT_FAMILIES + f);
             if (bpf_map_lookup_elem(calls_fd, &slot, per_cpu) != 0)
                 die(EXIT_FAILED, "reading the calls map: %s", strerror(errno));
-            struct kt_calls sum = {0};
-            for (int c = 0; c < cpus; c++) {
-                sum.calls += per_cpu[c].calls;
-                sum.kernel_ns += per_cpu[c].kernel_ns;
-                sum.off_cpu_ns += per_cpu[c].off_cpu_ns;
-                sum.softirq_ns += per_cpu[c].softirq_ns;
-                sum.returned += per_cpu[c].returned;
-                sum.errors += per_cpu[c].errors;
-                for (int b = 0; b < KT_HIST_BUCKETS; b++)
-                    sum.hist[b] += per_cpu[c].hist[b];
-            }
+            struct kt_calls sum;
+            sum_cpus(&sum, per_cpu, sizeof sum, cpus);
             printf("%s\"%s\": ", f ? ", " : "", FAMILIES[f].name);
             print_calls(&sum);
         }
@@ -385,13 +387,8 @@ static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool gen
                "\"tx_packets\": %llu}", c ? ", " : "", c, v->net_rx_ns, v->net_rx_count,
                v->net_tx_ns, v->net_tx_count, v->rx_packets, v->tx_packets);
     }
-    struct kt_events total = {0};
-    for (int c = 0; c < cpus; c++) {
-        total.runs += event_values[c].runs;
-        total.traced += event_values[c].traced;
-        total.untimed += event_values[c].untimed;
-        total.followed += event_values[c].followed;
-    }
+    struct kt_events total;
+    sum_cpus(&total, event_values, sizeof total, cpus);
     printf("], \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
            "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
     fflush(stdout);

@@ -35,26 +35,28 @@ def ktrace_bin(ktrace_built: Path) -> Path:
     return ktrace_built
 
 
+def exchange(proc: subprocess.Popen, line: str | None = None) -> str:
+    """Send a line (if any) to a child's stdin; its next line of output."""
+    assert proc.stdin is not None and proc.stdout is not None
+    if line:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    return proc.stdout.readline().strip()
+
+
 class Loader:
     """wb-ktrace under the control protocol: ready at start, then start() and stop()."""
 
     def __init__(self, binary: Path, *args: str):
         self.proc = subprocess.Popen([str(binary), *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert self._answer() == "ready", self.proc.stderr.read() if self.proc.stderr else ""
-
-    def _answer(self, command: str | None = None) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if command:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
+        assert exchange(self.proc) == "ready", self.proc.stderr.read() if self.proc.stderr else ""
 
     def start(self) -> None:
-        assert self._answer("start") == "started"
+        assert exchange(self.proc, "start") == "started"
 
     def stop(self) -> dict:
-        document = json.loads(self._answer("stop"))
+        document = json.loads(exchange(self.proc, "stop"))
         assert self.proc.wait(timeout=10) == 0
         return document
 
@@ -72,17 +74,10 @@ class Workload:
             [sys.executable, str(WORKLOAD), kind, str(fds), str(calls)]
             + (["--fork"] if fork else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
-        self.pid = int(self._line())
-
-    def _line(self, send: str | None = None) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if send:
-            self.proc.stdin.write(send + "\n")
-            self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
+        self.pid = int(exchange(self.proc))
 
     def run(self) -> None:
-        assert self._line("go") == "done"
+        assert exchange(self.proc, "go") == "done"
 
     def close(self) -> None:
         if self.proc.poll() is None:
