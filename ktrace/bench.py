@@ -75,7 +75,13 @@ def overhead_table(both: pd.DataFrame) -> list[str]:
     return lines
 
 
-def summary(both: pd.DataFrame) -> list[str]:
+def summary(both: pd.DataFrame, points: pd.DataFrame) -> list[str]:
+    if both["reply_rate_rps_change"].isna().all():
+        return [f"No pair is valid, so this run measures no overhead: other tasks ran on the "
+                f"server's CPU for a median {num(points['other_server_cpu_pct'].median())} % "
+                f"of each window, and the generator waited for its CPU a median "
+                f"{num(points['generator_wait_pct'].median())} % of it. Measure again where "
+                "the two CPUs are the run's alone (`make bench-ktrace`)."]
     kept = both[both["kept_up"] & both["reply_rate_rps_change"].notna()]
     behind = both[~both["kept_up"] & both["reply_rate_rps_change"].notna()]
     lines = []
@@ -121,7 +127,7 @@ def growth(traced: pd.DataFrame) -> list[str]:
 
 
 def kernel_table(traced: pd.DataFrame) -> list[str]:
-    """What the traced arm measured, medians over its valid rounds."""
+    """What the traced arm measured, medians over the rounds given."""
     columns = [("select ns/call", kernel_column("select", "ns_per_call"), 0),
                ("select ready/call", kernel_column("select", "ready_per_call"), 1),
                ("epoll_wait ns/call", kernel_column("epoll_wait", "ns_per_call"), 0),
@@ -132,8 +138,6 @@ def kernel_table(traced: pd.DataFrame) -> list[str]:
                ("receive softirq ns/packet", kernel_column("rx", "ns_per_packet"), 0)]
     traced = traced.assign(dispatch_ns_per_reply=traced[kernel_column("select", "ns_per_reply")]
                            + traced[kernel_column("epoll_wait", "ns_per_reply")])
-    if traced.empty:
-        return ["No traced run is valid: nothing to show."]
     lines = ["| dispatch | idle conns | " + " | ".join(name for name, _, _ in columns) + " |",
              "|---|---:|" + "---:|" * len(columns)]
     for (dispatch, cold), rows in traced.groupby(POINT, sort=False):
@@ -151,7 +155,12 @@ def report(runs_given: RunSet) -> str:
     points = in_sweep_order(runs.points, manifest)
     rounds = points["repetition"].max() + 1
     both = pairs(points)
-    traced = points[points["kernel_trace"].astype(bool) & points["valid"].astype(bool)]
+    traced = points[points["kernel_trace"].astype(bool)]
+    # in-kernel time per call is the kernel's, whoever else ran: time switched out is not in
+    # it, so the invalid runs say it too when no valid one can
+    valid_traced = traced[traced["valid"].astype(bool)]
+    shown, over = ((valid_traced, "the valid traced rounds") if not valid_traced.empty else
+                   (traced, "every traced round (none is valid: see above)"))
     invalid = points[~points["valid"].astype(bool)]
     reasons = ([f"{len(invalid)} of {len(points)} runs are invalid (docs/validity.md), e.g.: "
                 f"{invalid['invalid_reason'].iloc[0]}. Their pairs are left out of the "
@@ -170,13 +179,13 @@ def report(runs_given: RunSet) -> str:
         "the traced run against the untraced one of the same point and round, the median "
         "over rounds; generator CPU changes too, because every system call of the machine "
         "runs the probe's entry and exit programs, whoever makes it.", "",
-        *overhead_table(both), "", *summary(both), "", *reasons,
+        *overhead_table(both), "", *summary(both, points), "", *reasons,
         "## What the traced arm measured", "",
         "In-kernel time on a CPU per call (not asleep or preempted in it, nor the network "
         "softirqs that ran inside it), ready descriptors per dispatch call, the dispatch "
         "call's time per reply, and the receive softirq's time per packet (all CPUs), medians "
-        "over the valid traced rounds (docs/results-format.md).", "",
-        *kernel_table(traced), "", " ".join(growth(traced)), "",
+        f"over {over} (docs/results-format.md).", "",
+        *kernel_table(shown), "", " ".join(growth(shown)), "",
         "select scans every descriptor it is given on every call; epoll_wait looks at its "
         "ready list. kernel_trace stays off by default (harness/scenario.py): what it costs "
         "falls on the traced server's CPU and on every other process's system calls.", ""])
