@@ -70,7 +70,11 @@ def support() -> Support:
     if done.returncode != 0:
         return Support(False, False, _said(done.stderr) or
                        f"wb-ktrace --probe exited with status {done.returncode}")
-    probed = json.loads(done.stdout)
+    try:
+        probed = json.loads(done.stdout)
+    except ValueError:
+        return Support(False, False, f"wb-ktrace --probe said {done.stdout.strip()[:200]!r}, "
+                       f"not its JSON line; fix: rebuild it (make)")
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
     return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}")
 
