@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import benchpage
-from harness.results.format import ResultsFormatError, kernel_column
+from harness.results.format import kernel_column
 from harness.results.runset import RunSet
 
 SCENARIO = "bench-ktrace"
@@ -148,10 +148,7 @@ def kernel_table(traced: pd.DataFrame) -> list[str]:
 
 
 def report(runs_given: RunSet) -> str:
-    runs = runs_given.scenario(SCENARIO)
-    if runs.points.empty:
-        raise ResultsFormatError(f"no run of {SCENARIO} among the runs given")
-    manifest = next(iter(runs.raw_manifests.values()))
+    runs, manifest = benchpage.scenario_runs(runs_given, SCENARIO)
     points = in_sweep_order(runs.points, manifest)
     rounds = points["repetition"].max() + 1
     both = pairs(points)
