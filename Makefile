@@ -18,6 +18,7 @@ BINARIES :=
 include servers/build.mk
 include clients/build.mk
 include topologies/build.mk
+include ktrace/build.mk
 
 all: $(BINARIES)
 
@@ -60,7 +61,7 @@ test-hostile: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace
 
 clean:
 	rm -rf build

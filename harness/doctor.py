@@ -14,7 +14,7 @@ from pathlib import Path
 from clients.paths import BIN_DIR
 from harness.guest import accel, machine
 from harness.manifest import sysctl
-from harness.metrics import perf
+from harness.metrics import ktrace, perf
 from harness.topology.addressing import new_prefix
 from harness.topology.backend_probe import probe_netem
 from harness.topology.ledger import Ledger
@@ -121,6 +121,23 @@ def check_perf_record() -> Check:
     return Check("perf record + kallsyms", True, "cpu-clock sampling with kernel symbols")
 
 
+def check_kernel_trace() -> Check:
+    """What `kernel_trace: true` can use here: tracepoints (the kernel_* columns), fentry
+    (function grain), or neither, and why."""
+    name = "kernel tracing (eBPF)"
+    allowed = ktrace.support()
+    if not allowed.tracepoints:
+        problem, _, fix = allowed.detail.partition("; fix: ")
+        return Check(name, False, f"neither tracepoints nor fentry: {problem}; the kernel_* "
+                     "columns are null", fix)
+    if allowed.fentry:
+        return Check(name, True, "tracepoints and fentry (kernel_trace: true works)")
+    return Check(name, True, f"tracepoints only (kernel_trace: true works, at the grain of "
+                 f"system calls and softirqs): {allowed.detail.partition('; ')[2]}",
+                 "function grain would need fentry: a kernel that does not lock function "
+                 "tracing (bare metal and KVM guests usually allow it)")
+
+
 def check_nofile() -> Check:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     ok = hard >= 65536
@@ -179,6 +196,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_binaries, check_namespaces, check_netem, check_userspace_emulator, check_guests,
     check_counters,
     check_perf_record,
+    check_kernel_trace,
     lambda: _tool("httperf", "apt-get install httperf"),
     lambda: _tool("wrk", "apt-get install wrk"),
     lambda: _tool("wrk2", "build wrk2 from source and put it on PATH (it is not packaged)"),

@@ -34,8 +34,8 @@ def die_with_parent() -> None:
 
 
 async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
-                stderr: int | IO[bytes] | None = None,
-                cwd: Path | None = None) -> asyncio.subprocess.Process:
+                stderr: int | IO[bytes] | None = None, cwd: Path | None = None,
+                stdin: int = asyncio.subprocess.DEVNULL) -> asyncio.subprocess.Process:
     """A child in a process group of its own (the runner signals the group, so whatever it
     forks stops with it) that dies with the harness.
 
@@ -44,7 +44,7 @@ async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
     is not enough: a child that forks at once (unshare) may not have armed its own children's
     parent-death signal yet."""
     creating = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        *argv, stdin=stdin, stdout=stdout, stderr=stderr,
         cwd=cwd, preexec_fn=die_with_parent, process_group=0))
     try:
         return await asyncio.shield(creating)

@@ -382,6 +382,11 @@ class Scenario(Strict):
     duration_s: float = Field(5.0, gt=0, le=MAX_DURATION_S)
     cpus: Cpus = Field(default_factory=Cpus)
     profile: bool = False
+    # In-kernel time of the server's system calls and of the network softirqs, timed inside
+    # the kernel by wb-ktrace (eBPF) over each point's window: the kernel_* columns. Off by
+    # default: it costs the server CPU on every system call and context switch
+    # (docs/bench-ktrace.md); where the machine cannot run it the columns are null.
+    kernel_trace: bool = False
     # Repetition rounds: every point once per round, so a noisy minute on a shared machine
     # hits one repetition of many points, not every repetition of one. "grouped" runs each
     # point's repetitions back to back; "shuffled" also shuffles each round (seeded).

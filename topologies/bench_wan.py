@@ -13,7 +13,6 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import benchpage
-from harness.results.format import ResultsFormatError
 from harness.results.runset import RunSet
 
 SCENARIO = "bench-wan"
@@ -92,10 +91,7 @@ def comparison(runs: pd.DataFrame) -> list[str]:
 
 
 def report(runs_given: RunSet) -> str:
-    runs_set = runs_given.scenario(SCENARIO)
-    if runs_set.points.empty:
-        raise ResultsFormatError(f"no run of {SCENARIO} among the runs given")
-    manifest = next(iter(runs_set.raw_manifests.values()))
+    runs_set, manifest = benchpage.scenario_runs(runs_given, SCENARIO)
     runs = runs_frame(runs_set.points)
     first = runs.iloc[0]
     invalid = runs[~runs["valid"].astype(bool)]

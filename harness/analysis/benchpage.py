@@ -28,6 +28,14 @@ def newest_run(root: Path, scenario: str, make_target: str) -> Path:
     return runs[-1]
 
 
+def scenario_runs(runs: RunSet, scenario: str) -> tuple[RunSet, dict]:
+    """The runs of `scenario` among those given and the first one's manifest."""
+    mine = runs.scenario(scenario)
+    if mine.points.empty:
+        raise ResultsFormatError(f"no run of {scenario} among the runs given")
+    return mine, next(iter(mine.raw_manifests.values()))
+
+
 def measured_line(manifest: dict, points: pd.DataFrame) -> str:
     """When, where and beside what load a run measured: the figures to read its numbers by."""
     load = ", ".join(f"{v:.2f}" for v in manifest["loadavg_at_start"])

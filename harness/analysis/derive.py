@@ -10,6 +10,7 @@ from scipy import stats
 
 from clients.validity import KEEP_UP_FRACTION, server_busy, server_saturated
 from harness.metrics import profile
+from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
@@ -81,10 +82,28 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
         _ratio(_column(out, "instructions"), packets)
     )
     out["cycles_source"] = cycles_source(out)
+    out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
     if "server_saturated" not in out or out["server_saturated"].isna().all():
         out["server_saturated"] = _server_saturated(out)  # runs recorded before the rule
     out["server_busy"] = _server_busy(out)
     return out
+
+
+def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The server's event-dispatch call (kernel_trace), whichever it is: of the dispatch
+    families the one it called most, its in-kernel ns per call and its share of one CPU over
+    the traced window (the papers' "CPU in select"). Null where nothing was traced."""
+    calls = pd.DataFrame({f: _column(points, kernel_column(f, "calls"))
+                          for f in KERNEL_DISPATCH_FAMILIES}).fillna(0)
+    per_call = pd.DataFrame({f: _column(points, kernel_column(f, "ns_per_call"))
+                             for f in KERNEL_DISPATCH_FAMILIES})
+    chosen = calls.to_numpy().argmax(axis=1)
+    rows = np.arange(len(points))
+    called = calls.to_numpy()[rows, chosen] > 0
+    ns = pd.Series(np.where(called, per_call.to_numpy()[rows, chosen], np.nan),
+                   index=points.index)
+    spent = ns * pd.Series(calls.to_numpy()[rows, chosen], index=points.index)
+    return ns, 100 * spent / (1e9 * _column(points, "kernel_trace_window_s"))
 
 
 def _server_busy(points: pd.DataFrame) -> pd.Series:

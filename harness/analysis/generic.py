@@ -20,6 +20,8 @@ GENERIC = "generic"  # FigureSpec.paper of these figures: their section of the r
 HEADLINE_METRICS = (
     "reply_rate_rps", "cpu_server_pct", "resp_time_p50_ms", "resp_time_p99_ms",
     "errors_total", "stream_throughput_mbps", "cycles_per_packet",
+    # kernel_trace: the dispatch call's in-kernel time, the receive path's per packet
+    "kernel_dispatch_ns_per_call", "kernel_rx_ns_per_packet",
 )
 
 # source.metric of the samples a time series shows: what was served, what the server's CPU
@@ -67,7 +69,8 @@ def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
             id=f"{scenario}--timeseries", paper=GENERIC, target=scenario, scenario=scenario,
             title="per second", x="t_s", y=TIMESERIES_METRICS, series=series,
             source="timeseries"))
-    metrics = tuple(m for m in HEADLINE_METRICS if _has_values(mine.points, m))
+    derived = derive.add_derived(mine.points)
+    metrics = tuple(m for m in HEADLINE_METRICS if _has_values(derived, m))
     if not metrics:
         return over_time
     numeric = [a for a in axes if pd.api.types.is_numeric_dtype(mine.points[a])]
@@ -96,7 +99,7 @@ def point_table(scenario: str, runs: RunSet) -> pd.DataFrame:
     """One row per point of `scenario`: its swept parameters, each headline metric's median
     over the valid repetitions, and how many repetitions were valid."""
     mine = runs.scenario(scenario)
-    points = derive.with_verdict(mine.points)
+    points = derive.add_derived(derive.with_verdict(mine.points))
     by = ["run_id", *swept(mine)] if mine.manifests["run_id"].nunique() > 1 else swept(mine)
     by = by or ["point_id"]
     metrics = [m for m in HEADLINE_METRICS if _has_values(points, m)]

@@ -31,6 +31,7 @@ from harness.runner.run import (
     MissingTool,
     PointSource,
     check_topologies,
+    kernel_trace,
     pending,
     preflight,
     run_manifest,
@@ -209,6 +210,10 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     if not counters:
         console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
                       f"from CPU time × TSC frequency and labelled cycles_estimated")
+    trace = kernel_trace(scenario)
+    if trace is not None and not trace.tracepoints:
+        console.print(f"[yellow]kernel_trace cannot run here[/yellow]: {trace.detail}; the "
+                      f"kernel_* columns are null", highlight=False)
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")

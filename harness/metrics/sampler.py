@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from clients import pinning
-from harness.metrics import cpu, net, perf, profile
+from harness.metrics import cpu, ktrace, net, perf, profile
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
 
@@ -28,6 +28,7 @@ class SamplerConfig:
     # the topology's link emulators (wb-linkem): their CPU is the WAN's cost on this machine
     emulator_pids: list[int] = field(default_factory=list)
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
+    kernel_trace: bool = False  # wb-ktrace over the window (the kernel_* columns)
 
 
 @dataclass
@@ -42,7 +43,8 @@ class _Reading:
 
 
 class WindowSampler:
-    """Reads /proc once a second (cheap: a few small files), perf runs beside it when asked.
+    """Reads /proc once a second (cheap: a few small files), perf and wb-ktrace run beside it
+    when asked.
 
     prepare() before the window (perf's start-up), start() at its start, stop() at its end;
     close() whatever happened."""
@@ -53,6 +55,7 @@ class WindowSampler:
         self._task: asyncio.Task[None] | None = None
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
+        self._ktrace: ktrace.KernelTrace | None = None
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
@@ -79,7 +82,8 @@ class WindowSampler:
         )
 
     async def prepare(self) -> None:
-        """Starts the perfs asked for, counting nothing yet (PerfFailed if one cannot)."""
+        """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
+        KernelTraceFailed if one cannot)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
         # never on the server's CPU (unless it is the only one)
@@ -94,11 +98,16 @@ class WindowSampler:
             self._perf.append((ControlledPerf("record", argv, beside, c.workdir), out))
         for controlled, _ in self._perf:
             await controlled.start()
+        if c.kernel_trace:
+            self._ktrace = ktrace.KernelTrace(c.server_pid, c.server_cpu, c.workdir)
+            await self._ktrace.prepare()
 
     async def start(self) -> None:
-        """The window starts: perf counts, /proc is read once a second."""
+        """The window starts: perf and wb-ktrace count, /proc is read once a second."""
         for controlled, _ in self._perf:
             await controlled.enable()
+        if self._ktrace is not None:
+            await self._ktrace.start()
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
@@ -121,15 +130,19 @@ class WindowSampler:
         """End the window; returns its totals as point-record columns."""
         assert self._first is not None and self._task is not None, "start() first"
         last = self._read()
+        traced = await self._ktrace.stop() if self._ktrace is not None else None
         interference = self._interference.stop(last.t - self._first.t)
         self._task.cancel()
         await self.close()
-        return {**self._totals(self._first, last), **interference}
+        return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
 
     async def close(self) -> None:
-        """No perf left running (after stop(), or when the point failed before it)."""
+        """No perf or wb-ktrace left running (after stop(), or when the point failed before
+        it)."""
         for controlled, _ in self._perf:
             await controlled.stop()
+        if self._ktrace is not None:
+            await self._ktrace.close()
 
     def profile_rows(self) -> list[dict[str, Any]]:
         return [row for controlled, out in self._perf if controlled.name == "record"

@@ -55,6 +55,32 @@ COLUMN_KINDS = {
                     BOOLEAN),
 }
 
+# In-kernel time over a point's window (wb-ktrace, eBPF; `kernel_trace: true`), null where it
+# did not run. The system-call families in wb-ktrace's order (`wb-ktrace --describe`;
+# tests/ktrace/test_describe.py holds the two together), the event-dispatch ones, those whose
+# return value counts ready descriptors, and the columns: per family, per direction of the
+# network softirqs.
+KERNEL_FAMILIES = ("select", "poll", "epoll_wait", "io_uring_enter", "sigtimedwait", "accept",
+                   "read", "write")
+KERNEL_DISPATCH_FAMILIES = KERNEL_FAMILIES[:5]
+KERNEL_READY_FAMILIES = ("select", "poll", "epoll_wait")
+KERNEL_FAMILY_METRICS = ("calls", "ns_per_call", "ns_per_reply")
+KERNEL_DIRECTIONS = ("rx", "tx")
+
+
+def kernel_column(family_or_direction: str, metric: str) -> str:
+    """e.g. kernel_select_ns_per_call, kernel_rx_ns_per_packet."""
+    return f"kernel_{family_or_direction}_{metric}"
+
+
+KERNEL_TRACE_COLUMNS = (
+    *(kernel_column(f, m) for f in KERNEL_FAMILIES for m in KERNEL_FAMILY_METRICS),
+    *(kernel_column(f, "ready_per_call") for f in KERNEL_READY_FAMILIES),
+    *(kernel_column(d, m) for d in KERNEL_DIRECTIONS for m in ("packets", "ns_per_packet")),
+    "kernel_events_traced",
+    "kernel_trace_window_s",
+)
+
 
 class ResultsFormatError(ValueError):
     """A run directory does not follow docs/results-format.md."""

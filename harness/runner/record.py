@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from clients import validity
+from harness.metrics import ktrace
 from harness.results import rows
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
@@ -35,6 +36,7 @@ class PointRecorder:
         row = rows.measured_row(
             self.ids, self.config.name, self.point.columns, doc, measured.window,
             rows.server_deltas(measured.stats_before, measured.stats_after, rtsig))
+        row.update(ktrace.per_reply(row))
         reasons = list(doc.get("invalid_reasons") or [])
         if (doc.get("generator") not in validity.CPU_SAYS_NOTHING
                 and not any(r.startswith("generator CPU saturated") for r in reasons)):

@@ -4,6 +4,7 @@ each point × repetition a launcher that measures and a recorder that keeps the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import shutil
@@ -15,6 +16,7 @@ from clients import pinning
 from clients.paths import binary
 from harness import interrupts, topology
 from harness.cgroups import CgroupError, cpu_hierarchy
+from harness.metrics import ktrace
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
 from harness.runner.context import Endpoints, RunContext, endpoints
@@ -64,6 +66,14 @@ def check_topologies(scenario: Scenario, scenario_dir: Path) -> None:
         check_plan(topology.load_topology(ref.path(scenario_dir), dict(ref.set) or None))
 
 
+def kernel_trace(scenario: Scenario) -> ktrace.Support | None:
+    """What this machine allows for a scenario whose points ask for kernel_trace; None when
+    none asks."""
+    if not any(point.config.kernel_trace for point in points(scenario)):
+        return None
+    return ktrace.support()
+
+
 def run_manifest(ctx: RunContext) -> dict[str, Any]:
     """What the run is: written when it is created, never rewritten."""
     scenario = ctx.scenario
@@ -90,6 +100,8 @@ def session_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> d
         "perf": {"hardware_counters": ctx.hardware_counters, "reason": reason,
                  "cycles_source": "perf stat -C <server cpu>" if ctx.hardware_counters
                  else "estimated: server CPU busy time × TSC frequency"},
+        "kernel_trace": dataclasses.asdict(trace) if (trace := kernel_trace(ctx.scenario))
+        else None,
         "topology": ctx.topology_manifest,
         "guest": ctx.guest.model_dump(mode="json") if ctx.guest else None,
         "cluster": ctx.cluster or None,

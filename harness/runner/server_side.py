@@ -17,6 +17,7 @@ from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import procs, servers
 from harness.cgroups import CpuBudget, Throttling
+from harness.metrics import ktrace
 from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
@@ -206,7 +207,9 @@ class ServerSide:
         sampler = WindowSampler(SamplerConfig(
             server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
             generator_pids=generator_pids, tsc_hz=tsc_hz, hardware_counters=hardware_counters,
-            profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids))
+            profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
+            # where the machine cannot, the columns stay null (the run said why at its start)
+            kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints))
         try:
             await sampler.prepare()  # during the warm-up
             await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
@@ -216,7 +219,7 @@ class ServerSide:
             # reading the server's stats and starting the samplers took some of the window
             await asyncio.sleep(max(0.0, window_end - asyncio.get_running_loop().time()))
             window = await sampler.stop()
-        except PerfFailed as exc:
+        except (PerfFailed, ktrace.KernelTraceFailed) as exc:
             raise PointFailed(str(exc)) from None
         finally:
             await sampler.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.results.format import KERNEL_DIRECTIONS, KERNEL_FAMILIES, kernel_column
+
 Series = tuple[tuple[str, str], ...]  # (source, metric) pairs in timeseries.parquet, summed
 
 
@@ -60,11 +62,17 @@ _CATALOGUE = (
     Metric("timeouts_total", False),
     Metric("sigio_overflows", False),
 )
-METRICS: dict[str, Metric] = {m.name: m for m in _CATALOGUE}
+# In-kernel time (kernel_trace: true), per call of each family and per packet each way: a
+# regression names the call or the layer that grew. Repetition means only (no per-second
+# series); a run without kernel_trace has none, so the defaults leave them out there.
+KERNEL_METRICS = (*(kernel_column(f, "ns_per_call") for f in KERNEL_FAMILIES),
+                  *(kernel_column(d, "ns_per_packet") for d in KERNEL_DIRECTIONS))
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    *_CATALOGUE, *(Metric(name, False) for name in KERNEL_METRICS))}
 
 DEFAULT_METRICS = (
     "reply_rate_rps", "resp_time_mean_ms", "resp_time_p99_ms", "cpu_server_pct",
-    "cycles_per_packet", "stream_throughput_mbps",
+    "cycles_per_packet", "stream_throughput_mbps", *KERNEL_METRICS,
 )
 # content_throughput_mbps and cpu_us_per_conn are computed on loading
 # (harness.analysis.derive.add_derived), not stored in points.parquet.

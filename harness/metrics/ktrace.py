@@ -1,0 +1,190 @@
+"""In-kernel time over exactly a point's window, measured inside the kernel by wb-ktrace (eBPF,
+ktrace/): the server tree's event-dispatch and I/O system calls (calls, time on a CPU inside
+them, ready descriptors per dispatch call) and every CPU's network softirqs per packet. Exact
+counts, not samples; the columns are harness.results.format's KERNEL_TRACE_COLUMNS.
+
+Like perfctl's perf, the loader starts before the window (it loads and verifies its programs
+during the warm-up) and is switched on and off over a control channel, here its stdin."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clients import pinning
+from clients.paths import MissingBinary, binary
+from harness import procs
+from harness.results.format import (
+    KERNEL_FAMILIES,
+    KERNEL_READY_FAMILIES,
+    KERNEL_TRACE_COLUMNS,
+    kernel_column,
+)
+
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+# loading and verifying takes 0.1 s here; a CPU shared with a busy generator gives it half
+ANSWER_TIMEOUT_S = 30.0
+
+
+class KernelTraceFailed(RuntimeError):
+    """wb-ktrace did not start or did not answer: the point cannot have what it asked for."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """What this machine allows: tracepoints (the kernel columns) and fentry (function grain,
+    which wb-ktrace does not use yet); detail says why not, or what works."""
+
+    tracepoints: bool
+    fentry: bool
+    detail: str
+
+
+def _loader() -> Path:
+    try:
+        return binary("wb-ktrace")
+    except MissingBinary as exc:
+        if not VMLINUX_BTF.exists():  # the build skips it where the kernel has no BTF
+            raise MissingBinary(f"this kernel has no BTF ({VMLINUX_BTF}), so wb-ktrace is not "
+                                f"built; fix: a kernel built with CONFIG_DEBUG_INFO_BTF=y "
+                                f"(Debian's are)") from None
+        raise exc
+
+
+@functools.cache
+def support() -> Support:
+    """`wb-ktrace --probe`, once per process: it loads, attaches and detaches its programs,
+    then tries an fentry program."""
+    try:
+        done = subprocess.run([str(_loader()), "--probe"], capture_output=True, text=True,
+                              timeout=ANSWER_TIMEOUT_S)
+    except MissingBinary as exc:
+        return Support(False, False, str(exc))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Support(False, False, f"wb-ktrace --probe: {exc}")
+    if done.returncode != 0:
+        return Support(False, False, _said(done.stderr) or
+                       f"wb-ktrace --probe exited with status {done.returncode}")
+    try:
+        probed = json.loads(done.stdout)
+    except ValueError:
+        return Support(False, False, f"wb-ktrace --probe said {done.stdout.strip()[:200]!r}, "
+                       f"not its JSON line; fix: rebuild it (make)")
+    fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
+    return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}")
+
+
+def _said(stderr: str) -> str:
+    """wb-ktrace's one-line reason, without its name."""
+    lines = stderr.strip().splitlines()
+    return lines[-1].removeprefix("wb-ktrace: ") if lines else ""
+
+
+class KernelTrace:
+    """wb-ktrace over one window: prepare() before it, start() at its start, stop() at its end
+    (the document), close() whatever happened. It runs beside the server, never on its CPU
+    (unless that is the only one)."""
+
+    def __init__(self, server_pid: int, server_cpu: int, workdir: Path):
+        self.argv = [str(_loader()), "--pid", str(server_pid)]
+        self.cpus = pinning.all_but(server_cpu) or {server_cpu}
+        self.stderr = workdir / "ktrace.stderr"
+        self.document_path = workdir / "ktrace.json"
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def prepare(self) -> None:
+        """Loaded, verified, following the server's forks; counting nothing yet."""
+        with self.stderr.open("wb") as stderr:
+            self._proc = await procs.spawn(pinning.pin_set_argv(self.cpus) + self.argv,
+                                           stdin=asyncio.subprocess.PIPE,
+                                           stdout=asyncio.subprocess.PIPE, stderr=stderr)
+        await self._expect("ready", None)
+
+    async def start(self) -> None:
+        await self._expect("started", "start")
+
+    async def stop(self) -> dict[str, Any]:
+        """Counting no more, detached; the window's document (also kept in the raw dir)."""
+        line = await self._expect(None, "stop")
+        assert self._proc is not None
+        await self._proc.wait()
+        document: dict[str, Any] = json.loads(line)
+        self.document_path.write_text(json.dumps(document, indent=1) + "\n")
+        return document
+
+    async def close(self) -> None:
+        """Safe at any time and more than once: nothing of it is left in the kernel after,
+        since its programs, maps and links are held by its descriptors only."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await procs.stop(proc, timeout=ANSWER_TIMEOUT_S)
+
+    async def _expect(self, answer: str | None, command: str | None) -> str:
+        """Sends command (if any) and returns the next line, which must be answer (if any)."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            if command is not None:
+                proc.stdin.write(f"{command}\n".encode())
+                await proc.stdin.drain()
+            line = await asyncio.wait_for(proc.stdout.readline(), ANSWER_TIMEOUT_S)
+        except (TimeoutError, ConnectionError) as exc:
+            raise KernelTraceFailed(f"wb-ktrace did not answer '{command or 'load'}' "
+                                    f"({exc or 'timed out'})") from None
+        text = line.decode(errors="replace").strip()
+        if text and answer in (None, text):
+            return text
+        if not text:
+            await proc.wait()  # it exited: its reason is on stderr
+        said = _said(self.stderr.read_text(errors="replace")) if self.stderr.exists() else ""
+        raise KernelTraceFailed(f"wb-ktrace answered {text!r} to '{command or 'load'}'"
+                                + (f": {said}" if said else ""))
+
+
+def _per(total: float, count: float) -> float | None:
+    return total / count if count else None
+
+
+def columns(document: dict[str, Any] | None) -> dict[str, Any]:
+    """The window's kernel columns from wb-ktrace's document (the server's role); every one
+    null without a document. Per reply: per_reply(), once the replies are known."""
+    row: dict[str, Any] = dict.fromkeys(KERNEL_TRACE_COLUMNS)
+    if document is None:
+        return row
+    server = document["roles"]["server"]
+    for family in KERNEL_FAMILIES:
+        calls = server[family]
+        row[kernel_column(family, "calls")] = calls["calls"]
+        row[kernel_column(family, "ns_per_call")] = _per(calls["kernel_ns"], calls["calls"])
+        if family in KERNEL_READY_FAMILIES:
+            row[kernel_column(family, "ready_per_call")] = _per(calls["returned"],
+                                                                calls["calls"])
+    cpus = document["cpus"]
+    for direction in ("rx", "tx"):
+        packets = sum(cpu[f"{direction}_packets"] for cpu in cpus)
+        row[kernel_column(direction, "packets")] = packets
+        row[kernel_column(direction, "ns_per_packet")] = _per(
+            sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets)
+    row["kernel_events_traced"] = document["events"]["traced"]
+    row["kernel_trace_window_s"] = document["window_ns"] / 1e9
+    return row
+
+
+def per_reply(row: dict[str, Any]) -> dict[str, Any]:
+    """Each family's in-kernel ns per 2xx reply the generator counted: its calls' time over
+    the traced window, the replies at their rate over the same span."""
+    window_s, rate = row.get("kernel_trace_window_s"), row.get("reply_rate_rps")
+    replies = window_s * rate if window_s and rate else None
+    out: dict[str, Any] = {}
+    for family in KERNEL_FAMILIES:
+        calls = row.get(kernel_column(family, "calls"))
+        per_call = row.get(kernel_column(family, "ns_per_call"))
+        out[kernel_column(family, "ns_per_reply")] = (
+            None if calls is None or not replies
+            else 0.0 if calls == 0 else per_call * calls / replies)
+    return out

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0
+/* wb-ktrace's BPF side: the measured processes' event-dispatch and I/O system calls timed
+ * from entry to exit (their time on a CPU, off it, and in softirqs that ran inside them),
+ * and every CPU's network softirqs and packets.
+ *
+ * BTF-typed raw tracepoints (tp_btf) throughout: they need BTF, which CO-RE needs anyway,
+ * but no tracefs, and they load where fentry is refused. sys_enter/sys_exit fire for every
+ * system call of the machine; an array lookup by number drops the untraced ones, a hash
+ * lookup by tgid the other processes. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "ktrace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* The loader sets it once every program is attached and clears it before detaching: the
+ * counted window is exactly the one between its two answers. */
+volatile __u32 counting;
+
+/* syscall number -> family + 1 (0: not traced); the loader fills it from <sys/syscall.h> */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, KT_MAX_SYSCALL);
+    __type(key, __u32);
+    __type(value, __u32);
+} kt_syscall_family SEC(".maps");
+
+/* tgid -> role: the loader puts the measured trees in, follow_fork their children */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, KT_MAX_TGIDS);
+    __type(key, __u32);
+    __type(value, __u32);
+} kt_tgids SEC(".maps");
+
+enum membership { UNKNOWN, MEMBER, STRANGER };
+
+/* Each thread's state, in its task's local storage: a pointer away, where a hash lookup by
+ * tid cost every system call exit and context switch of the machine one. Whether the thread
+ * belongs to a measured tree is learnt at its first traced call (kt_tgids) and kept. */
+struct task_state {
+    __u64 entered_ns;   /* the traced call it is inside began; 0: in none */
+    __u64 off_since_ns; /* switched out inside it at; 0: on a CPU */
+    __u64 off_cpu_ns;
+    __u64 softirq_ns;
+    __u32 slot; /* of kt_calls: role * KT_FAMILIES + family */
+    __u16 membership;
+    __u16 role;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct task_state);
+} kt_tasks SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, KT_ROLES * KT_FAMILIES);
+    __type(key, __u32);
+    __type(value, struct kt_calls);
+} kt_calls SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kt_cpu);
+} kt_cpu SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kt_events);
+} kt_events SEC(".maps");
+
+static __always_inline struct kt_events *counted_run(void)
+{
+    __u32 zero = 0;
+    if (!counting)
+        return NULL;
+    struct kt_events *e = bpf_map_lookup_elem(&kt_events, &zero);
+    if (e)
+        e->runs++;
+    return e;
+}
+
+static __always_inline void traced(struct kt_events *e)
+{
+    e->traced++;
+}
+
+/* floor(log2(v)), 0 for 0, capped to the histogram */
+static __always_inline __u32 bucket_of(__u64 v)
+{
+    __u32 b = 0;
+    if (v >> 32) { v >>= 32; b += 32; }
+    if (v >> 16) { v >>= 16; b += 16; }
+    if (v >> 8) { v >>= 8; b += 8; }
+    if (v >> 4) { v >>= 4; b += 4; }
+    if (v >> 2) { v >>= 2; b += 2; }
+    if (v >> 1) b += 1;
+    return b < KT_HIST_BUCKETS ? b : KT_HIST_BUCKETS - 1;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(kt_follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+    __u32 parent_tgid = parent->tgid, child_tgid = child->tgid;
+    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &parent_tgid);
+    if (!role || child_tgid == parent_tgid) /* a thread: its process is already in */
+        return 0;
+    __u32 inherited = *role;
+    if (bpf_map_update_elem(&kt_tgids, &child_tgid, &inherited, BPF_NOEXIST) == 0) {
+        __u32 zero = 0;
+        struct kt_events *e = bpf_map_lookup_elem(&kt_events, &zero);
+        if (e)
+            e->followed++;
+    }
+    return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
+{
+    struct kt_events *e = counted_run();
+    if (!e || id < 0 || id >= KT_MAX_SYSCALL)
+        return 0;
+    __u32 nr = id;
+    __u32 *family = bpf_map_lookup_elem(&kt_syscall_family, &nr);
+    if (!family || *family == 0)
+        return 0;
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, task, 0,
+                                                    BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!state) {
+        e->untimed++;
+        return 0;
+    }
+    if (state->membership == UNKNOWN) {
+        __u32 tgid = task->tgid;
+        __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
+        state->membership = role ? MEMBER : STRANGER;
+        state->role = role ? *role : 0;
+    }
+    if (state->membership != MEMBER)
+        return 0;
+    state->slot = state->role * KT_FAMILIES + (*family - 1);
+    state->off_since_ns = state->off_cpu_ns = state->softirq_ns = 0;
+    state->entered_ns = bpf_ktime_get_ns();
+    return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
+{
+    struct kt_events *e = counted_run();
+    if (!e)
+        return 0;
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0,
+                                                    0);
+    if (!state || !state->entered_ns)
+        return 0;
+    __u64 elapsed = bpf_ktime_get_ns() - state->entered_ns;
+    state->entered_ns = 0;
+    __u64 away = state->off_cpu_ns + state->softirq_ns;
+    __u64 own = elapsed > away ? elapsed - away : 0;
+    __u32 slot = state->slot;
+    struct kt_calls *c = bpf_map_lookup_elem(&kt_calls, &slot);
+    if (!c)
+        return 0;
+    c->calls++;
+    c->kernel_ns += own;
+    c->off_cpu_ns += state->off_cpu_ns;
+    c->softirq_ns += state->softirq_ns;
+    if (ret > 0)
+        c->returned += ret;
+    else if (ret < 0)
+        c->errors++;
+    __u32 b = bucket_of(own);
+    if (b < KT_HIST_BUCKETS)
+        c->hist[b]++;
+    traced(e);
+    return 0;
+}
+
+/* Time a traced call spends switched out (asleep in the dispatch call, or preempted) is not
+ * the kernel's work for it. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    struct kt_events *e = counted_run();
+    if (!e)
+        return 0;
+    __u64 now = 0;
+    struct task_state *out = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
+    if (out && out->entered_ns) {
+        now = bpf_ktime_get_ns();
+        out->off_since_ns = now;
+        traced(e);
+    }
+    struct task_state *in = bpf_task_storage_get(&kt_tasks, next, 0, 0);
+    if (in && in->entered_ns && in->off_since_ns) {
+        if (!now)
+            now = bpf_ktime_get_ns();
+        in->off_cpu_ns += now - in->off_since_ns;
+        in->off_since_ns = 0;
+    }
+    return 0;
+}
+
+/* The network's softirqs only: the others (timers, RCU, scheduling) are left in the time of
+ * the call they interrupt, as in the papers' profiles. */
+static __always_inline bool network(unsigned int vec)
+{
+    return vec == KT_NET_RX_SOFTIRQ || vec == KT_NET_TX_SOFTIRQ;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(kt_softirq_entry, unsigned int vec)
+{
+    if (!network(vec) || !counted_run())
+        return 0;
+    __u32 zero = 0;
+    struct kt_cpu *c = bpf_map_lookup_elem(&kt_cpu, &zero);
+    if (c) {
+        c->softirq_start_ns = bpf_ktime_get_ns();
+        c->softirq_vec = vec;
+    }
+    return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(kt_softirq_exit, unsigned int vec)
+{
+    if (!network(vec))
+        return 0;
+    struct kt_events *e = counted_run();
+    __u32 zero = 0;
+    struct kt_cpu *c = e ? bpf_map_lookup_elem(&kt_cpu, &zero) : NULL;
+    if (!c || !c->softirq_start_ns || c->softirq_vec != vec)
+        return 0; /* entered before the window */
+    __u64 spent = bpf_ktime_get_ns() - c->softirq_start_ns;
+    c->softirq_start_ns = 0;
+    if (vec == KT_NET_RX_SOFTIRQ) {
+        c->net_rx_ns += spent;
+        c->net_rx_count++;
+    } else {
+        c->net_tx_ns += spent;
+        c->net_tx_count++;
+    }
+    traced(e);
+    /* ran on the time of a traced call that it interrupted: not that call's work */
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0,
+                                                    0);
+    if (state && state->entered_ns && !state->off_since_ns)
+        state->softirq_ns += spent;
+    return 0;
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(kt_netif_receive_skb, struct sk_buff *skb)
+{
+    struct kt_events *e = counted_run();
+    __u32 zero = 0;
+    struct kt_cpu *c = e ? bpf_map_lookup_elem(&kt_cpu, &zero) : NULL;
+    if (c) {
+        c->rx_packets++;
+        traced(e);
+    }
+    return 0;
+}
+
+SEC("tp_btf/net_dev_xmit")
+int BPF_PROG(kt_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev, unsigned int len)
+{
+    struct kt_events *e = counted_run();
+    __u32 zero = 0;
+    struct kt_cpu *c = e ? bpf_map_lookup_elem(&kt_cpu, &zero) : NULL;
+    if (c && rc == 0) { /* NETDEV_TX_OK: the device took it */
+        c->tx_packets++;
+        traced(e);
+    }
+    return 0;
+}

@@ -1,0 +1,553 @@
+/* wb-ktrace: times a process tree's event-dispatch and I/O system calls inside the kernel,
+ * and every CPU's network softirqs, over exactly the window it is told; prints JSON.
+ *
+ *   wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] [--duration S]
+ *   wb-ktrace --probe | --describe | --help
+ *
+ * Without --duration it is driven on stdin, as perf is over its control fifo: it loads and
+ * verifies its programs, follows the trees' forks from then on, and prints "ready"; "start"
+ * attaches the window's programs and answers "started"; "stop" detaches them, prints the
+ * JSON document and exits. End of input or a signal ends it without a document. Nothing is
+ * pinned: every program, map and link is held by this process's descriptors only, so the
+ * kernel frees them when it exits, however it exits (SIGKILL included). tracefs and bpffs
+ * are never needed (tp_btf programs attach by BTF name), so nothing is mounted.
+ *
+ * Why it cannot run is one line on stderr and its own exit status (kt_exit below). */
+#include <errno.h>
+#include <dirent.h>
+#include <linux/bpf.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "ktrace.h"
+#include "ktrace.skel.h"
+
+enum kt_exit {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1,      /* anything else (the message says what) */
+    EXIT_USAGE = 2,
+    EXIT_NO_CAPABILITY = 3,
+    EXIT_NO_BTF = 4,
+    EXIT_NO_TRACEPOINT = 5,
+};
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+#define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+#define MAX_ROOTS 64
+
+struct family {
+    const char *name;
+    const char *returns; /* what its positive return values add up to */
+    int syscalls[6];     /* END ends the list; ABSENT: not on this architecture */
+    const char *syscall_names;
+};
+
+#define END -2
+/* arm64 has no select, poll, epoll_wait or accept: only their newer forms */
+#define ABSENT -1
+#ifdef SYS_select
+#define NR_SELECT SYS_select
+#else
+#define NR_SELECT ABSENT
+#endif
+#ifdef SYS_poll
+#define NR_POLL SYS_poll
+#else
+#define NR_POLL ABSENT
+#endif
+#ifdef SYS_epoll_wait
+#define NR_EPOLL_WAIT SYS_epoll_wait
+#else
+#define NR_EPOLL_WAIT ABSENT
+#endif
+#ifdef SYS_epoll_pwait2
+#define NR_EPOLL_PWAIT2 SYS_epoll_pwait2
+#else
+#define NR_EPOLL_PWAIT2 ABSENT
+#endif
+#ifdef SYS_accept
+#define NR_ACCEPT SYS_accept
+#else
+#define NR_ACCEPT ABSENT
+#endif
+#ifndef SYS_io_uring_enter
+#define SYS_io_uring_enter 426
+#endif
+
+/* In enum kt_family's order. */
+static const struct family FAMILIES[KT_FAMILIES] = {
+    [KT_SELECT] = {"select", "ready descriptors", {NR_SELECT, SYS_pselect6, END},
+                   "select, pselect6"},
+    [KT_POLL] = {"poll", "ready descriptors", {NR_POLL, SYS_ppoll, END}, "poll, ppoll"},
+    [KT_EPOLL_WAIT] = {"epoll_wait", "ready descriptors",
+                       {NR_EPOLL_WAIT, SYS_epoll_pwait, NR_EPOLL_PWAIT2, END},
+                       "epoll_wait, epoll_pwait, epoll_pwait2"},
+    [KT_IO_URING_ENTER] = {"io_uring_enter", "submissions consumed", {SYS_io_uring_enter, END},
+                           "io_uring_enter"},
+    [KT_SIGTIMEDWAIT] = {"sigtimedwait", "signal numbers", {SYS_rt_sigtimedwait, END},
+                         "rt_sigtimedwait"},
+    [KT_ACCEPT] = {"accept", "descriptor numbers", {NR_ACCEPT, SYS_accept4, END},
+                   "accept, accept4"},
+    [KT_READ] = {"read", "bytes", {SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmsg, END},
+                 "read, readv, recvfrom, recvmsg"},
+    [KT_WRITE] = {"write", "bytes", {SYS_write, SYS_writev, SYS_sendto, SYS_sendmsg, END},
+                  "write, writev, sendto, sendmsg"},
+};
+
+static const char *const ROLES[KT_ROLES] = {"server", "generator"};
+
+/* Every tracepoint the programs attach to (its BTF type is btf_trace_NAME). */
+static const char *const TRACEPOINTS[] = {
+    "sched_process_fork", "sys_enter", "sys_exit", "sched_switch", "softirq_entry",
+    "softirq_exit", "netif_receive_skb", "net_dev_xmit",
+};
+
+static char libbpf_said[512]; /* libbpf's last warning: the detail of a failed load */
+
+static int keep_warning(enum libbpf_print_level level, const char *format, va_list args)
+{
+    if (level == LIBBPF_DEBUG)
+        return 0;
+    char line[sizeof libbpf_said];
+    vsnprintf(line, sizeof line, format, args);
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0])
+        memcpy(libbpf_said, line, sizeof line);
+    return 0;
+}
+
+static void die(enum kt_exit status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("wb-ktrace: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(status);
+}
+
+static void usage(void)
+{
+    fputs("usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
+          "[--duration SECONDS]\n"
+          "       wb-ktrace --probe | --describe\n"
+          "  --pid            a process whose tree is measured (the server), at most 64\n"
+          "  --generator-pid  a process whose tree is traced apart, as the generator\n"
+          "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
+          "                   the document; without it: ready / start / stop on stdin\n"
+          "  --probe          what this machine allows (one JSON line), then exit\n"
+          "  --describe       the families and exit statuses (JSON), then exit\n"
+          "exit: 0 ok, 1 failed, 2 usage, 3 no CAP_BPF/CAP_SYS_ADMIN, 4 no BTF, "
+          "5 a tracepoint missing\n", stderr);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void describe(void)
+{
+    printf("{\"families\": [");
+    for (int f = 0; f < KT_FAMILIES; f++)
+        printf("%s{\"name\": \"%s\", \"syscalls\": \"%s\", \"returned\": \"%s\", "
+               "\"dispatch\": %s}", f ? ", " : "", FAMILIES[f].name, FAMILIES[f].syscall_names,
+               FAMILIES[f].returns, f <= KT_LAST_DISPATCH ? "true" : "false");
+    printf("], \"roles\": [\"%s\", \"%s\"], \"hist_buckets\": %d, \"exit\": {\"failed\": %d, "
+           "\"usage\": %d, \"no_capability\": %d, \"no_btf\": %d, \"no_tracepoint\": %d}}\n",
+           ROLES[0], ROLES[1], KT_HIST_BUCKETS, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CAPABILITY,
+           EXIT_NO_BTF, EXIT_NO_TRACEPOINT);
+}
+
+/* Loading tracing programs needs CAP_BPF with CAP_PERFMON, or CAP_SYS_ADMIN. */
+static bool capable_of_bpf(void)
+{
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2] = {{0}};
+    if (syscall(SYS_capget, &header, data) != 0)
+        return false;
+    unsigned long long effective =
+        (unsigned long long)data[1].effective << 32 | data[0].effective;
+    bool admin = effective >> CAP_SYS_ADMIN & 1;
+    bool bpf = (effective >> CAP_BPF & 1) && (effective >> CAP_PERFMON & 1);
+    return admin || bpf;
+}
+
+static const char CAPABILITY_FIX[] =
+    "loading BPF programs needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; fix: run as root "
+    "(or setcap cap_bpf,cap_perfmon+ep build/bin/wb-ktrace)";
+
+/* The checks any use starts with: capability, BTF, every tracepoint. */
+static void check_machine(void)
+{
+    if (!capable_of_bpf())
+        die(EXIT_NO_CAPABILITY, "%s", CAPABILITY_FIX);
+    if (access(VMLINUX_BTF, R_OK) != 0)
+        die(EXIT_NO_BTF, "%s: %s: this kernel has no BTF; fix: a kernel built with "
+            "CONFIG_DEBUG_INFO_BTF=y (Debian's and most distributions' are)", VMLINUX_BTF,
+            strerror(errno));
+    struct btf *vmlinux = btf__load_vmlinux_btf();
+    if (!vmlinux)
+        die(EXIT_NO_BTF, "cannot read %s: %s; fix: a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+            VMLINUX_BTF, strerror(errno));
+    for (size_t i = 0; i < sizeof TRACEPOINTS / sizeof *TRACEPOINTS; i++) {
+        char type[128];
+        snprintf(type, sizeof type, "btf_trace_%s", TRACEPOINTS[i]);
+        if (btf__find_by_name_kind(vmlinux, type, BTF_KIND_TYPEDEF) < 0) {
+            btf__free(vmlinux);
+            die(EXIT_NO_TRACEPOINT, "tracepoint %s is not in this kernel (no %s in its BTF); "
+                "fix: a kernel with it (CONFIG_TRACEPOINTS; Linux 5.5 or later)",
+                TRACEPOINTS[i], type);
+        }
+    }
+    btf__free(vmlinux);
+}
+
+/* Whether fentry programs may be loaded and attached here, tried on do_select; why not. */
+static bool fentry_allowed(char *why, size_t size)
+{
+    struct btf *vmlinux = btf__load_vmlinux_btf();
+    int id = vmlinux ? btf__find_by_name_kind(vmlinux, "do_select", BTF_KIND_FUNC) : -1;
+    btf__free(vmlinux);
+    if (id < 0) {
+        snprintf(why, size, "no do_select in the kernel's BTF to try it on");
+        return false;
+    }
+    struct bpf_insn return_zero[] = {
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+        {.code = BPF_JMP | BPF_EXIT},
+    };
+    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
+                .attach_btf_id = id);
+    int prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "wb_ktrace_probe", "GPL", return_zero, 2,
+                             &opts);
+    if (prog < 0) {
+        snprintf(why, size, "loading an fentry program on do_select: %s", strerror(errno));
+        return false;
+    }
+    int link = bpf_link_create(prog, 0, BPF_TRACE_FENTRY, NULL);
+    int saved = errno;
+    close(prog);
+    if (link < 0) {
+        snprintf(why, size, "attaching an fentry program to do_select: %s", strerror(saved));
+        return false;
+    }
+    close(link);
+    snprintf(why, size, "fentry loads and attaches (do_select)");
+    return true;
+}
+
+/* pid and every descendant it has now into the tgids map (forks later: follow_fork). */
+static int add_tree(int map_fd, int pid, __u32 role)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks)
+        return -1; /* gone */
+    __u32 key = (__u32)pid;
+    bpf_map_update_elem(map_fd, &key, &role, BPF_ANY);
+    struct dirent *task;
+    while ((task = readdir(tasks)) != NULL) {
+        if (task->d_name[0] == '.')
+            continue;
+        char children_path[320];
+        snprintf(children_path, sizeof children_path, "/proc/%d/task/%s/children", pid,
+                 task->d_name);
+        FILE *children = fopen(children_path, "r");
+        if (!children)
+            continue;
+        int child;
+        while (fscanf(children, "%d", &child) == 1)
+            add_tree(map_fd, child, role);
+        fclose(children);
+    }
+    closedir(tasks);
+    return 0;
+}
+
+static void fill_families(int map_fd)
+{
+    for (__u32 f = 0; f < KT_FAMILIES; f++)
+        for (const int *nr = FAMILIES[f].syscalls; *nr != END; nr++) {
+            if (*nr == ABSENT || *nr >= KT_MAX_SYSCALL)
+                continue;
+            __u32 key = (__u32)*nr, value = f + 1;
+            bpf_map_update_elem(map_fd, &key, &value, BPF_ANY);
+        }
+}
+
+struct window_links {
+    struct bpf_link *links[8];
+    int count;
+};
+
+static void attach_window(struct ktrace_bpf *skel, struct window_links *held)
+{
+    struct bpf_program *window[] = {
+        skel->progs.kt_sys_enter, skel->progs.kt_sys_exit, skel->progs.kt_sched_switch,
+        skel->progs.kt_softirq_entry, skel->progs.kt_softirq_exit, skel->progs.kt_netif_receive_skb,
+        skel->progs.kt_net_dev_xmit,
+    };
+    for (size_t i = 0; i < sizeof window / sizeof *window; i++) {
+        struct bpf_link *link = bpf_program__attach(window[i]);
+        if (!link)
+            die(EXIT_FAILED, "attaching %s: %s (%s)", bpf_program__name(window[i]),
+                strerror(errno), libbpf_said);
+        held->links[held->count++] = link;
+    }
+    skel->bss->counting = 1;
+}
+
+static void detach_window(struct ktrace_bpf *skel, struct window_links *held)
+{
+    skel->bss->counting = 0;
+    for (int i = 0; i < held->count; i++)
+        bpf_link__destroy(held->links[i]);
+    held->count = 0;
+}
+
+static void print_calls(const struct kt_calls *c)
+{
+    printf("{\"calls\": %llu, \"kernel_ns\": %llu, \"off_cpu_ns\": %llu, \"softirq_ns\": %llu, "
+           "\"returned\": %llu, \"errors\": %llu, \"hist_log2_ns\": [",
+           c->calls, c->kernel_ns, c->off_cpu_ns, c->softirq_ns, c->returned, c->errors);
+    for (int b = 0; b < KT_HIST_BUCKETS; b++)
+        printf("%s%llu", b ? ", " : "", c->hist[b]);
+    printf("]}");
+}
+
+/* The CPUs' values of a per-CPU map entry added up: its structs hold __u64 fields only. */
+static void sum_cpus(void *total, const void *per_cpu, size_t size, int cpus)
+{
+    __u64 *sum = total;
+    const __u64 *value = per_cpu;
+    memset(total, 0, size);
+    for (int c = 0; c < cpus; c++)
+        for (size_t i = 0; i < size / sizeof *sum; i++)
+            sum[i] += value[c * (size / sizeof *sum) + i];
+}
+
+static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool generator)
+{
+    int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0)
+        die(EXIT_FAILED, "cannot count this machine's CPUs: %s", strerror(-cpus));
+    struct kt_calls *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
+    struct kt_cpu *cpu_values = calloc((size_t)cpus, sizeof *cpu_values);
+    struct kt_events *event_values = calloc((size_t)cpus, sizeof *event_values);
+    if (!per_cpu || !cpu_values || !event_values)
+        die(EXIT_FAILED, "out of memory");
+    printf("{\"window_ns\": %llu, \"attach\": \"tp_btf\", \"roles\": {",
+           (unsigned long long)window_ns);
+    int calls_fd = bpf_map__fd(skel->maps.kt_calls);
+    for (int role = 0; role < (generator ? KT_ROLES : 1); role++) {
+        printf("%s\"%s\": {", role ? ", " : "", ROLES[role]);
+        for (int f = 0; f < KT_FAMILIES; f++) {
+            __u32 slot = (__u32)(role * KT_FAMILIES + f);
+            if (bpf_map_lookup_elem(calls_fd, &slot, per_cpu) != 0)
+                die(EXIT_FAILED, "reading the calls map: %s", strerror(errno));
+            struct kt_calls sum;
+            sum_cpus(&sum, per_cpu, sizeof sum, cpus);
+            printf("%s\"%s\": ", f ? ", " : "", FAMILIES[f].name);
+            print_calls(&sum);
+        }
+        printf("}");
+    }
+    __u32 zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_cpu), &zero, cpu_values) != 0 ||
+        bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_events), &zero, event_values) != 0)
+        die(EXIT_FAILED, "reading the per-CPU maps: %s", strerror(errno));
+    printf("}, \"cpus\": [");
+    for (int c = 0; c < cpus; c++) {
+        const struct kt_cpu *v = &cpu_values[c];
+        printf("%s{\"cpu\": %d, \"net_rx_ns\": %llu, \"net_rx_count\": %llu, "
+               "\"net_tx_ns\": %llu, \"net_tx_count\": %llu, \"rx_packets\": %llu, "
+               "\"tx_packets\": %llu}", c ? ", " : "", c, v->net_rx_ns, v->net_rx_count,
+               v->net_tx_ns, v->net_tx_count, v->rx_packets, v->tx_packets);
+    }
+    struct kt_events total;
+    sum_cpus(&total, event_values, sizeof total, cpus);
+    printf("], \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
+           "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
+    fflush(stdout);
+    free(per_cpu);
+    free(cpu_values);
+    free(event_values);
+}
+
+static volatile sig_atomic_t stop_requested;
+
+static void request_stop(int signo)
+{
+    (void)signo;
+    stop_requested = 1;
+}
+
+/* --duration: count until it has passed or a stop signal comes. */
+static void count_for(double seconds)
+{
+    struct sigaction action = {.sa_handler = request_stop}; /* no SA_RESTART: sleeps end */
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+    uint64_t until = now_ns() + (uint64_t)(seconds * 1e9);
+    while (!stop_requested) {
+        uint64_t now = now_ns();
+        if (now >= until)
+            break;
+        uint64_t left = until - now;
+        struct timespec nap = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* The control protocol: false at end of input (no document then). */
+static bool await_command(const char *command)
+{
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strcmp(line, command) == 0)
+            return true;
+        die(EXIT_USAGE, "expected '%s' on stdin, got '%s'", command, line);
+    }
+    return false;
+}
+
+static long parse_pid(const char *flag, const char *value)
+{
+    char *end;
+    errno = 0;
+    long pid = strtol(value, &end, 10);
+    if (errno || *end || pid <= 0 || pid > 4194304) {
+        fprintf(stderr, "wb-ktrace: %s %s: not a process id\n", flag, value);
+        usage();
+        exit(EXIT_USAGE);
+    }
+    return pid;
+}
+
+int main(int argc, char **argv)
+{
+    long roots[KT_ROLES][MAX_ROOTS];
+    int root_count[KT_ROLES] = {0, 0};
+    double duration = -1;
+    bool probe = false;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        bool has_value = i + 1 < argc;
+        if (strcmp(arg, "--describe") == 0) {
+            describe();
+            return EXIT_OK;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage();
+            return EXIT_OK;
+        } else if (strcmp(arg, "--probe") == 0) {
+            probe = true;
+        } else if ((strcmp(arg, "--pid") == 0 || strcmp(arg, "--generator-pid") == 0) &&
+                   has_value) {
+            int role = arg[2] == 'p' ? KT_SERVER : KT_GENERATOR;
+            if (root_count[role] == MAX_ROOTS)
+                die(EXIT_USAGE, "%s: at most %d", arg, MAX_ROOTS);
+            roots[role][root_count[role]++] = parse_pid(arg, argv[++i]);
+        } else if (strcmp(arg, "--duration") == 0 && has_value) {
+            char *end;
+            duration = strtod(argv[++i], &end);
+            if (*end || !(duration > 0 && duration <= 86400)) {
+                fprintf(stderr, "wb-ktrace: --duration %s: not a number of seconds in "
+                        "(0, 86400]\n", argv[i]);
+                usage();
+                return EXIT_USAGE;
+            }
+        } else {
+            fprintf(stderr, "wb-ktrace: %s: unknown option or missing value\n", arg);
+            usage();
+            return EXIT_USAGE;
+        }
+    }
+    if (!probe && root_count[KT_SERVER] == 0) {
+        fputs("wb-ktrace: give the measured process with --pid PID\n", stderr);
+        usage();
+        return EXIT_USAGE;
+    }
+    libbpf_set_print(keep_warning);
+    check_machine();
+
+    struct ktrace_bpf *skel = ktrace_bpf__open();
+    if (!skel)
+        die(EXIT_FAILED, "opening the BPF object: %s", strerror(errno));
+    if (ktrace_bpf__load(skel) != 0) {
+        int saved = errno;
+        if (saved == EPERM || saved == EACCES)
+            die(EXIT_NO_CAPABILITY, "%s (load: %s)", CAPABILITY_FIX, strerror(saved));
+        die(EXIT_FAILED, "loading the BPF programs: %s (%s)", strerror(saved), libbpf_said);
+    }
+    if (probe) {
+        /* the window's programs attach and detach once: what a point would do */
+        struct window_links held = {.count = 0};
+        attach_window(skel, &held);
+        detach_window(skel, &held);
+        ktrace_bpf__destroy(skel);
+        char why[256];
+        bool fentry = fentry_allowed(why, sizeof why);
+        printf("{\"tracepoints\": true, \"fentry\": %s, \"fentry_detail\": \"%s\"}\n",
+               fentry ? "true" : "false", why);
+        return EXIT_OK;
+    }
+    fill_families(bpf_map__fd(skel->maps.kt_syscall_family));
+    /* forks followed before the trees are walked: none slips between the two */
+    struct bpf_link *follow = bpf_program__attach(skel->progs.kt_follow_fork);
+    if (!follow)
+        die(EXIT_FAILED, "attaching follow_fork: %s (%s)", strerror(errno), libbpf_said);
+    int tgids_fd = bpf_map__fd(skel->maps.kt_tgids);
+    for (int role = 0; role < KT_ROLES; role++)
+        for (int i = 0; i < root_count[role]; i++)
+            if (add_tree(tgids_fd, (int)roots[role][i], (__u32)role) != 0)
+                die(EXIT_USAGE, "%s %ld: no such process", role ? "--generator-pid" : "--pid",
+                    roots[role][i]);
+
+    struct window_links held = {.count = 0};
+    uint64_t started, stopped;
+    if (duration > 0) {
+        attach_window(skel, &held);
+        started = now_ns();
+        count_for(duration);
+    } else {
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        printf("ready\n");
+        if (!await_command("start"))
+            return EXIT_OK;
+        attach_window(skel, &held);
+        started = now_ns();
+        printf("started\n");
+        if (!await_command("stop"))
+            return EXIT_OK;
+    }
+    stopped = now_ns();
+    detach_window(skel, &held);
+    print_document(skel, stopped - started, root_count[KT_GENERATOR] > 0);
+    bpf_link__destroy(follow);
+    ktrace_bpf__destroy(skel);
+    return EXIT_OK;
+}

@@ -1,0 +1,45 @@
+"""`wanbench doctor` says what kernel tracing this machine allows: tracepoints, fentry too, or
+neither (then why, and the fix)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import doctor
+from harness.metrics import ktrace
+
+
+def checked(monkeypatch: pytest.MonkeyPatch, allowed: ktrace.Support) -> doctor.Check:
+    monkeypatch.setattr(ktrace, "support", lambda: allowed)
+    return doctor.check_kernel_trace()
+
+
+def test_neither_says_why_and_the_fix(monkeypatch: pytest.MonkeyPatch):
+    check = checked(monkeypatch, ktrace.Support(False, False, (
+        "loading BPF programs needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; fix: run as "
+        "root (or setcap cap_bpf,cap_perfmon+ep build/bin/wb-ktrace)")))
+    assert not check.ok
+    assert check.detail.startswith("neither tracepoints nor fentry: loading BPF programs needs")
+    assert check.fix == "run as root (or setcap cap_bpf,cap_perfmon+ep build/bin/wb-ktrace)"
+
+
+def test_tracepoints_without_fentry_works_at_layer_grain(monkeypatch: pytest.MonkeyPatch):
+    check = checked(monkeypatch, ktrace.Support(True, False, (
+        "tracepoints (tp_btf) work; fentry refused (loading an fentry program on do_select: "
+        "Operation not permitted)")))
+    assert check.ok
+    assert check.detail.startswith("tracepoints only")
+    assert "fentry refused (loading an fentry program on do_select" in check.detail
+    assert "fentry" in check.fix
+
+
+def test_both(monkeypatch: pytest.MonkeyPatch):
+    check = checked(monkeypatch, ktrace.Support(True, True, "tracepoints (tp_btf) work; "
+                                                "fentry allowed"))
+    assert check.ok and check.detail.startswith("tracepoints and fentry") and not check.fix
+
+
+def test_this_machine(ktrace_built: object):
+    ktrace.support.cache_clear()
+    check = doctor.check_kernel_trace()
+    assert check.ok == ktrace.support().tracepoints

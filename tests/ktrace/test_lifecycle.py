@@ -1,0 +1,113 @@
+"""Nothing of wb-ktrace stays in the kernel: no program, map or link after a window, after
+SIGTERM, after SIGKILL, of the loader or of the whole run; its sanitizer build runs a window
+cleanly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, build
+from tests.ktrace.conftest import Loader, Workload, traced
+
+pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None,
+                                reason="bpftool is not installed (apt-get install bpftool)")
+
+
+def ours() -> list[str]:
+    """wb-ktrace's programs and maps loaded now (kt_ names; its .bss is ktrace_b.bss), and
+    links to its programs."""
+    def listed(kind: str) -> list[dict]:
+        done = subprocess.run(["bpftool", "-j", kind, "list"], capture_output=True, text=True,
+                              check=True, timeout=30)
+        return json.loads(done.stdout or "[]")
+    progs = {p["id"]: p["name"] for p in listed("prog") if p.get("name", "").startswith("kt_")}
+    maps = [m["name"] for m in listed("map")
+            if m.get("name", "").startswith(("kt_", "ktrace_b"))]
+    links = [f"link to {progs[link['prog_id']]}" for link in listed("link")
+             if link.get("prog_id") in progs]
+    return sorted(progs.values()) + sorted(maps) + links
+
+
+def gone_within(seconds: float) -> list[str]:
+    """What is left once the kernel has freed what it frees (after an RCU grace period)."""
+    deadline = time.monotonic() + seconds
+    while (left := ours()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_a_window_leaves_nothing_behind(ktrace_bin: Path):
+    assert not gone_within(5), "a program of an earlier run is still loaded"
+    traced(ktrace_bin, "select", 10, 10)
+    assert not gone_within(5)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_loader_killed_while_counting_leaves_nothing_behind(ktrace_bin: Path, sig: int):
+    workload = Workload("select", 10, 10)
+    loader = Loader(ktrace_bin, "--pid", str(workload.pid))
+    try:
+        loader.start()
+        held = ours()
+        # the check sees them while they are there: every window program linked
+        assert "kt_sys_enter" in held and "kt_calls" in held and "link to kt_sys_exit" in held
+        loader.proc.send_signal(sig)
+        loader.proc.wait(timeout=10)
+    finally:
+        loader.close()
+        workload.close()
+    assert not gone_within(5)
+
+
+def test_the_probe_leaves_nothing_behind(ktrace_bin: Path):
+    done = subprocess.run([str(ktrace_bin), "--probe"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0 and json.loads(done.stdout)["tracepoints"] is True
+    assert not gone_within(5)
+
+
+def test_the_sanitizer_build_runs_a_window_cleanly(ktrace_bin: Path):
+    asan = build("build/asan/bin/wb-ktrace")
+    document = traced(asan, "select", 10, 50)  # Loader.stop asserts exit status 0
+    assert document["roles"]["server"]["select"]["calls"] == 50
+
+
+LONG_TRACED_POINT = """
+name: ktrace-killed
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: sclient, conns: 2, rate_rps: 200}
+warmup_s: 0.2
+duration_s: 30
+kernel_trace: true
+"""
+
+
+def test_a_run_killed_mid_window_leaves_nothing_behind(ktrace_bin: Path, tmp_path: Path):
+    build("build/bin/wb-server")
+    build("build/bin/wb-sclient")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(LONG_TRACED_POINT)
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out",
+                            str(tmp_path / "results")], cwd=REPO, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "link to kt_sys_enter" not in ours():  # the window is being traced
+            assert run.poll() is None and time.monotonic() < deadline, "no traced window"
+            time.sleep(0.1)
+        run.kill()
+        run.wait()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert not gone_within(5)
