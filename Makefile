@@ -18,7 +18,7 @@ BINARIES :=
 include servers/build.mk
 include clients/build.mk
 include topologies/build.mk
-include ktrace/build.mk
+include harness/ktrace/build.mk
 
 all: $(BINARIES)
 

@@ -30,7 +30,7 @@ def test_clients_import_nothing_of_the_harness():
 
 
 def test_the_product_imports_no_bench_or_test_tooling():
-    for tooling in ("servers", "topologies", "ktrace", "scripts", "tests"):
+    for tooling in ("servers", "topologies", "scripts", "tests"):
         assert importers("harness", tooling) == [], tooling
         assert importers("clients", tooling) == [], tooling
 

@@ -1,5 +1,5 @@
 """In-kernel time over exactly a point's window, measured inside the kernel by wb-ktrace (eBPF,
-ktrace/): the server tree's event-dispatch and I/O system calls (calls, time on a CPU inside
+harness/ktrace/): the server tree's event-dispatch and I/O system calls (calls, time on a CPU inside
 them, ready descriptors per dispatch call) and every CPU's network softirqs per packet. Exact
 counts, not samples; the columns are harness.results.format's KERNEL_TRACE_COLUMNS.
 

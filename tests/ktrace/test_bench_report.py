@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from ktrace.bench import growth, pairs, summary
+from scripts.bench_ktrace import growth, pairs, summary
 
 
 def bench_points(traced_rate: float, traced_valid: bool = True) -> pd.DataFrame:

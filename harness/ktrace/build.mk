@@ -1,4 +1,4 @@
-# ktrace/: wb-ktrace, the in-kernel timer: an eBPF program (libbpf CO-RE, compiled here with
+# harness/ktrace/: wb-ktrace, the in-kernel timer: an eBPF program (libbpf CO-RE, compiled here with
 # clang -target bpf against a vmlinux.h dumped from this kernel's BTF), its bpftool skeleton
 # and its loader, as bcc's libbpf-tools are built. No BPF compiler at run time: CO-RE
 # relocates the object to whichever kernel loads it. A kernel without BTF cannot run it, so
@@ -17,26 +17,26 @@ $(KTRACE_GEN)/vmlinux.h:
 	@mkdir -p $(@D)
 	bpftool btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(KTRACE_GEN)/ktrace.bpf.o: ktrace/ktrace.bpf.c ktrace/ktrace.h $(KTRACE_GEN)/vmlinux.h
-	clang $(BPF_CFLAGS) -I$(KTRACE_GEN) -Iktrace -c $< -o $@
+$(KTRACE_GEN)/ktrace.bpf.o: harness/ktrace/ktrace.bpf.c harness/ktrace/ktrace.h $(KTRACE_GEN)/vmlinux.h
+	clang $(BPF_CFLAGS) -I$(KTRACE_GEN) -Iharness/ktrace -c $< -o $@
 	llvm-strip -g $@  # DWARF: CO-RE needs only the object's BTF
 
 $(KTRACE_GEN)/ktrace.skel.h: $(KTRACE_GEN)/ktrace.bpf.o
 	bpftool gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-KTRACE_DEPS := ktrace/ktrace.c ktrace/ktrace.h $(KTRACE_GEN)/ktrace.skel.h
+KTRACE_DEPS := harness/ktrace/ktrace.c harness/ktrace/ktrace.h $(KTRACE_GEN)/ktrace.skel.h
 
 $(BIN)/wb-ktrace: $(KTRACE_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -I$(KTRACE_GEN) -Iktrace -o $@ $< -lbpf
+	$(CC) $(CFLAGS) $(WARN) -I$(KTRACE_GEN) -Iharness/ktrace -o $@ $< -lbpf
 
 $(ASANBIN)/wb-ktrace: $(KTRACE_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(ASANFLAGS) $(WARN) -I$(KTRACE_GEN) -Iktrace -o $@ $< -lbpf
+	$(CC) $(ASANFLAGS) $(WARN) -I$(KTRACE_GEN) -Iharness/ktrace -o $@ $< -lbpf
 
 # The probe effect: the quickstart's points with kernel_trace off and on, side by side in one
 # run (results/bench/bench-ktrace/, tables and manifest kept), then docs/bench-ktrace.md.
 .PHONY: bench-ktrace
 bench-ktrace: python-deps $(BIN)/wb-ktrace $(BIN)/wb-server $(BIN)/wb-sclient
 	$(VENV)/bin/wanbench run --out results/bench --allow-invalid scenarios/bench/bench-ktrace.yaml
-	$(PY) ktrace/bench.py --out docs/bench-ktrace.md
+	$(PY) scripts/bench_ktrace.py --out docs/bench-ktrace.md
