@@ -1,9 +1,15 @@
-"""Ledger of what a run created, written before each object exists, so a crash leaves a list."""
+"""Ledger of what a run created, written before each object exists, so a crash leaves a list.
+
+Each object's identity goes in before the object can be mistaken for a stranger's: a process's
+pid, start time and executable before its program runs (Ledger.spawn), a namespace's inode
+before it has a name (harness/topology/netns.py). harness/topology/cleanup.py removes only
+objects that still have the identity recorded."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +19,9 @@ from harness.topology.addressing import check_prefix
 from harness.topology.model import TopologyError
 
 DEFAULT_STATE_DIR = Path("/run/wanbench/topologies")
+# Runs the command after it only once a line arrives on its stdin; pid and start time survive
+# the exec. At end of file (its creator died before writing the line) it exits instead.
+GATE = ["sh", "-c", 'read -r _ && exec "$@"', "wanbench-gate"]
 
 
 def state_dir() -> Path:
@@ -58,7 +67,7 @@ class Ledger:
     data: dict
 
     @classmethod
-    def create(cls, prefix: str, topology_file: str | None, backend: str,
+    def create(cls, prefix: str, topology_file: str | None, backend: str | None,
                directory: Path | None = None) -> Ledger:
         directory = directory or state_dir()
         directory.mkdir(parents=True, exist_ok=True)
@@ -129,6 +138,18 @@ class Ledger:
     def update(self, entry: dict, **fields) -> None:
         entry.update(fields)
         self.save()
+
+    def spawn(self, entry: dict, argv: list[str], **popen) -> subprocess.Popen:
+        """Starts argv as the process entry stands for, its identity recorded in entry before
+        argv runs, so a process of the run never runs unrecorded. argv[0] is a path."""
+        proc = subprocess.Popen([*GATE, *argv], stdin=subprocess.PIPE, **popen)
+        try:
+            self.update(entry, pid=proc.pid, start_time=process_start_time(proc.pid),
+                        exe=os.path.realpath(argv[0]))
+            os.write(proc.stdin.fileno(), b"go\n")
+        finally:
+            proc.stdin.close()
+        return proc
 
     def set_info(self, **info) -> None:
         self.data["info"].update(info)

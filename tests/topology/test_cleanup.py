@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from harness.topology.cleanup import emulator_pids, netns_names
+from harness.topology.netns import names as netns_names
 from tests.conftest import REPO, needs_root
+from tests.topology.leftovers import emulator_pids
 
 pytestmark = needs_root
 DUMBBELL = str(REPO / "topologies/dumbbell-wan.yaml")
