@@ -8,6 +8,7 @@ import os
 import sys
 
 from clients.paths import MissingBinary
+from harness import cgroups
 from harness.topology import netns
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
@@ -43,8 +44,8 @@ def register(subparsers) -> None:
     down.set_defaults(func=cmd_down)
 
     sub.add_parser("clean", help="remove what crashed or detached runs left: their "
-                   "namespaces (and what runs in them), emulators and ledgers; never what "
-                   "their ledgers did not record").set_defaults(func=cmd_clean)
+                   "namespaces (and what runs in them), emulators, CPU-budget cgroups and "
+                   "ledgers; never what their ledgers did not record").set_defaults(func=cmd_clean)
 
 
 def _fail(message: str) -> int:
@@ -73,6 +74,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _group(ledger: Ledger, entry: dict) -> str:
+    try:
+        group = cgroups.recorded_group(ledger, entry)
+    except cgroups.CgroupError:
+        return f"{entry.get('name')!r} (gone: no CPU hierarchy here)"
+    if group is None:
+        return f"{entry.get('name')!r} (not the run's)"
+    return f"{group} ({'present' if group.is_dir() else 'gone'})"
+
+
 def _describe(ledger: Ledger, present: set[str]) -> dict:
     problem = ledger.problem()
     if problem:
@@ -86,7 +97,8 @@ def _describe(ledger: Ledger, present: set[str]) -> dict:
             "hosts": {h: ns if ns in present else f"{ns} (missing)" for h, ns in hosts.items()},
             "emulators": {e["link"]: f"pid {e.get('pid')} "
                                      f"({'running' if is_alive(e) else 'gone'})"
-                          for e in ledger.entries("process")}}
+                          for e in ledger.entries("process")},
+            "cgroups": [_group(ledger, e) for e in ledger.entries("cgroup")]}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -97,7 +109,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _pick(prefix: str | None) -> Ledger:
-    ledgers = [ledger for ledger in Ledger.load_all() if not ledger.problem()]
+    """The one topology up (a ledger with hosts; a CPU budget's has none), or prefix's."""
+    ledgers = [ledger for ledger in Ledger.load_all()
+               if not ledger.problem() and ledger.data["info"].get("hosts")]
     if prefix:
         ledgers = [ledger for ledger in ledgers if ledger.prefix == prefix]
     if len(ledgers) != 1:

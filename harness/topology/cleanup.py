@@ -13,10 +13,12 @@ run recorded when it made it:
   not ours: left alone, and reported.
 - a process (an emulator): pid, start time and executable (wb-linkem, the one recorded).
   Ledger.spawn records them before the program runs, so no emulator runs unrecorded.
+- a CPU budget's cgroup: the group named after the ledger's prefix under wanbench's parent
+  (cgroups.recorded_group); its owner's identity is the ledger's.
 
-Processes inside a namespace of ours are the run's (servers, agents, generators a killed
-runner left) and are stopped first: a namespace lives on while a process holds it.
-Interfaces live inside the namespaces and go with
+Processes inside a namespace or group of ours are the run's (servers, agents, generators a
+killed runner left) and are stopped first: a namespace lives on while a process holds it, and a
+group cannot be removed while it holds one. Interfaces live inside the namespaces and go with
 them (a veth pair is created inside its namespaces by one request: none is ever out here).
 Nothing is found by its name alone. What is ours but could not be removed keeps the ledger, so
 a later clean tries again.
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import cgroups
 from harness.topology import netns
 from harness.topology.ledger import Ledger, is_alive, process_exe, process_start_time
 from harness.topology.model import TopologyError
@@ -133,7 +136,7 @@ def stop_emulators(ledger: Ledger) -> list[str]:
 
 def stop_members(where: str, members: Callable[[], list[int]],
                  is_member: Callable[[int], bool]) -> list[str]:
-    """Stops every process members() lists (of a namespace of ours), each only while
+    """Stops every process members() lists (of a namespace or group of ours), each only while
     it still has the start time it was found with and is_member says it still is one."""
     stopped: list[str] = []
     for _ in range(MEMBER_ROUNDS):
@@ -199,6 +202,30 @@ def remove_netns(name: str, cleaned: Cleaned) -> None:
         cleaned.failed.append(f"netns {name}")
 
 
+def remove_groups(ledger: Ledger, cleaned: Cleaned) -> None:
+    """Stops what runs in the run's CPU-budget groups (admitted by it), then removes them."""
+    for entry in ledger.entries("cgroup"):
+        try:
+            group = cgroups.recorded_group(ledger, entry)
+        except cgroups.CgroupError:
+            return  # no CPU hierarchy, so no group
+        if group is None:
+            cleaned.not_ours.append(f"cgroup {entry.get('name')!r} (not named after the "
+                                    "run's prefix)")
+            continue
+        if not group.is_dir():
+            continue  # removed by its run, or never made
+        cleaned.removed += stop_members(f"cgroup {group}", lambda g=group: cgroups.group_pids(g),
+                                        lambda pid, g=group: pid in cgroups.group_pids(g))
+        try:
+            group.rmdir()
+            cleaned.removed.append(f"cgroup {group}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            cleaned.failed.append(f"cgroup {group} ({exc.strerror})")
+
+
 def remove_run(ledger: Ledger) -> Cleaned:
     """Tears down everything of ledger's run that is still what the run made. Safe to repeat.
     Raises TopologyError for a ledger that cannot be one of ours (Ledger.problem)."""
@@ -209,6 +236,7 @@ def remove_run(ledger: Ledger) -> Cleaned:
     ours, cleaned.not_ours = sort_netns(ledger, netns.names())
     for name in ours:
         remove_netns(name, cleaned)
+    remove_groups(ledger, cleaned)
     if not cleaned.failed:
         for output in ledger.path.parent.glob(f"{ledger.prefix}-linkem-*"):
             output.unlink(missing_ok=True)
