@@ -12,7 +12,13 @@ from harness import cgroups
 from harness.topology import netns
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
-from harness.topology.cleanup import Cleaned, clean_dead_runs, remove_run, untrusted
+from harness.topology.cleanup import (
+    Cleaned,
+    clean_dead_runs,
+    remove_abandoned_claims,
+    remove_run,
+    untrusted,
+)
 from harness.topology.ledger import Ledger, is_alive
 from harness.topology.model import TopologyError, load_topology, parse_override
 
@@ -161,6 +167,8 @@ def _report(prefix: str, cleaned: Cleaned) -> None:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    for claim in remove_abandoned_claims():
+        print(f"removed {claim} (a ledger its creator died writing)")
     ledgers = Ledger.load_all()
     for prefix, cleaned in clean_dead_runs(ledgers).items():
         _report(prefix, cleaned)

@@ -36,7 +36,13 @@ from pathlib import Path
 
 from harness import cgroups
 from harness.topology import netns
-from harness.topology.ledger import Ledger, is_alive, process_exe, process_start_time
+from harness.topology.ledger import (
+    Ledger,
+    abandoned_claims,
+    is_alive,
+    process_exe,
+    process_start_time,
+)
 from harness.topology.model import TopologyError
 
 EMULATOR = "wb-linkem"
@@ -248,6 +254,16 @@ def untrusted(ledgers: list[Ledger]) -> dict[str, str]:
     """Ledger file -> why clean leaves it (and everything it names) alone."""
     return {str(ledger.path): problem for ledger in ledgers
             if (problem := ledger.problem())}
+
+
+def remove_abandoned_claims(directory: Path | None = None) -> list[str]:
+    """Removes ledgers that never had their name: their creator died writing them, before
+    anything they would have listed existed."""
+    removed = []
+    for claim in abandoned_claims(directory):
+        claim.unlink(missing_ok=True)
+        removed.append(str(claim))
+    return removed
 
 
 def clean_dead_runs(ledgers: list[Ledger]) -> dict[str, Cleaned]:
