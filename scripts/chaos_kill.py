@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -217,7 +216,7 @@ def main() -> int:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     campaign = Campaign(args.out or Path(tempfile.mkdtemp(prefix="wanbench-chaos-")))
-    leaks: Counter[str] = Counter()
+    leaks: dict[str, set[str]] = {}  # kind -> each distinct thing left after a clean
     lost: list[str] = []
     touched: set[str] = set()
     kills = attempt = in_points = 0
@@ -241,7 +240,8 @@ def main() -> int:
             kills += 1
             in_points += budgeted
         left = campaign.clean()
-        leaks.update({kind: len(items) for kind, items in left.items()})
+        for kind, items in left.items():
+            leaks.setdefault(kind, set()).update(items)
         after = campaign.records()
         if before - after:
             lost.append(f"attempt {attempt}: records gone: {sorted(before - after)}")
@@ -252,7 +252,8 @@ def main() -> int:
     outside = campaign.outside()
     final = campaign.wanbench(campaign.run_args(), timeout=1800)
     left = campaign.clean()
-    leaks.update({kind: len(items) for kind, items in left.items()})
+    for kind, items in left.items():
+        leaks.setdefault(kind, set()).update(items)
     now = campaign.outside()
     touched |= {path for path in set(outside) | set(now) if outside.get(path) != now.get(path)}
     run = campaign.run_dir()
@@ -271,7 +272,7 @@ def main() -> int:
           f"{'; left: ' + describe(left) if left else ''}")
     print(f"kills: {kills} in {attempt} attempts ({in_points} in a point, the server's "
           f"budget group up; {kills - in_points} while bringing up or between points)")
-    print("leaks: " + ", ".join(f"{kind} {leaks[kind]}" for kind in
+    print("leaks: " + ", ".join(f"{kind} {len(leaks.get(kind, ()))}" for kind in
                                 ("processes", "namespaces", "cgroups", "tun devices",
                                  "ledger files", "clean said")))
     print(f"points lost: {len(lost)}" + (f" ({'; '.join(lost)})" if lost else
@@ -279,7 +280,7 @@ def main() -> int:
     print(f"files touched outside the run dir: {len(touched)}"
           + (f" ({', '.join(sorted(touched))})" if touched else ""))
     print("bpf objects: skipped (wanbench loads none yet)")
-    held = not (problems or lost or touched or sum(leaks.values()))
+    held = not (problems or lost or touched or leaks)
     print(f"verdict: {'held' if held else 'FAILED'}"
           + (f": {'; '.join(problems)}" if problems else ""))
     return 0 if held else 1
