@@ -113,18 +113,21 @@ def test_sigkill_of_a_budgeted_run_then_clean_leaves_nothing(no_leftovers, state
         parent = cpu_hierarchy()[1]
     except CgroupError as exc:
         pytest.skip(str(exc))
-    build("build/bin/wb-server"), build("build/bin/wb-sclient")
+    for binary in ("build/bin/wb-server", "build/bin/wb-sclient"):
+        build(binary)
     scenario = tmp_path / "killed.yaml"
     scenario.write_text(BUDGETED_RUN)
-    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--out",
-                            str(tmp_path / "results"), "--backend", "userspace"],
-                           cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    said = tmp_path / "run.stderr"
+    with open(said, "w") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario),
+                                "--out", str(tmp_path / "results"), "--backend", "userspace"],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline, group = time.monotonic() + 90, None
         while group is None and run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
             group = budget_group_of(run, parent)
-        assert group is not None, f"the run never admitted its server: {run.poll()}"
+        assert group is not None, f"the run never admitted its server: {said.read_text()}"
         (topology,) = [ledger for ledger in Ledger.load_all(state_dir)
                        if ledger.data["info"].get("hosts")]
         no_leftovers.append(topology.prefix)
