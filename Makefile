@@ -50,7 +50,8 @@ test: deps all
 test-flaky: deps all
 	$(PY) scripts/test_flaky.py --runs 20
 
-# 20 SIGKILLs of a dumbbell-wan sweep, topo clean and --resume: nothing left, nothing lost.
+# 20 SIGKILLs of a budgeted dumbbell-wan sweep, topo clean and --resume (root): no process,
+# namespace, cgroup or ledger left, no point lost, nothing outside the run directory touched.
 test-chaos: deps all
 	$(PY) scripts/chaos_kill.py --kills 20
 

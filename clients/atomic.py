@@ -15,9 +15,19 @@ from pathlib import Path
 TEMPORARY_SUFFIX = ".wanbench-tmp"
 
 
+def temporary_prefix(path: Path) -> str:
+    """How the names of path's temporaries begin (hidden, beside it)."""
+    return f".{path.name}."
+
+
 def is_temporary(path: Path) -> bool:
     """A temporary of replacing(): what a kill during an atomic write leaves behind."""
     return path.name.startswith(".") and path.name.endswith(TEMPORARY_SUFFIX)
+
+
+def leftovers(path: Path) -> list[Path]:
+    """path's temporaries that writes killed before their rename left behind."""
+    return sorted(p for p in path.parent.glob(f"{temporary_prefix(path)}*") if is_temporary(p))
 
 
 @contextlib.contextmanager
@@ -25,7 +35,7 @@ def replacing(path: Path) -> Iterator[Path]:
     """A temporary path to write path's new content to; on leaving it is synced and renamed
     over path, or removed if the writing failed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_prefix(path),
                                suffix=TEMPORARY_SUFFIX)
     os.close(fd)
     try:

@@ -5,16 +5,24 @@ cgroup v2 (`cpu.max`) and v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`) alike. T
 moves the server's processes into its group (`admit`) once its cold connections are held:
 the budget stands for a slower server while it is measured, and setting up thousands of
 idle connections is not measured (a select server accepting 6000 of them took 10 s under
-20 % of a CPU, 2 s without). What the server forks afterwards is in the group too. Groups
-live under `wanbench/` and are named after the runner's PID: a run killed with -9 leaves an
-empty group, removed by the next run once that PID is gone."""
+20 % of a CPU, 2 s without). What the server forks afterwards is in the group too.
+
+Groups live under `wanbench/` in the CPU hierarchy. Each is recorded, before it exists, in a
+ledger of its own (harness/topology/ledger.py) in the same state directory as topologies'
+(/run/wanbench/topologies, or $WANBENCH_TOPO_STATE), with a run prefix of its own as its name
+and the owner's pid and start time; a loopback run has no other ledger. A run killed with -9
+leaves its group and that ledger; `wanbench topo clean` removes both once the owner is gone
+(pid and start time: a reused pid is not taken for the owner), stopping whatever the group
+still holds. Only a group named after its ledger's prefix is ever removed (recorded_group)."""
 
 from __future__ import annotations
 
-import itertools
-import os
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.topology.addressing import new_prefix
+from harness.topology.ledger import Ledger
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "wanbench"
@@ -68,22 +76,34 @@ def cpu_hierarchy(root: Path | None = None) -> tuple[int, Path]:
                       "cpu.cfs_quota_us); fix: mount cgroups, or drop cpus.server_budget_pct")
 
 
-def _owner_alive(group: Path) -> bool:
-    """Groups are named run<runner PID>-<n>; any other name is not ours to judge."""
-    pid = group.name.removeprefix("run").partition("-")[0]
-    return not (group.name.startswith("run") and pid.isdigit()) or Path(f"/proc/{pid}").exists()
+def recorded_group(ledger: Ledger, entry: dict, root: Path | None = None) -> Path | None:
+    """The group a ledger's cgroup entry stands for: only the one named after the ledger's
+    prefix, under wanbench's parent in the CPU hierarchy (CgroupError: there is none, nor any
+    group); None for an entry that names any other."""
+    if entry.get("name") != ledger.prefix:
+        return None
+    return cpu_hierarchy(root)[1] / ledger.prefix
+
+
+def group_pids(group: Path) -> list[int]:
+    """The processes in group (none when it is gone)."""
+    try:
+        return [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
 
 
 class CpuBudget:
-    """One cgroup holding one server to `pct` % of one CPU, enforced every `period_us`."""
-
-    _serial = itertools.count()
+    """One cgroup holding one server to `pct` % of one CPU, enforced every `period_us`; it and
+    its ledger exist from `with` on."""
 
     def __init__(self, pct: float, period_us: int, root: Path | None = None):
         check_budget(pct, period_us)
         self.version, self.parent = cpu_hierarchy(root)
         self.root, self.pct, self.period_us = root or CGROUP_ROOT, pct, period_us
-        self.path = self.parent / f"run{os.getpid()}-{next(self._serial)}"
+        self.prefix = new_prefix()  # names the group and its ledger
+        self.path = self.parent / self.prefix
+        self.ledger: Ledger | None = None
 
     @property
     def quota_us(self) -> int:
@@ -91,13 +111,19 @@ class CpuBudget:
 
     def __enter__(self) -> CpuBudget:
         self._make_parent()
-        self._remove_dead_runs()
-        self.path.mkdir()
-        if self.version == 2:
-            (self.path / "cpu.max").write_text(f"{self.quota_us} {self.period_us}\n")
-        else:
-            (self.path / "cpu.cfs_period_us").write_text(f"{self.period_us}\n")
-            (self.path / "cpu.cfs_quota_us").write_text(f"{self.quota_us}\n")
+        self.ledger = Ledger.create(self.prefix, None, None)
+        try:
+            self.ledger.add({"kind": "cgroup", "name": self.prefix})
+            self.path.mkdir()
+            if self.version == 2:
+                (self.path / "cpu.max").write_text(f"{self.quota_us} {self.period_us}\n")
+            else:
+                (self.path / "cpu.cfs_period_us").write_text(f"{self.period_us}\n")
+                (self.path / "cpu.cfs_quota_us").write_text(f"{self.quota_us}\n")
+        except BaseException:
+            with contextlib.suppress(OSError):  # a group left stays in its ledger: topo clean
+                self.remove()  # `with` does not exit what failed to enter
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -110,14 +136,6 @@ class CpuBudget:
                 control = parent / "cgroup.subtree_control"
                 if "cpu" not in control.read_text().split():
                     control.write_text("+cpu\n")
-
-    def _remove_dead_runs(self) -> None:
-        for group in self.parent.iterdir():
-            if group.is_dir() and not _owner_alive(group):
-                try:
-                    group.rmdir()  # only an empty group goes: a live process keeps it
-                except OSError:
-                    pass
 
     def admit(self, pids: list[int]) -> None:
         """Moves these processes, every thread of each, into the group. The PIDs are this
@@ -138,8 +156,12 @@ class CpuBudget:
         return Throttling(int(fields["nr_periods"]), int(fields["nr_throttled"]), held)
 
     def remove(self) -> None:
-        """Removes the group once its processes are gone (they have been stopped by then)."""
+        """Removes the group once its processes are gone (they have been stopped by then),
+        then its ledger (kept while the group is: OSError)."""
+        if self.ledger is None:
+            return
         try:
             self.path.rmdir()
         except FileNotFoundError:
             pass
+        self.ledger.remove()

@@ -8,9 +8,17 @@ import os
 import sys
 
 from clients.paths import MissingBinary
+from harness import cgroups
+from harness.topology import netns
 from harness.topology.backend_probe import BACKENDS
 from harness.topology.builder import bring_up, planned_commands, probe_only
-from harness.topology.cleanup import clean_dead_runs, netns_names, remove_run, untrusted
+from harness.topology.cleanup import (
+    Cleaned,
+    clean_dead_runs,
+    remove_abandoned_claims,
+    remove_run,
+    untrusted,
+)
 from harness.topology.ledger import Ledger, is_alive
 from harness.topology.model import TopologyError, load_topology, parse_override
 
@@ -42,8 +50,8 @@ def register(subparsers) -> None:
     down.set_defaults(func=cmd_down)
 
     sub.add_parser("clean", help="remove what crashed or detached runs left: their "
-                   "namespaces (and what runs in them), emulators and ledgers"
-                   ).set_defaults(func=cmd_clean)
+                   "namespaces (and what runs in them), emulators, CPU-budget cgroups and "
+                   "ledgers; never what their ledgers did not record").set_defaults(func=cmd_clean)
 
 
 def _fail(message: str) -> int:
@@ -72,6 +80,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _group(ledger: Ledger, entry: dict) -> str:
+    try:
+        group = cgroups.recorded_group(ledger, entry)
+    except cgroups.CgroupError:
+        return f"{entry.get('name')!r} (gone: no CPU hierarchy here)"
+    if group is None:
+        return f"{entry.get('name')!r} (not the run's)"
+    return f"{group} ({'present' if group.is_dir() else 'gone'})"
+
+
 def _describe(ledger: Ledger, present: set[str]) -> dict:
     problem = ledger.problem()
     if problem:
@@ -85,18 +103,21 @@ def _describe(ledger: Ledger, present: set[str]) -> dict:
             "hosts": {h: ns if ns in present else f"{ns} (missing)" for h, ns in hosts.items()},
             "emulators": {e["link"]: f"pid {e.get('pid')} "
                                      f"({'running' if is_alive(e) else 'gone'})"
-                          for e in ledger.data["objects"] if e["kind"] == "process"}}
+                          for e in ledger.entries("process")},
+            "cgroups": [_group(ledger, e) for e in ledger.entries("cgroup")]}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     ledgers = Ledger.load_all()
-    present = set(netns_names())
+    present = set(netns.names())
     print(json.dumps([_describe(ledger, present) for ledger in ledgers], indent=1))
     return 0
 
 
 def _pick(prefix: str | None) -> Ledger:
-    ledgers = [ledger for ledger in Ledger.load_all() if not ledger.problem()]
+    """The one topology up (a ledger with hosts; a CPU budget's has none), or prefix's."""
+    ledgers = [ledger for ledger in Ledger.load_all()
+               if not ledger.problem() and ledger.data["info"].get("hosts")]
     if prefix:
         ledgers = [ledger for ledger in ledgers if ledger.prefix == prefix]
     if len(ledgers) != 1:
@@ -128,19 +149,29 @@ def cmd_down(args: argparse.Namespace) -> int:
         return _fail(f"topology {ledger.prefix} belongs to live pid "
                      f"{ledger.data['owner']['pid']}; stop that process (it tears down on exit)")
     try:
-        removed = remove_run(ledger)
+        cleaned = remove_run(ledger)
     except TopologyError as exc:
         return _fail(str(exc))
-    for item in removed:
-        print(f"removed {item}")
+    _report(ledger.prefix, cleaned)
     return 0
 
 
+def _report(prefix: str, cleaned: Cleaned) -> None:
+    for item in cleaned.removed or ([] if cleaned.failed else ["nothing left"]):
+        print(f"{prefix}: removed {item}")
+    for item in cleaned.not_ours:
+        print(f"{prefix}: not ours, left alone: {item}")
+    for item in cleaned.failed:
+        print(f"{prefix}: could not remove {item}; its ledger stays: `wanbench topo clean` "
+              "again once it is free")
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
+    for claim in remove_abandoned_claims():
+        print(f"removed {claim} (a ledger its creator died writing)")
     ledgers = Ledger.load_all()
-    for prefix, removed in clean_dead_runs(ledgers).items():
-        for item in removed or ["nothing left"]:
-            print(f"{prefix}: removed {item}")
+    for prefix, cleaned in clean_dead_runs(ledgers).items():
+        _report(prefix, cleaned)
     live = [ledger.prefix for ledger in ledgers if ledger.owner_alive() and not ledger.problem()]
     if live:
         print(f"left alone (owner alive): {', '.join(live)}")

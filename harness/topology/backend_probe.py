@@ -6,6 +6,7 @@ import os
 import subprocess
 
 from clients.paths import MissingBinary, binary
+from harness.topology import netns
 from harness.topology.ledger import Ledger
 from harness.topology.model import Topology, TopologyError
 
@@ -15,15 +16,15 @@ BACKENDS = ("auto", "netem", "userspace", "veth", "none")
 def probe_netem(ledger: Ledger) -> dict:
     """Adds a netem qdisc to lo in a scratch namespace (ledgered, always removed)."""
     ns = f"{ledger.prefix}-probe"
-    ledger.add({"kind": "netns", "name": ns})
-    created = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True)
-    if created.returncode != 0:
-        return {"ok": False, "error": f"ip netns add: {created.stderr.strip()}"}
+    try:
+        netns.create(ledger, ns)
+    except TopologyError as exc:
+        return {"ok": False, "error": str(exc)}
     try:
         tc = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem",
                              "delay", "1ms"], capture_output=True, text=True)
     finally:
-        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+        netns.delete(ns)
     if tc.returncode != 0:
         return {"ok": False, "error": tc.stderr.strip() or f"tc exited {tc.returncode}"}
     return {"ok": True}

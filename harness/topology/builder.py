@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from clients.paths import binary
-from harness.topology import cleanup
+from harness.topology import cleanup, netns
 from harness.topology.addressing import (
     AddressPlan,
     check_prefix,
@@ -24,7 +24,7 @@ from harness.topology.backend_probe import choose_backend
 from harness.topology.calibrate import CalibrationError
 from harness.topology.calibrate import calibrate as calibrate_links
 from harness.topology.commands import Step, build_steps, ns_exec, queue_limits
-from harness.topology.ledger import Ledger, process_identity, state_dir
+from harness.topology.ledger import Ledger, state_dir
 from harness.topology.model import Topology, TopologyError
 
 READY_TIMEOUT_S = 5.0
@@ -233,6 +233,9 @@ class NamespaceHandle(TopologyHandle):
     # ---- building ----
     def _run_steps(self, steps) -> None:
         for step in steps:
+            if step.creates and step.creates["kind"] == "netns":
+                netns.create(self.ledger, step.creates["name"])
+                continue
             entry = self.ledger.add(step.creates) if step.creates else None
             if step.spawn:
                 self._spawn(step, entry)
@@ -246,10 +249,9 @@ class NamespaceHandle(TopologyHandle):
         log = stats.with_suffix(".log")
         with open(log, "w") as err:
             # Own session: a terminal's ^C reaches us, and we stop the emulator in order.
-            proc = subprocess.Popen(step.argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    start_new_session=True)
+            proc = self.ledger.spawn(entry, step.argv, stdout=subprocess.PIPE, stderr=err,
+                                     text=True, start_new_session=True)
         self._emulators[step.link] = (proc, stats)
-        self.ledger.update(entry, **process_identity(proc.pid))
         timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
         timer.start()
         try:
@@ -304,7 +306,7 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
         chosen, probe = choose_backend(backend, topology, None)
         return LoopbackHandle(topology, chosen, probe, prefix)
     plan = plan_addresses(topology, prefix)
-    taken = [ns for ns in cleanup.netns_names() if ns.startswith(prefix + "-")]
+    taken = [ns for ns in netns.names() if ns.startswith(prefix + "-")]
     if taken:
         raise TopologyError(f"run prefix {prefix} is in use by namespaces {', '.join(taken)}; "
                             "choose another prefix")

@@ -1,4 +1,6 @@
-"""The exact command lines that build a topology, per backend (what --dry-run prints)."""
+"""The exact command lines that build a topology, per backend (what --dry-run prints). A
+namespace's `ip netns add` is carried out as netns.create does it: the same namespace, its
+inode recorded before it has a name."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from pathlib import Path
 
 from harness.topology.addressing import AddressPlan, LinkPlan
 from harness.topology.model import Shaping, Topology
+from harness.topology.netns import NETNS_DIR
 
-NETNS_DIR = Path("/run/netns")
 # Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
 LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "wb-linkem": 0}
 # Scheduling of the emulator's threads. Links that hold packets for a release time run
@@ -24,7 +26,9 @@ TUN_TXQUEUE_PACKETS = 10000
 
 @dataclass(frozen=True)
 class Step:
-    """One command; `creates` goes to the ledger before it runs; `spawn` keeps it running."""
+    """One command; `creates` goes to the ledger before it runs; `spawn` keeps it running
+    (its identity recorded before it runs: Ledger.spawn); a `creates` of kind netns is made
+    by netns.create."""
 
     argv: list[str]
     creates: dict | None = None

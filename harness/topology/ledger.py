@@ -1,18 +1,31 @@
-"""Ledger of what a run created, written before each object exists, so a crash leaves a list."""
+"""Ledger of what a run created, written before each object exists, so a crash leaves a list.
+
+Each object's identity goes in before the object can be mistaken for a stranger's: a process's
+pid, start time and executable before its program runs (Ledger.spawn), a namespace's inode
+before it has a name (harness/topology/netns.py). harness/topology/cleanup.py removes only
+objects that still have the identity recorded."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clients.atomic import write_atomic
+from clients.atomic import leftovers, temporary_prefix, write_atomic
 from harness.topology.addressing import check_prefix
 from harness.topology.model import TopologyError
 
 DEFAULT_STATE_DIR = Path("/run/wanbench/topologies")
+# A ledger being created is first written whole to a claim named after its creator
+# (.PREFIX.json.claim-PID-STARTTIME), then linked to its name: it never appears empty or
+# half-written, and a claim whose creator died first is known as abandoned by its name alone.
+CLAIM = "claim-"
+# Runs the command after it only once a line arrives on its stdin; pid and start time survive
+# the exec. At end of file (its creator died before writing the line) it exits instead.
+GATE = ["sh", "-c", 'read -r _ && exec "$@"', "wanbench-gate"]
 
 
 def state_dir() -> Path:
@@ -58,22 +71,28 @@ class Ledger:
     data: dict
 
     @classmethod
-    def create(cls, prefix: str, topology_file: str | None, backend: str,
+    def create(cls, prefix: str, topology_file: str | None, backend: str | None,
                directory: Path | None = None) -> Ledger:
         directory = directory or state_dir()
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{prefix}.json"
-        try:  # claims the prefix: a second run with it must not adopt the first one's objects
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except FileExistsError:
-            raise TopologyError(f"run prefix {prefix} is in use ({path}); choose another, or "
-                                f"`wanbench topo down --prefix {prefix}`") from None
-        ledger = cls(path, {
+        owner = process_identity(os.getpid())
+        ledger = cls(directory / f"{prefix}.json", {
             "prefix": prefix, "topology_file": topology_file, "backend": backend,
-            "owner": process_identity(os.getpid()), "created_at": time.time(),
-            "objects": [], "info": {},
+            "owner": owner, "created_at": time.time(), "objects": [], "info": {},
         })
-        ledger.save()
+        claim = ledger.path.with_name(f"{temporary_prefix(ledger.path)}{CLAIM}"
+                                      f"{owner['pid']}-{owner['start_time']}")
+        with open(claim, "xb") as out:
+            out.write(ledger.dump())
+            out.flush()
+            os.fsync(out.fileno())
+        try:  # claims the prefix: a second run with it must not adopt the first one's objects
+            os.link(claim, ledger.path)
+        except FileExistsError:
+            raise TopologyError(f"run prefix {prefix} is in use ({ledger.path}); choose "
+                                f"another, or `wanbench topo down --prefix {prefix}`") from None
+        finally:
+            claim.unlink(missing_ok=True)
         return ledger
 
     @classmethod
@@ -92,7 +111,7 @@ class Ledger:
             try:
                 ledger = cls.load(path)
             except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-                continue  # being written by its owner right now (rename is atomic) or foreign
+                continue  # not one of ours: ours never appear part-written (CLAIM, saves)
             if isinstance(ledger.data, dict):
                 ledgers.append(ledger)
         return ledgers
@@ -118,8 +137,11 @@ class Ledger:
             return "its objects are not a list of entries"
         return None
 
+    def dump(self) -> bytes:
+        return json.dumps(self.data, indent=1).encode()
+
     def save(self) -> None:
-        write_atomic(self.path, json.dumps(self.data, indent=1).encode())
+        write_atomic(self.path, self.dump())
 
     def add(self, entry: dict) -> dict:
         self.data["objects"].append(dict(entry))
@@ -129,6 +151,18 @@ class Ledger:
     def update(self, entry: dict, **fields) -> None:
         entry.update(fields)
         self.save()
+
+    def spawn(self, entry: dict, argv: list[str], **popen) -> subprocess.Popen:
+        """Starts argv as the process entry stands for, its identity recorded in entry before
+        argv runs, so a process of the run never runs unrecorded. argv[0] is a path."""
+        proc = subprocess.Popen([*GATE, *argv], stdin=subprocess.PIPE, **popen)
+        try:
+            self.update(entry, pid=proc.pid, start_time=process_start_time(proc.pid),
+                        exe=os.path.realpath(argv[0]))
+            os.write(proc.stdin.fileno(), b"go\n")
+        finally:
+            proc.stdin.close()
+        return proc
 
     def set_info(self, **info) -> None:
         self.data["info"].update(info)
@@ -147,5 +181,20 @@ class Ledger:
                 and e.get("kind") == kind]
 
     def remove(self) -> None:
-        self.path.with_suffix(".tmp").unlink(missing_ok=True)  # a save cut short by a crash
+        """The ledger, after what writes of it cut short by a crash left (last: until it is
+        gone, a later clean finds it)."""
+        for leftover in leftovers(self.path):
+            leftover.unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)
+
+
+def abandoned_claims(directory: Path | None = None) -> list[Path]:
+    """Claims of ledgers whose creator died before the ledger had its name (see CLAIM)."""
+    directory = directory or state_dir()
+    found = []
+    for claim in sorted(directory.glob(f".wb*.json.{CLAIM}*")) if directory.is_dir() else []:
+        pid, _, start_time = claim.name.rpartition(CLAIM)[2].partition("-")
+        if pid.isdigit() and start_time.isdigit() and not is_alive(
+                {"pid": int(pid), "start_time": int(start_time)}):
+            found.append(claim)
+    return found

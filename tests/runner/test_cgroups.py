@@ -1,10 +1,13 @@
 """The server's CPU budget: cgroup v2 and v1 layouts (made-up hierarchies, both written as the
-kernel expects), groups of dead runs removed and live ones kept, and a real budget holding a
-busy loop to its share where this machine has a CPU controller."""
+kernel expects), each group in a ledger before it exists, groups of runs whose owner is gone
+removed by `topo clean` (whatever became of the owner's pid) and live ones kept, and a real
+budget holding a busy loop to its share where this machine has a CPU controller."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +19,28 @@ from harness import cgroups
 from harness.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
 from harness.runner.run import MissingTool, preflight
 from harness.scenario import ScenarioError, parse
+from harness.topology.cleanup import clean_dead_runs
+from harness.topology.ledger import Ledger, process_identity, process_start_time
+from tests.conftest import REPO
+
+# A run's budget, then a process admitted to it, both left behind when this is SIGKILLed.
+BUDGETED = """
+import subprocess, time
+from harness.cgroups import CpuBudget
+budget = CpuBudget(50, 10_000).__enter__()
+sleeper = subprocess.Popen(["sleep", "600"])
+budget.admit([sleeper.pid])
+print(budget.path, sleeper.pid, sep="\\n", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch) -> Path:
+    """The budgets' ledgers of this test only (`topo clean` here sees no one else's)."""
+    directory = tmp_path / "state"
+    monkeypatch.setenv("WANBENCH_TOPO_STATE", str(directory))
+    return directory
 
 
 def empty(group: Path) -> None:
@@ -88,16 +113,100 @@ def test_no_cpu_controller_names_the_fix(tmp_path: Path):
         cpu_hierarchy(tmp_path)
 
 
-def test_groups_of_dead_runs_go_and_live_ones_stay(tmp_path: Path):
+def test_a_budget_is_in_a_ledger_before_its_group_exists_and_leaves_with_it(
+        tmp_path: Path, state: Path, monkeypatch):
     root = v1_root(tmp_path)
-    parent = root / "cpu,cpuacct" / "wanbench"
-    dead = 2**22 + 1  # above the largest pid_max: no such process
-    for name in (f"run{dead}-0", f"run{os.getpid()}-999", "someone-else"):
-        (parent / name).mkdir(parents=True)
+    at_mkdir: list[list[tuple[dict, list[dict]]]] = []
+    mkdir = Path.mkdir
+
+    def spy(path: Path, *args, **kwargs):
+        if path.parent.name == "wanbench":
+            at_mkdir.append([(ledger.data["owner"], ledger.entries("cgroup"))
+                             for ledger in Ledger.load_all(state)])
+        return mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", spy)
     with CpuBudget(50, 10_000, root) as budget:
-        assert {p.name for p in parent.iterdir()} >= {f"run{os.getpid()}-999", "someone-else"}
-        assert not (parent / f"run{dead}-0").exists()
+        recorded = [{"kind": "cgroup", "name": budget.path.name}]
+        assert at_mkdir == [[(process_identity(os.getpid()), recorded)]]
+        assert budget.path.parent == root / "cpu,cpuacct" / "wanbench"
         empty(budget.path)
+    assert not budget.path.exists()
+    assert Ledger.load_all(state) == []
+
+
+def v2_parent(tmp_path: Path) -> Path:
+    root = v2_root(tmp_path)
+    (root / "wanbench").mkdir()
+    (root / "wanbench" / "cgroup.subtree_control").write_text("")  # cgroupfs makes it
+    return root
+
+
+@pytest.mark.parametrize("make_root", [v1_root, v2_parent], ids=["v1", "v2"])
+def test_clean_removes_the_groups_of_gone_owners_whatever_became_of_their_pid(
+        tmp_path: Path, state: Path, monkeypatch, make_root):
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", make_root(tmp_path))
+    exited = subprocess.Popen(["sleep", "60"])
+    gone = process_identity(exited.pid)
+    exited.kill()
+    exited.wait()
+    me = process_identity(os.getpid())
+    owners = {"gone": gone,
+              "pid reused": {**me, "start_time": me["start_time"] - 1},  # an earlier process
+              "alive": me}
+    budgets = {}
+    for who, owner in owners.items():
+        budget = budgets[who] = CpuBudget(50, 10_000).__enter__()
+        empty(budget.path)  # cgroupfs's files go with the group; made-up ones would not
+        budget.ledger.data["owner"] = owner
+        budget.ledger.save()
+    # a ledger naming a group that is not its own: left alone
+    claims = Ledger.create("wbclaims", None, None)
+    claims.add({"kind": "cgroup", "name": budgets["alive"].path.name})
+    claims.detach()
+    cleaned = clean_dead_runs(Ledger.load_all(state))
+    for who in ("gone", "pid reused"):
+        budget = budgets[who]
+        assert not budget.path.exists(), who
+        assert f"cgroup {budget.path}" in cleaned[budget.ledger.prefix].removed
+    assert budgets["alive"].path.is_dir()
+    assert {ledger.prefix for ledger in Ledger.load_all(state)} == {
+        budgets["alive"].ledger.prefix}
+    budgets["alive"].__exit__(None, None, None)
+    assert not budgets["alive"].path.exists() and Ledger.load_all(state) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups need root")
+def test_topo_clean_removes_a_killed_runs_group_and_what_runs_in_it(state: Path):
+    try:
+        cpu_hierarchy()
+    except CgroupError as exc:
+        pytest.skip(str(exc))
+    child = subprocess.Popen([sys.executable, "-c", BUDGETED], stdout=subprocess.PIPE,
+                             text=True, cwd=REPO)
+    group, sleeper = Path(child.stdout.readline().strip()), int(child.stdout.readline())
+    sleeper_started = process_start_time(sleeper)
+    child.kill()
+    child.wait()
+    try:
+        assert group.is_dir() and str(sleeper) in (group / "cgroup.procs").read_text()
+        with CpuBudget(50, 10_000) as live:
+            out = subprocess.run([sys.executable, "-m", "harness.cli", "topo", "clean"],
+                                 capture_output=True, text=True, cwd=REPO, timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert not group.exists(), out.stdout
+            assert f"removed cgroup {group}" in out.stdout
+            assert live.path.is_dir()
+            assert f"left alone (owner alive): {live.ledger.prefix}" in out.stdout
+        assert process_start_time(sleeper) != sleeper_started, "its process outlived clean"
+        assert Ledger.load_all(state) == []
+    finally:
+        if process_start_time(sleeper) == sleeper_started:
+            os.kill(sleeper, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while group.is_dir() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # busy until the kill has landed
+                group.rmdir()
 
 
 @pytest.mark.timing

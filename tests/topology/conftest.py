@@ -6,9 +6,10 @@ import subprocess
 
 import pytest
 
-from harness.topology.cleanup import emulator_pids, netns_names
 from harness.topology.ledger import Ledger
+from harness.topology.netns import names as netns_names
 from tests.conftest import build
+from tests.topology.leftovers import emulator_pids
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
-"""`topo clean` does not trust its ledger blindly: it removes only namespaces carrying a valid
-run prefix (the ledger's own, matching its file name) and stops only processes that are the
-emulator it started (executable and start time as recorded). What runs inside a run's
-namespaces after a crash (agents, orphaned servers) is stopped so the namespaces can go."""
+"""`topo clean` does not trust its ledger blindly: it acts only on a ledger named after a valid
+run prefix, removes only namespaces it lists with the inode they were created with, and stops
+only processes that are the emulator it started (executable and start time as recorded). What
+runs inside a run's namespaces after a crash (agents, orphaned servers) is stopped so the
+namespaces can go. A creation cut short by SIGKILL at any step leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.topology.cleanup import clean_dead_runs, netns_names
+from harness.metrics.cpu import process_tree
+from harness.topology import netns
+from harness.topology.cleanup import clean_dead_runs
 from harness.topology.ledger import Ledger, process_identity, process_start_time
+from harness.topology.model import TopologyError
+from harness.topology.netns import names as netns_names
 from tests.conftest import REPO, needs_root
 
 pytestmark = needs_root
@@ -137,27 +142,128 @@ def test_crafted_ledgers_touch_nothing_foreign(state_dir, namespaces, processes,
             path.unlink(missing_ok=True)
 
 
-def test_a_genuine_ledger_still_cleans_its_own(state_dir, no_leftovers, processes, tmp_path):
+@pytest.mark.parametrize("recorded", ["not listed", "listed without its inode",
+                                      "listed with another inode"])
+def test_a_strangers_namespace_under_the_runs_prefix_is_not_ours(state_dir, namespaces,
+                                                                 processes, recorded):
+    """The audit's case: a name carrying a dead run's prefix, attached to the namespace of a
+    process wanbench never started. Neither the namespace nor its process is touched."""
+    prefix = f"wb{secrets.token_hex(3)}"
+    stranger = start(processes, ["unshare", "--net", "sleep", "600"])
+    alias = f"{prefix}-alias"
+    subprocess.run(["ip", "netns", "attach", alias, str(stranger.pid)], check=True)
+    namespaces.append(alias)
+    entry = {"kind": "netns", "name": alias}
+    objects = {"not listed": [],
+               "listed without its inode": [entry],
+               "listed with another inode": [{**entry,
+                                              "inode": os.stat("/proc/self/ns/net").st_ino}],
+               }[recorded]
+    write_ledger(state_dir, prefix, {**crafted(prefix, [], []), "objects": objects})
+    out = topo_clean()
+    assert out.returncode == 0, out.stderr
+    assert alive(stranger), "clean killed a process in a namespace wanbench never made"
+    assert alias in netns_names()
+    assert f"{prefix}: not ours, left alone: netns {alias}" in out.stdout, out.stdout
+
+
+def test_a_genuine_ledger_still_cleans_its_own(state_dir, no_leftovers, namespaces, processes,
+                                               tmp_path):
     ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "userspace")
     no_leftovers.append(ledger.prefix)
     name = f"{ledger.prefix}-server"
-    ledger.add({"kind": "netns", "name": name})
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    stray = f"{ledger.prefix}-client"  # not in the ledger, but carries its prefix
-    subprocess.run(["ip", "netns", "add", stray], check=True)
+    netns.create(ledger, name)
+    stray = add_netns(namespaces, f"{ledger.prefix}-client")  # carries its prefix, not listed
     fake_bin = tmp_path / "wb-linkem"  # stands in for the emulator: same executable name
     shutil.copy("/bin/sleep", fake_bin)
-    emulator = start(processes, [str(fake_bin), "60"])
     entry = ledger.add({"kind": "process", "name": "wb-linkem", "link": "hot"})
-    ledger.update(entry, **process_identity(emulator.pid))
-    assert entry["exe"] == str(fake_bin)
+    emulator = ledger.spawn(entry, [str(fake_bin), "60"])
+    processes.append(emulator)
+    assert entry["exe"] == str(fake_bin) and entry["pid"] == emulator.pid
     ledger.detach()
-    removed = clean_dead_runs(Ledger.load_all(state_dir))[ledger.prefix]
-    assert f"netns {name}" in removed and f"netns {stray}" in removed
-    assert f"process {emulator.pid} (wb-linkem)" in removed
+    cleaned = clean_dead_runs(Ledger.load_all(state_dir))[ledger.prefix]
+    assert f"netns {name}" in cleaned.removed and name not in netns_names()
+    assert f"process {emulator.pid} (wb-linkem)" in cleaned.removed
     assert gone(emulator)
-    assert not any(n.startswith(ledger.prefix + "-") for n in netns_names())
+    assert cleaned.not_ours == [f"netns {stray} (not in its ledger)"]
+    assert stray in netns_names()
     assert not ledger.path.exists()
+
+
+def test_a_namespace_is_in_the_ledger_with_its_inode_before_it_has_a_name(state_dir,
+                                                                          no_leftovers,
+                                                                          monkeypatch):
+    ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "netem")
+    no_leftovers.append(ledger.prefix)
+    name = f"{ledger.prefix}-server"
+    at_attach = []
+    attach = netns._attach
+
+    def spy(attached: str, pid: int) -> None:
+        at_attach.append((attached in netns_names(),
+                          Ledger.load(ledger.path).entries("netns")))
+        attach(attached, pid)
+
+    monkeypatch.setattr(netns, "_attach", spy)
+    netns.create(ledger, name)
+    assert at_attach == [(False, [{"kind": "netns", "name": name,
+                                   "inode": netns.inode(name)}])]
+    with pytest.raises(TopologyError, match="File exists"):  # never adopts a name
+        netns.create(ledger, name)
+    ledger.detach()
+    clean_dead_runs([ledger])
+
+
+# Brings a topology up and stops for good right after `stage` of the first object of `kind`
+# (its entry added, its identity recorded, a namespace attached), printing "paused".
+CUT_SHORT = """
+import sys, time
+from harness.topology import bring_up, load_topology, netns
+from harness.topology.ledger import Ledger
+
+kind, stage, prefix, topology = sys.argv[1:]
+
+def pause_after(owner, name, applies):
+    original = getattr(owner, name)
+    def paused(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if applies(*args, **kwargs):
+            print("paused", flush=True)
+            time.sleep(600)
+        return result
+    setattr(owner, name, paused)
+
+if stage == "attach":
+    pause_after(netns, "_attach", lambda *a: True)
+else:
+    pause_after(Ledger, stage, lambda ledger, entry, **fields: entry["kind"] == kind
+                and (stage == "add" or "pid" in fields or "inode" in fields))
+bring_up(load_topology(topology), "userspace", prefix, calibrate=False)
+"""
+
+
+@pytest.mark.parametrize("kind,stage", [("netns", "add"), ("netns", "update"),
+                                        ("netns", "attach"), ("process", "add"),
+                                        ("process", "update")])
+def test_a_creation_cut_short_by_sigkill_leaves_nothing(state_dir, no_leftovers, kind, stage):
+    from tests.topology.test_cleanup import DUMBBELL, run_objects
+
+    prefix = f"wb{secrets.token_hex(3)}"
+    no_leftovers.append(prefix)
+    builder = subprocess.Popen([sys.executable, "-c", CUT_SHORT, kind, stage, prefix, DUMBBELL],
+                               stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert builder.stdout.readline().strip() == "paused", builder.wait()
+    helpers = {pid: process_start_time(pid) for pid in process_tree(builder.pid)[1:]}
+    builder.kill()
+    builder.wait()
+    out = topo_clean()
+    assert out.returncode == 0, out.stderr
+    assert "not ours" not in out.stdout, out.stdout
+    assert run_objects(prefix) == ([], [])
+    deadline = time.monotonic() + 5  # a holder or gate sees end of file and exits
+    while any(process_start_time(pid) == started for pid, started in helpers.items()):
+        assert time.monotonic() < deadline, f"left running: {helpers}"
+        time.sleep(0.05)
 
 
 def _run_with_sleeper_inside(state_dir: Path, no_leftovers: list[str],
@@ -165,8 +271,7 @@ def _run_with_sleeper_inside(state_dir: Path, no_leftovers: list[str],
     ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "netem")
     no_leftovers.append(ledger.prefix)
     name = f"{ledger.prefix}-server"
-    ledger.add({"kind": "netns", "name": name})
-    subprocess.run(["ip", "netns", "add", name], check=True)
+    netns.create(ledger, name)
     inside = start(processes, ["ip", "netns", "exec", name, "sleep", "600"])
     outside = start(processes, ["sleep", "600"])  # not in the run's namespaces: stays
     ledger.detach()  # the owner is gone, as after a SIGKILL of the runner
@@ -175,7 +280,7 @@ def _run_with_sleeper_inside(state_dir: Path, no_leftovers: list[str],
 
 def test_clean_stops_processes_inside_the_runs_namespaces(state_dir, no_leftovers, processes):
     ledger, name, inside, outside = _run_with_sleeper_inside(state_dir, no_leftovers, processes)
-    removed = clean_dead_runs(Ledger.load_all(state_dir))[ledger.prefix]
+    removed = clean_dead_runs(Ledger.load_all(state_dir))[ledger.prefix].removed
     assert gone(inside), "a process inside the run's namespace outlived clean"
     assert f"netns {name}" in removed and name not in netns_names()
     assert any(item.startswith(f"process {inside.pid} ") for item in removed), removed

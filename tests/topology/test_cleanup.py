@@ -7,11 +7,17 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from harness.topology.cleanup import emulator_pids, netns_names
-from tests.conftest import REPO, needs_root
+from harness.cgroups import CgroupError, cpu_hierarchy
+from harness.metrics.cpu import process_tree
+from harness.topology.ledger import Ledger
+from harness.topology.netns import names as netns_names
+from tests.conftest import REPO, build, needs_root
+from tests.topology.leftovers import emulator_pids
 
 pytestmark = needs_root
 DUMBBELL = str(REPO / "topologies/dumbbell-wan.yaml")
@@ -74,6 +80,69 @@ def test_sigkill_then_clean_removes_the_run_and_nothing_else(no_leftovers, outsi
     assert set(outside_namespaces) <= set(netns_names())
 
 
+BUDGETED_RUN = f"""
+name: killed
+topology: {{file: {DUMBBELL}, set: {{links.cold.delay_ms: 5}}}}
+server: {{dispatch: epoll}}
+hot: {{generator: sclient, conns: 2, rate_rps: 100}}
+cold: {{conns: 0}}
+cpus: {{server: 0, generator: 1, server_budget_pct: 50}}
+warmup_s: 0.2
+duration_s: 60
+"""
+
+
+def budget_group_of(run: subprocess.Popen, parent: Path) -> Path | None:
+    """The CPU budget's group that holds one of run's processes (its server), if any yet."""
+    ours = set(process_tree(run.pid))
+    for group in parent.iterdir() if parent.is_dir() else []:
+        try:
+            members = {int(pid) for pid in (group / "cgroup.procs").read_text().split()}
+        except OSError:
+            continue
+        if members & ours:
+            return group
+    return None
+
+
+def test_sigkill_of_a_budgeted_run_then_clean_leaves_nothing(no_leftovers, state_dir,
+                                                             tmp_path):
+    """A real run, killed in its measured window: its namespaces, emulator, the server's
+    CPU-budget group and every ledger go with `topo clean`."""
+    try:
+        parent = cpu_hierarchy()[1]
+    except CgroupError as exc:
+        pytest.skip(str(exc))
+    for binary in ("build/bin/wb-server", "build/bin/wb-sclient"):
+        build(binary)
+    scenario = tmp_path / "killed.yaml"
+    scenario.write_text(BUDGETED_RUN)
+    said = tmp_path / "run.stderr"
+    with open(said, "w") as stderr:
+        run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario),
+                                "--out", str(tmp_path / "results"), "--backend", "userspace"],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline, group = time.monotonic() + 90, None
+        while group is None and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            group = budget_group_of(run, parent)
+        assert group is not None, f"the run never admitted its server: {said.read_text()}"
+        (topology,) = [ledger for ledger in Ledger.load_all(state_dir)
+                       if ledger.data["info"].get("hosts")]
+        no_leftovers.append(topology.prefix)
+    finally:
+        run.kill()
+        run.wait()
+    namespaces, emulators = run_objects(topology.prefix)
+    assert len(namespaces) == 3 and len(emulators) == 1 and group.is_dir()  # all left behind
+    cleaned = topo("clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert run_objects(topology.prefix) == ([], [])
+    assert not group.exists(), cleaned.stdout
+    assert Ledger.load_all(state_dir) == []
+
+
 def test_clean_leaves_a_live_run_alone(no_leftovers):
     proc, prefix = start_holder(no_leftovers)
     try:
@@ -102,10 +171,16 @@ def test_cli_up_status_exec_down(no_leftovers):
     summary = json.loads(up.stdout)
     assert summary["backend"] == "userspace"
     assert summary["hosts"]["server"]["addresses"] == ["198.19.1.1"]
-    status = json.loads(topo("status").stdout)
-    assert [s["prefix"] for s in status] == [prefix] and status[0]["owner"] == "detached"
-    assert set(status[0]["emulators"]) == {"cold"}  # the unshaped hot link is veth
-    assert all(v.endswith("(running)") for v in status[0]["emulators"].values())
+    # a live run's CPU budget: listed by status, but not a topology exec or down could pick
+    budget = Ledger.create(f"wb{secrets.token_hex(3)}", None, None)
+    budget.add({"kind": "cgroup", "name": budget.prefix})
+    status = {s["prefix"]: s for s in json.loads(topo("status").stdout)}
+    assert set(status) == {prefix, budget.prefix} and status[prefix]["owner"] == "detached"
+    assert len(status[budget.prefix]["cgroups"]) == 1
+    assert status[budget.prefix]["cgroups"][0].endswith(f"{budget.prefix} (gone)")
+    status = status[prefix]
+    assert set(status["emulators"]) == {"cold"}  # the unshaped hot link is veth
+    assert all(v.endswith("(running)") for v in status["emulators"].values())
     inside = topo("exec", "cold", "--", "ping", "-c", "1", "-n", "198.19.1.1")
     assert inside.returncode == 0 and " 0% packet loss" in inside.stdout
     bad = topo("exec", "nosuch", "--", "true")
@@ -113,7 +188,10 @@ def test_cli_up_status_exec_down(no_leftovers):
     down = topo("down")
     assert f"removed netns {prefix}-cold" in down.stdout
     assert run_objects(prefix) == ([], [])
-    assert topo("down").returncode == 2  # nothing up: says so
+    again = topo("down")  # nothing up: says so
+    assert again.returncode == 2 and "no topology up (found: none)" in again.stderr
+    assert budget.path.exists()
+    budget.remove()
 
 
 def test_emulator_refuses_bad_shaping(linkem):
