@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clients.atomic import TEMPORARY_SUFFIX
 from harness.topology.ledger import Ledger
 from tests.conftest import REPO
 
@@ -82,8 +83,8 @@ def test_a_ledger_being_created_by_a_live_process_stays(state_dir: Path):
 def test_a_removed_ledger_takes_the_files_of_its_unfinished_saves(state_dir: Path):
     ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "netem")
     # a save cut short by a kill: write_atomic's temporary, never renamed over the ledger
-    (state_dir / f".{ledger.path.name}.x1y2z3").write_text("{")
-    unrelated = state_dir / ".wbother.json.x1y2z3"  # another ledger's
+    (state_dir / f".{ledger.path.name}.x1y2z3{TEMPORARY_SUFFIX}").write_text("{")
+    unrelated = state_dir / f".wbother.json.x1y2z3{TEMPORARY_SUFFIX}"  # another ledger's
     unrelated.write_text("{")
     ledger.remove()
     assert files(state_dir) == [unrelated.name]
