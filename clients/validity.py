@@ -5,8 +5,9 @@ measured); the rules below turn facts into verdicts with one sentence each. `wan
 and `wanbench run` both judge through here, so a threshold or its wording changes in one
 place. The rules (docs/validity.md lists them for users):
 
-- the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than its
-  late threshold after their intended time (interference when other tasks' time on its CPU,
+- the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than the
+  rule's late threshold (LATE_THRESHOLD_US, which every generator is told) after their
+  intended time (interference when other tasks' time on its CPU,
   while it waited, explains them);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
   GENERATOR_SATURATED_PCT of the window;
@@ -46,6 +47,9 @@ import math
 from typing import Any
 
 LATE_LIMIT = 0.01
+# A send is late past this: wb-sclient times its sends to the microsecond, asyncio's timers
+# to the millisecond. Every generator is told the threshold (LoadSpec.late_us), none keeps it.
+LATE_THRESHOLD_US = {"sclient": 1000.0, "asyncio": 5000.0}
 GENERATOR_SATURATED_PCT = 95.0
 RATE_TOLERANCE = 0.05
 WINDOW_TOLERANCE = 0.95

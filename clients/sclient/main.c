@@ -32,8 +32,10 @@ static const char usage[] =
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --pick last|random (open loop: the\n"
     "        connection that finished last, or any ready one) --path P --connect-timeout S\n"
-    "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
+    "        --response-timeout S --max-outstanding N --spin-us US\n"
     "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
+    "        --late-us US (sends later count as late; unset: not counted, wanbench\n"
+    "        passes its validity rule's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N\n"
     "stream: --stream N --stream-mbps B (0: unpaced)\n";
@@ -129,7 +131,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
-                       .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
+                       .response_timeout_s = 5, .max_outstanding = 1,
                        .max_connecting = 512, .seed = 1, .slice_us = 100};
     const char *sources = NULL;
     int opt;

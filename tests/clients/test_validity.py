@@ -3,7 +3,9 @@ server is absent or dies mid-run."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 
 import clients
 from clients import validity
-from clients.spec import LoadSpec
+from clients.spec import LoadSpec, native_argv
 from harness.servers import running
 from tests.clients.conftest import GENERATOR_CPU, server_config
 from tests.conftest import build, free_port
@@ -44,6 +46,33 @@ def test_sclient_reports_facts_and_the_one_definition_judges_them():
     assert doc["valid"] is False
     assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0)]
     assert judged(spec, {**facts, "late_sends": 0, "invalid_reasons": []})["valid"] is True
+
+
+def test_the_late_threshold_is_the_rules_and_each_generator_is_told_it():
+    """The threshold a send is late by belongs to the late-sends rule (clients/validity.py),
+    not to the generators' defaults: every argv the harness builds carries it."""
+    for generator in ("sclient", "asyncio"):
+        spec = LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=1, rate_rps=100)
+        argv = native_argv(spec)
+        assert "--late-us" in argv, argv
+        assert float(argv[argv.index("--late-us") + 1]) == validity.LATE_THRESHOLD_US[generator]
+    asked = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], hot_conns=1, rate_rps=100,
+                     late_us=250.0)
+    assert native_argv(asked)[native_argv(asked).index("--late-us") + 1] == "250.0"
+
+
+def test_wb_sclient_counts_late_sends_only_against_a_threshold_it_is_told(server, sclient):
+    """Run by hand without --late-us it has no rule to count by: late sends are null (not
+    reported), never judged against a copy of the threshold."""
+    argv = [str(sclient), "--target", server.address, "--hot-conns", "2", "--rate", "200",
+            "--duration", "0.5", "--cpu", str(GENERATOR_CPU)]
+    untold = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                       check=True).stdout)
+    assert untold["late_sends"] is None and untold["late_threshold_us"] is None
+    assert all("late" not in second for second in untold["timeline"])
+    told = json.loads(subprocess.run([*argv, "--late-us", "1000"], capture_output=True,
+                                     text=True, timeout=30, check=True).stdout)
+    assert told["late_sends"] is not None and told["late_threshold_us"] == 1000
 
 
 def test_generator_saturation_counts_waiting_for_a_cpu():
