@@ -25,10 +25,12 @@ INSTALLED = [g for g in ("sclient", "asyncio", "httperf", "wrk")
 
 def test_late_sends_over_one_percent():
     assert validity.late_sends(10, 1000, 1000) is None
-    assert "11 of 1,000 scheduled sends (1.1 %)" in validity.late_sends(11, 1000, 1000)
+    late = validity.late_sends(11, 1000, 1000)
+    assert "11 of 1,000 scheduled sends (1.1 %)" in late.sentence
+    assert late.code is validity.Code.LATE_SENDS and late.kind is validity.Kind.GENERATOR
     # the likely cause is named when the generator waited for its CPU
-    assert validity.late_sends(11, 1000, 1000, 0.4).endswith("fell behind")
-    assert validity.late_sends(11, 1000, 1000, 37.0).endswith(
+    assert validity.late_sends(11, 1000, 1000, 0.4).sentence.endswith("fell behind")
+    assert validity.late_sends(11, 1000, 1000, 37.0).sentence.endswith(
         "(it waited for its CPU 37 % of the window)")
 
 
@@ -44,7 +46,8 @@ def test_sclient_reports_facts_and_the_one_definition_judges_them():
              "generator_cpu": {"user_s": 0.01, "sys_s": 0.01, "run_delay_s": 0.3}}
     doc = judged(spec, facts)
     assert doc["valid"] is False
-    assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0)]
+    assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0).sentence]
+    assert doc["invalid_codes"] == ["late_sends"]
     assert judged(spec, {**facts, "late_sends": 0, "invalid_reasons": []})["valid"] is True
 
 
@@ -77,13 +80,13 @@ def test_wb_sclient_counts_late_sends_only_against_a_threshold_it_is_told(server
 
 def test_generator_saturation_counts_waiting_for_a_cpu():
     assert validity.generator_saturated(80, 10) is None
-    assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10)
+    assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10).sentence
 
 
 def test_rate_shortfall_beyond_tolerance():
     # httperf sent 1,783 of 2,000 req/s: -11 %
     assert "1,783 req/s of the 2,000 offered (-10.8 %" in validity.rate_shortfall(
-        2000, 5, 8916)
+        2000, 5, 8916).sentence
     assert validity.rate_shortfall(2000, 5, 9600) is None  # -4 %
     # a Poisson draw of 100 expected requests varies by ±10 % on its own
     assert validity.rate_shortfall(100, 1, 88, poisson=True) is None
@@ -94,9 +97,9 @@ def test_rate_shortfall_beyond_tolerance():
 def test_no_replies_short_window_refused_and_cold_lost():
     assert validity.no_replies(20, 0) and validity.no_replies(20, 1) is None
     assert validity.no_replies(0, 0) is None  # cold-only or stream: no replies expected
-    assert "2.60 s of the 5 s asked" in validity.short_window(2.6, 5)
+    assert "2.60 s of the 5 s asked" in validity.short_window(2.6, 5).sentence
     assert validity.short_window(4.9, 5) is None
-    assert "3,428 connections refused" in validity.refused(3428)
+    assert "3,428 connections refused" in validity.refused(3428).sentence
     assert validity.refused(0) is None
     assert validity.cold_lost(999, 1000) and validity.cold_lost(1000, 1000) is None
 
@@ -156,7 +159,6 @@ def test_idle_polls_are_not_generator_work():
     # 40,000 req/s though most polls find nothing to do
     assert validity.generator_saturated(100, idle_poll=62.0) is None
     reason = validity.generator_saturated(100, idle_poll=2.0)
-    assert "ran 98 % besides 2 % in idle polls" in reason
-    assert validity.idle_poll_pct({"duration_s": 4.0, "generator_cpu": {"spin_idle_s": 2.5}}) \
-        == pytest.approx(62.5)
-    assert validity.idle_poll_pct({"duration_s": 4.0, "generator_cpu": {"user_s": 4.0}}) is None
+    assert "ran 98 % besides 2 % in idle polls" in reason.sentence
+    assert validity.idle_poll_pct(2.5, 4.0) == pytest.approx(62.5)
+    assert validity.idle_poll_pct(None, 4.0) is None

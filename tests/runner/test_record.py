@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import clients
+from clients import validity
 from clients.validity import EMULATED_CPU
 from harness.guest.record import GuestRecord
 from harness.runner.context import RunContext
@@ -27,7 +28,8 @@ cpus: {server: 0, generator: 1}
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
             generator: str = "sclient", sent: int = 160000,
             guest: GuestRecord | None = None, late_sends: int = 0,
-            neighbours: dict | None = None) -> dict:
+            neighbours: dict | None = None, host: str = "") -> dict:
+    """host: the cluster host whose shard the document is ("" on one machine)."""
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
@@ -45,7 +47,9 @@ def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
         del document["requests"]["scheduled"], document["generator_cpu"]
     spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
                             rate_rps=40000, duration_s=4)
-    measured = Measurement(clients.judged(spec, document), None, window, None, None, [], [])
+    document = clients.judged(spec, document)
+    facts = validity.Facts({host: validity.GeneratorFacts.of(document, spec)})
+    measured = Measurement(document, facts, None, window, None, None, [], [])
     return PointRecorder(ctx, points(scenario)[0], 0).record(measured)["point"]
 
 
@@ -104,3 +108,15 @@ def test_late_sends_another_task_explains_are_interference_and_others_are_not(tm
     assert "another task" not in own["invalid_reason"]
     assert _record(tmp_path, 80.0, 2.5, late_sends=100,  # under the 1 % limit
                    neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})["valid"]
+
+
+def test_a_cluster_shards_reasons_are_judged_by_their_codes(tmp_path: Path):
+    """A shard's reasons name its host ("hot: late sends: ..."). Matched by their text, its
+    saturation was judged a second time from the samplers' view and its late sends were never
+    found to be another task's doing; by their codes, each rule speaks once."""
+    row = _record(tmp_path, 100.0, 0.0, late_sends=2000, host="hot",
+                  neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})
+    assert row["invalid_codes"] == "generator_saturated,generator_crowded"
+    assert row["invalid_reason"].startswith("hot: generator CPU saturated")
+    assert "; hot: late sends: 2,000 of 160,000" in row["invalid_reason"]
+    assert not row["interference_only"]  # the generator's own saturation stays
