@@ -15,7 +15,9 @@ them for users, with their codes):
   intended time (interference when other tasks' time on its CPU, while it waited, explains
   them);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
-  GENERATOR_SATURATED_PCT of the window;
+  GENERATOR_SATURATED_PCT of the window and it did not keep its open-loop schedule (a
+  generator that sent what was offered, on time, did not limit the rate, whatever its CPU
+  read);
 - the generator ran out of local ports (EADDRNOTAVAIL), of file descriptors (httperf), or
   some of its shards did not finish;
 - the offered load was not delivered: an open-loop generator without a schedule count of its
@@ -249,6 +251,35 @@ class GeneratorFacts:
             cpu_s=user + system if user is not None and system is not None else None,
             run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"))
 
+    def late_share(self) -> float | None:
+        if not self.scheduled or self.late is None:
+            return None
+        return self.late / self.scheduled
+
+    def delivered_share(self) -> float | None:
+        """Requests sent over those offered in the window (None: a closed loop, or unknown)."""
+        if not self.offered_rps or not self.hot_conns or not self.window_s or self.sent is None:
+            return None
+        return self.sent / (self.offered_rps * self.window_s)
+
+    def kept_schedule(self) -> bool:
+        """An open-loop generator that counted its schedule and kept it: late sends within
+        LATE_LIMIT and the offered requests delivered. It did not limit the rate, whatever
+        its CPU read."""
+        late, delivered = self.late_share(), self.delivered_share()
+        return (late is not None and late <= LATE_LIMIT and delivered is not None
+                and delivered >= _delivery_floor(self.offered_rps, self.window_s, self.poisson))
+
+    def fell_behind(self) -> str:
+        """How it fell behind its schedule, as a clause ("" when it keeps none)."""
+        late, delivered = self.late_share(), self.delivered_share()
+        if late is not None and late > LATE_LIMIT:
+            return f" and fell behind ({100 * late:.1f} % of its sends late)"
+        if delivered is not None and delivered < _delivery_floor(self.offered_rps,
+                                                                 self.window_s, self.poisson):
+            return f" and fell behind (it sent {100 * delivered:.0f} % of the offered requests)"
+        return ""
+
 
 @dataclass(frozen=True)
 class WindowFacts:
@@ -344,7 +375,8 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
                                  window.other_generator_cpu_pct) or late
     reasons = [
         late,
-        generator_saturated(busy, waiting or 0.0, idle_poll=idle),
+        None if g.kept_schedule() else generator_saturated(
+            busy, waiting or 0.0, idle_poll=idle, fell_behind=g.fell_behind()),
         no_local_port(g.no_local_port),
         # A generator that counts its schedule (sclient, asyncio) shows its own shortfall as
         # late sends; what it left unsent waited for a busy connection: the server's doing.
@@ -363,12 +395,14 @@ def _sampled_saturation(generators: list[GeneratorFacts], window: WindowFacts,
                         found: list[Reason]) -> Reason | None:
     """The runner's view of the generators' CPU (the hot and cold generators share theirs:
     their sum, less the hot generators' polls that found nothing), unless a generator's own
-    accounting already said so, or their CPU says nothing."""
+    accounting already said so, or their CPU says nothing, or they kept their schedule."""
     if (any(r.code is Code.GENERATOR_SATURATED for r in found)
-            or any(g.generator in CPU_SAYS_NOTHING for g in generators)):
+            or any(g.generator in CPU_SAYS_NOTHING for g in generators)
+            or all(g.kept_schedule() for g in generators)):
         return None
     idle = _total(idle_poll_pct(g.spin_idle_s, g.window_s) for g in generators)
-    return generator_saturated(window.generator_cpu_pct, idle_poll=idle)
+    behind = next((clause for g in generators if (clause := g.fell_behind())), "")
+    return generator_saturated(window.generator_cpu_pct, idle_poll=idle, fell_behind=behind)
 
 
 def _clock_reasons(facts: Facts) -> list[Reason]:
@@ -420,9 +454,10 @@ def idle_poll_pct(spin_idle_s: float | None, window_s: float | None) -> float | 
 
 
 def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
-                        idle_poll: float | None = None) -> Reason | None:
+                        idle_poll: float | None = None, fell_behind: str = "") -> Reason | None:
     """cpu_pct: the generator's CPU, % of the window; idle_poll: how much of it was polls
-    that found nothing (idle_poll_pct), which is not work."""
+    that found nothing (idle_poll_pct), which is not work; fell_behind: how it missed its
+    schedule (GeneratorFacts.fell_behind; one that kept it is never judged here)."""
     if cpu_pct is None:
         return None
     busy_pct = cpu_pct - (idle_poll or 0.0)
@@ -432,8 +467,8 @@ def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
     polled = f" besides {idle_poll:.0f} % in idle polls" if idle_poll else ""
     return Reason(Code.GENERATOR_SATURATED,
                   f"generator CPU saturated in the measured window: it ran {busy_pct:.0f} %"
-                  f"{polled}{waited} (over {GENERATOR_SATURATED_PCT:.0f} %): it may have "
-                  f"been the bottleneck")
+                  f"{polled}{waited} (over {GENERATOR_SATURATED_PCT:.0f} %){fell_behind}: it "
+                  f"may have been the bottleneck")
 
 
 def no_local_port(count: int | None) -> Reason | None:

@@ -83,6 +83,33 @@ def test_generator_saturation_counts_waiting_for_a_cpu():
     assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10).sentence
 
 
+def _sclient_doc(late_sends: int, sent: int, cpu_s: float = 1.0) -> dict:
+    """1 s at 1,000 req/s: wb-sclient's own accounting of its CPU and schedule."""
+    return {"generator": "sclient", "duration_s": 1.0, "offered_rate_rps": 1000.0,
+            "late_sends": late_sends, "late_threshold_us": 1000,
+            "requests": {"scheduled": 1000, "sent": sent}, "replies": {"total": sent},
+            "errors": {}, "generator_cpu": {"user_s": 0.3 * cpu_s, "sys_s": 0.7 * cpu_s,
+                                            "run_delay_s": 0.0, "spin_idle_s": 0.0}}
+
+
+def test_a_generator_that_kept_its_schedule_was_not_the_bottleneck_whatever_its_cpu():
+    """`wanbench load`'s verdict: at 100 % of its CPU, a generator that sent its whole
+    schedule on time is valid; one that sent 2 % late, or 80 % of the offered requests, is
+    invalid, its own fault (generator kind). At 60 % of its CPU neither is saturated."""
+    from clients import judged
+    spec = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], hot_conns=4, rate_rps=1000,
+                    duration_s=1)
+    assert judged(spec, _sclient_doc(late_sends=5, sent=1000))["valid"]
+    for behind in (_sclient_doc(late_sends=20, sent=1000), _sclient_doc(late_sends=0, sent=800)):
+        doc = judged(spec, behind)
+        assert "generator_saturated" in doc["invalid_codes"], doc["invalid_reasons"]
+        saturated = doc["invalid_reasons"][doc["invalid_codes"].index("generator_saturated")]
+        assert "fell behind" in saturated
+    assert "generator_saturated" not in judged(spec, _sclient_doc(20, 1000, cpu_s=0.6))[
+        "invalid_codes"]
+    assert validity.Code.GENERATOR_SATURATED.kind is validity.Kind.GENERATOR
+
+
 def test_rate_shortfall_beyond_tolerance():
     # httperf sent 1,783 of 2,000 req/s: -11 %
     assert "1,783 req/s of the 2,000 offered (-10.8 %" in validity.rate_shortfall(
