@@ -46,7 +46,7 @@ them for users, with their codes):
   windows did not overlap enough to add their rates; or a worker was lost during the point.
 
 Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
-(see its docstring).
+(see its docstring), judged against `server_cpus`, the CPUs it may use.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ class WindowFacts:
     steal_server_pct: float | None = None
     steal_generator_pct: float | None = None
     reply_rps: float | None = None  # 2xx replies per second
-    server_cpus: float = 1.0  # the CPUs the server may use
+    server_cpus: float = 1.0  # the CPUs the server may use (server_cpus)
     server_cpu: int | None = None  # the CPU it is pinned to
     single_process: bool = False  # its waits are others' (not its own workers')
     stream: bool = False  # cycles per packet: the measured CPU's whole busy time counts
@@ -427,6 +427,17 @@ def _delivery_floor(offered_rps: float | None, window_s: float | None, poisson: 
     asked = (offered_rps or 0.0) * (window_s or 0.0)
     noise = POISSON_SIGMAS / math.sqrt(asked) if poisson and asked > 0 else 0.0
     return 1 - RATE_TOLERANCE - noise
+
+
+def server_cpus(budget_pct: float | None, pinned: bool, workers: int, machine_cpus: int) -> float:
+    """The CPUs the server may use, which its saturation is judged against: its budget's
+    share of one CPU (cpus.server_budget_pct), one when pinned, else its workers (at most the
+    machine's CPUs)."""
+    if budget_pct:
+        return budget_pct / 100
+    if pinned:
+        return 1
+    return max(1, min(workers, machine_cpus))
 
 
 def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None,

@@ -3,7 +3,11 @@ current shape (as flent's unserialise_compat upgrades older data files): what a 
 recorder writes beside its verdict is derived from what they stored, never judged again.
 
 - invalid_codes: from the sentences of invalid_reason (the only place old text is matched);
-- interference_only: from those codes' kinds."""
+- interference_only: from those codes' kinds;
+- server_cpus: the CPUs the server could use, from the run's manifest (clients.validity's
+  server_cpus);
+- server_saturated: clients.validity's rule on the row's own columns, where it was not
+  recorded (runs before the rule)."""
 
 from __future__ import annotations
 
@@ -55,6 +59,8 @@ def upgrade_points(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFra
     points["invalid_codes"] = _filled(points, "invalid_codes", codes)
     points["interference_only"] = _filled(points, "interference_only",
                                           codes.map(_interference_only))
+    points["server_cpus"] = _filled(points, "server_cpus", _server_cpus(points, manifest))
+    points["server_saturated"] = _filled(points, "server_saturated", _saturated(points))
     return points
 
 
@@ -91,3 +97,36 @@ def _filled(points: pd.DataFrame, column: str, values: pd.Series) -> pd.Series:
     recorded = points[column]
     return recorded if recorded.notna().all() else recorded.astype(object).where(
         recorded.notna(), values)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _server_cpus(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.Series:
+    """clients.validity.server_cpus for each row: its budget (a column, swept or fixed:
+    harness.results.runset), the scenario's pinning, the row's workers (one for a server
+    other than wb-server), the run's machine's CPUs."""
+    scenario = manifest.get("scenario") or {}
+    pinned = (scenario.get("cpus") or {}).get("server") is not None
+    machine = (manifest.get("cpu") or {}).get("count") or 1
+    budgets = points.get("server_budget_pct", pd.Series(None, index=points.index))
+    workers = points.get("workers", pd.Series(None, index=points.index))
+    return pd.Series([validity.server_cpus(_number(budget), pinned, int(_number(n) or 1),
+                                           machine)
+                      for budget, n in zip(budgets, workers, strict=True)],
+                     index=points.index, dtype=float)
+
+
+def _saturated(points: pd.DataFrame) -> pd.Series:
+    """clients.validity.server_saturated on each row's columns."""
+    def column(name: str) -> pd.Series:
+        return points.get(name, pd.Series(None, index=points.index))
+
+    return pd.Series(
+        [validity.server_saturated(_number(reply), _number(offered), _number(cpu),
+                                   float(cpus), _number(wait))
+         for reply, offered, cpu, cpus, wait in zip(
+             column("reply_rate_rps"), column("offered_rate_rps"), column("cpu_server_pct"),
+             points["server_cpus"], column("server_wait_pct"), strict=True)],
+        index=points.index, dtype="boolean")

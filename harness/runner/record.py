@@ -38,6 +38,7 @@ class PointRecorder:
             rows.server_deltas(measured.stats_before, measured.stats_after, rtsig))
         if cold_doc is not None:
             row["cold_held"] = rows.cold_held(cold_doc)
+        row["server_cpus"] = self._server_cpus()
         verdict = validity.judge(dataclasses.replace(measured.facts,
                                                      window=self._window_facts(row)))
         row["server_saturated"] = verdict.server_saturated
@@ -55,7 +56,7 @@ class PointRecorder:
             other_server_cpu_pct=row.get("other_server_cpu_pct"),
             steal_server_pct=row.get("steal_server_cpu_pct"),
             steal_generator_pct=row.get("steal_generator_cpu_pct"),
-            reply_rps=row.get("reply_rate_rps"), server_cpus=self._server_cpus(),
+            reply_rps=row.get("reply_rate_rps"), server_cpus=row["server_cpus"],
             server_cpu=cfg.cpus.server,
             single_process=isinstance(cfg.server, WbServer) and cfg.server.workers == 1,
             stream=cfg.stream is not None, server_bound=cfg.hot.server_bound,
@@ -63,11 +64,7 @@ class PointRecorder:
             cold_asked=cfg.cold.conns, cold_held=row.get("cold_held"))
 
     def _server_cpus(self) -> float:
-        """CPUs the server may use: its budget's share of one, one when pinned, else its
-        workers (at most the machine's)."""
-        if self.config.cpus.server_budget_pct:
-            return self.config.cpus.server_budget_pct / 100
-        if self.config.cpus.server is not None:
-            return 1
-        workers = self.config.server.workers if isinstance(self.config.server, WbServer) else 1
-        return max(1, min(workers, os.cpu_count() or 1))
+        cfg = self.config
+        workers = cfg.server.workers if isinstance(cfg.server, WbServer) else 1
+        return validity.server_cpus(cfg.cpus.server_budget_pct, cfg.cpus.server is not None,
+                                    workers, os.cpu_count() or 1)

@@ -1,14 +1,17 @@
 """Runs recorded before the current facts are upgraded once, at load: their verdicts' codes
-from the sentences they stored (the only place old wording is read)."""
+from the sentences they stored, the CPUs their server could use, and its saturation where
+they did not record it, each through the one rule (clients.validity), never a second one."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from clients import validity
+from harness.analysis import derive
 from harness.results.runset import read_runs
 
 from .synthetic import make_points, write_run
@@ -18,13 +21,48 @@ REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 
 
 def _old_run(tmp_path: Path, cpus: dict, **columns: object) -> Path:
-    """A run written before invalid_codes were recorded."""
+    """A run written before server_cpus and invalid_codes were recorded (and, unless given,
+    server_saturated)."""
     points = make_points(SCENARIO, repetitions=1).assign(**columns)
     run = write_run(tmp_path, points)
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["scenario"]["cpus"] = cpus
     (run / "manifest.json").write_text(json.dumps(manifest))
     return run
+
+
+def _loaded(run: Path) -> pd.DataFrame:
+    return derive.add_derived(read_runs([run]).points)
+
+
+def test_an_old_runs_saturation_is_judged_against_its_servers_budget(tmp_path: Path):
+    """The copy in analysis judged an older run's server against one whole CPU: a server held
+    to half a CPU that used 48 % of it and fell behind read as having CPU to spare."""
+    behind = dict(offered_rate_rps=10_000.0, reply_rate_rps=6_000.0)
+    budgeted = _loaded(_old_run(tmp_path / "a", {"server": 0, "server_budget_pct": 50.0},
+                                cpu_server_pct=48.0, **behind))
+    assert budgeted["server_saturated"].all() and budgeted["server_busy"].all()
+    assert budgeted["server_cpus"].eq(0.5).all()
+    spare = _loaded(_old_run(tmp_path / "b", {"server": 0, "server_budget_pct": 50.0},
+                             cpu_server_pct=30.0, **behind))
+    assert not spare["server_saturated"].any() and not spare["server_busy"].any()
+
+
+def test_an_old_unpinned_servers_workers_count_as_its_cpus(tmp_path: Path):
+    """Two workers of an unpinned server may use both CPUs of the run's machine (its manifest
+    says 2): 150 % of them leaves CPU to spare, 190 % does not."""
+    spare = _loaded(_old_run(tmp_path / "a", {"server": None}, workers=2, cpu_server_pct=150.0))
+    assert not spare["server_busy"].any()
+    assert spare["server_cpus"].eq(2).all()
+    busy = _loaded(_old_run(tmp_path / "b", {"server": None}, workers=2, cpu_server_pct=190.0))
+    assert busy["server_busy"].all()
+
+
+def test_what_a_run_recorded_is_kept(tmp_path: Path):
+    """A run that recorded its saturation keeps it, even where the CPUs would say otherwise."""
+    run = _old_run(tmp_path, {"server": 0}, cpu_server_pct=20.0, offered_rate_rps=10_000.0,
+                   reply_rate_rps=6_000.0, server_saturated=True)
+    assert _loaded(run)["server_saturated"].all()
 
 
 OLD_SENTENCES = [
