@@ -75,11 +75,9 @@ def _document(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
 
 
 def judged(spec: LoadSpec, doc: dict[str, Any]) -> dict[str, Any]:
-    """Applies the validity rules to the document's facts. Reasons only the generator can
-    know (a shard that did not finish, httperf out of descriptors) are kept beside them."""
-    own = doc.get("invalid_reasons") or []
-    doc["invalid_reasons"] = validity.judge_document(doc, spec) + own
-    doc["valid"] = not doc["invalid_reasons"]
+    """The document with the verdict of clients.validity on its facts (the generators
+    report facts only)."""
+    doc.update(validity.judge(validity.Facts.of_document(doc, spec)).document_fields())
     return doc
 
 

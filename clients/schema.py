@@ -153,9 +153,10 @@ SHARED_LOAD = ("hot_conns", "cold_conns", "stream_conns", "rate_rps", "stream_mb
 def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One result document from the documents of generator shards that ran at once on
     several hosts (name -> document): counts, rates, errors and CPU times add, histograms
-    merge exactly (bucket counts add), the window is the shortest shard's, and the result is
-    valid only when every shard is, each shard's reasons kept under its name. `shards`
-    counts the processes, each with a CPU of its own, as wb-sclient's own sharding does."""
+    merge exactly (bucket counts add), and the window is the shortest shard's. `shards`
+    counts the processes, each with a CPU of its own, as wb-sclient's own sharding does.
+    Facts only, as a generator writes them: the verdict is clients.validity's, on each
+    shard's facts (harness.cluster.coordinator.judged_merge)."""
     if not shards:
         raise ValueError("no shard documents to merge")
     docs = list(shards.values())
@@ -172,14 +173,14 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
         # what the shards ran between them: their loads add, the rest is the first's
         "config": {**configs[0], **{key: _sum([c.get(key) for c in configs])
                                     for key in SHARED_LOAD if key in configs[0]}},
-        "valid": all(d.get("valid", True) for d in docs),
-        "invalid_reasons": [f"{name}: {reason}" for name, doc in shards.items()
-                            for reason in doc.get("invalid_reasons") or []],
+        "valid": True,
+        "invalid_reasons": [],
+        "invalid_codes": [],
         "duration_s": min((d["duration_s"] for d in docs if d.get("duration_s") is not None),
                           default=None),
         **{key: _sum([d.get(key) for d in docs])
            for key in ("offered_rate_rps", "request_rate_rps", "reply_rate_rps", "late_sends",
-                       "shards")},
+                       "shards", "unfinished_shards")},
         "first_send_unix_s": min((d["first_send_unix_s"] for d in docs
                                   if d.get("first_send_unix_s") is not None), default=None),
         "late_threshold_us": _peak([d.get("late_threshold_us") for d in docs]),

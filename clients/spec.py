@@ -20,6 +20,7 @@ from clients.targets import (
     resolve,
     split_host_port,
 )
+from clients.validity import LATE_THRESHOLD_US
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -137,7 +138,8 @@ class LoadSpec:
                                  help="cold connects in flight at once")
     late_us: float | None = option("--late-us", None, load=False, metavar="US",
                                    help="a send later than this is late (default: the "
-                                        "generator's)")
+                                        "late-sends rule's for the generator, "
+                                        "clients/validity.py)")
     spin_us: int = option(
         "--spin-us", 0, native=SCLIENT, metavar="US",
         help="sclient: poll instead of sleeping from US before each send until its reply "
@@ -184,6 +186,8 @@ class LoadSpec:
             ipaddress.ip_network(self.source_addrs, strict=False)
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
                            pick=self.pick != "last")
+        if self.late_us is None:  # the generator is told the rule's threshold; it keeps none
+            self.late_us = LATE_THRESHOLD_US.get(self.generator)
 
     @property
     def cold_only(self) -> bool:

@@ -1,16 +1,25 @@
-"""When a measurement is valid: the one definition, for every generator and the runner.
+"""When a measurement is valid: the one definition, for every generator, the runner and the
+cluster.
 
 Generators report facts (sends, late sends, replies, errors, their CPU, the window they
-measured); the rules below turn facts into verdicts with one sentence each. `wanbench load`
-and `wanbench run` both judge through here, so a threshold or its wording changes in one
-place. The rules (docs/validity.md lists them for users):
+measured); the runner's samplers add what they saw over the window (CPU, waits, steal), a
+cluster the hosts' clocks. `judge(facts)` turns them into a Verdict: valid or not, and one
+Reason per rule that failed, each with its Code, its sentence and its Kind (whose fault:
+the generator's, the server's, neighbours' interference, or the set-up's). `wanbench load`,
+the runner's record, both cluster merges and the loading of older runs ask here, so a
+threshold, its wording or its kind changes in one place. The rules (docs/validity.md lists
+them for users, with their codes):
 
-- the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than its
-  late threshold after their intended time (interference when other tasks' time on its CPU,
-  while it waited, explains them);
+- the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than the
+  rule's late threshold (LATE_THRESHOLD_US, which every generator is told) after their
+  intended time (interference when other tasks' time on its CPU, while it waited, explains
+  them);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
-  GENERATOR_SATURATED_PCT of the window;
-- the generator ran out of local ports (EADDRNOTAVAIL);
+  GENERATOR_SATURATED_PCT of the window and it did not keep its open-loop schedule (a
+  generator that sent what was offered, on time, did not limit the rate, whatever its CPU
+  read);
+- the generator ran out of local ports (EADDRNOTAVAIL), of file descriptors (httperf), or
+  some of its shards did not finish;
 - the offered load was not delivered: an open-loop generator without a schedule count of its
   own (httperf) sent fewer than (1 - RATE_TOLERANCE) of the offered requests (less a Poisson
   draw's own noise); sclient and asyncio show their own shortfall as late sends, and what
@@ -31,21 +40,30 @@ place. The rules (docs/validity.md lists them for users):
   CPU, whose whole busy time the cycles per packet count;
 - the CPU was emulated (a guest under QEMU's TCG): time ran at the emulator's pace, so
   timings say nothing of the kernel, while what the run counted (errors, overflows,
-  replies) still holds.
-- several hosts (wanbench's cluster): a host's clock was off the run's host's by more than
-  CLOCK_OFFSET_FRACTION of the window, so the hosts' windows did not overlap enough to add
-  their rates; or a worker was lost during the point.
+  replies) still holds;
+- several hosts (wanbench's cluster): the clock of a host that keeps the scheduled start was
+  off the run's host's by more than CLOCK_OFFSET_FRACTION of the window, so the hosts'
+  windows did not overlap enough to add their rates; or a worker was lost during the point.
 
 Saturation is a finding, not a fault: `server_saturated` says the server was the bottleneck
-(see its docstring).
+(see its docstring), judged against `server_cpus`, the CPUs it may use.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clients.spec import LoadSpec
 
 LATE_LIMIT = 0.01
+# A send is late past this: wb-sclient times its sends to the microsecond, asyncio's timers
+# to the millisecond. Every generator is told the threshold (LoadSpec.late_us), none keeps it.
+LATE_THRESHOLD_US = {"sclient": 1000.0, "asyncio": 5000.0}
 GENERATOR_SATURATED_PCT = 95.0
 RATE_TOLERANCE = 0.05
 WINDOW_TOLERANCE = 0.95
@@ -62,9 +80,368 @@ WAIT_LIMIT_PCT = 5.0
 CPU_SAYS_NOTHING = frozenset({"httperf"})
 
 
+class Kind(StrEnum):
+    """Whose fault a reason is, which says what to do about it."""
+
+    GENERATOR = "generator"  # the load generator limited the measurement
+    SERVER = "server"  # the server was gone, silent, or lost connections
+    INTERFERENCE = "interference"  # neighbours took the CPU: measured again (interference_retries)
+    SETUP = "set-up"  # the machine, the hosts or the scenario cannot measure what is asked
+
+
+class Code(StrEnum):
+    """One per rule: what the points table (invalid_codes) and a document (invalid_codes)
+    store beside each reason's sentence."""
+
+    LATE_SENDS = "late_sends"
+    GENERATOR_CROWDED = "generator_crowded"  # late sends another task's time explains
+    GENERATOR_SATURATED = "generator_saturated"
+    NO_LOCAL_PORT = "no_local_port"
+    OUT_OF_DESCRIPTORS = "out_of_descriptors"
+    SHARDS_UNFINISHED = "shards_unfinished"
+    RATE_SHORTFALL = "rate_shortfall"
+    NO_REPLIES = "no_replies"
+    SHORT_WINDOW = "short_window"
+    REFUSED = "refused"
+    SERVER_EXITED = "server_exited"
+    COLD_LOST = "cold_lost"
+    STEAL = "steal"
+    CROWDED_SERVER = "crowded_server"
+    FOREIGN_WORK = "foreign_work"
+    CLOSED_LOOP_ELSEWHERE = "closed_loop_elsewhere"
+    EMULATED_CPU = "emulated_cpu"
+    CLOCK_OFFSET = "clock_offset"
+    WORKER_LOST = "worker_lost"
+    NOT_MEASURED = "not_measured"  # the point failed before it was measured; its sentence says why
+
+    @property
+    def kind(self) -> Kind:
+        return RULES[self].kind
+
+    @property
+    def rule(self) -> str:
+        """The rule's name in a few words (figure notes group reasons by it)."""
+        return RULES[self].name
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: Kind
+    name: str
+
+
+RULES = {
+    Code.LATE_SENDS: Rule(Kind.GENERATOR, "late sends"),
+    Code.GENERATOR_CROWDED: Rule(Kind.INTERFERENCE, "late sends, another task on the "
+                                                    "generator's CPU"),
+    Code.GENERATOR_SATURATED: Rule(Kind.GENERATOR, "generator CPU saturated"),
+    Code.NO_LOCAL_PORT: Rule(Kind.GENERATOR, "out of local ports"),
+    Code.OUT_OF_DESCRIPTORS: Rule(Kind.GENERATOR, "generator out of file descriptors"),
+    Code.SHARDS_UNFINISHED: Rule(Kind.GENERATOR, "generator shards unfinished"),
+    Code.RATE_SHORTFALL: Rule(Kind.GENERATOR, "offered load not delivered"),
+    Code.NO_REPLIES: Rule(Kind.SERVER, "no replies"),
+    Code.SHORT_WINDOW: Rule(Kind.GENERATOR, "short window"),
+    Code.REFUSED: Rule(Kind.SERVER, "connections refused"),
+    Code.SERVER_EXITED: Rule(Kind.SERVER, "server exited"),
+    Code.COLD_LOST: Rule(Kind.SERVER, "cold connections lost"),
+    Code.STEAL: Rule(Kind.INTERFERENCE, "CPU steal"),
+    Code.CROWDED_SERVER: Rule(Kind.INTERFERENCE, "another task on the server's CPU"),
+    Code.FOREIGN_WORK: Rule(Kind.INTERFERENCE, "foreign work on the measured CPU"),
+    Code.CLOSED_LOOP_ELSEWHERE: Rule(Kind.SETUP, "closed loop not server-bound"),
+    Code.EMULATED_CPU: Rule(Kind.SETUP, "emulated CPU"),
+    Code.CLOCK_OFFSET: Rule(Kind.SETUP, "clock offset between hosts"),
+    Code.WORKER_LOST: Rule(Kind.SETUP, "worker lost"),
+    Code.NOT_MEASURED: Rule(Kind.SETUP, "not measured"),
+}
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: Code
+    sentence: str
+
+    @property
+    def kind(self) -> Kind:
+        return self.code.kind
+
+    def on(self, host: str) -> Reason:
+        """The reason as one host's among several (a cluster's shards): its sentence names
+        the host ("" on one machine: unchanged)."""
+        return Reason(self.code, f"{host}: {self.sentence}") if host else self
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Valid when no rule failed; else one reason per rule that did. server_saturated is a
+    finding beside it (None: not judged, e.g. `wanbench load` has no sampler)."""
+
+    reasons: tuple[Reason, ...] = ()
+    server_saturated: bool | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons
+
+    @property
+    def interference_only(self) -> bool:
+        """Every reason was neighbours' doing: worth measuring again."""
+        return bool(self.reasons) and all(r.kind is Kind.INTERFERENCE for r in self.reasons)
+
+    def document_fields(self) -> dict[str, Any]:
+        """The verdict as a result document carries it (clients/SCHEMA.md)."""
+        return {"valid": self.valid, "invalid_reasons": [r.sentence for r in self.reasons],
+                "invalid_codes": [r.code.value for r in self.reasons]}
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """A host's clock less the run's host's, from one time exchange: the host's reading is
+    taken halfway through the round trip, give or take half of it (uncertainty_s)."""
+
+    offset_s: float
+    uncertainty_s: float
+
+
+@dataclass(frozen=True)
+class GeneratorFacts:
+    """What one generator (or one host's shard of a cluster's load) reported of its window
+    (clients/SCHEMA.md), beside what it was asked."""
+
+    generator: str
+    asked_s: float = 0.0  # the duration asked (0: a hold until signalled)
+    hot_conns: int = 0  # requesting connections (0: cold-only or stream)
+    poisson: bool = False
+    window_s: float | None = None
+    offered_rps: float | None = None
+    scheduled: int | None = None  # open-loop sends due in the window, by its own count
+    sent: int | None = None
+    late: int | None = None
+    late_threshold_us: float | None = None
+    replies: int | None = None
+    refused: int | None = None
+    no_local_port: int | None = None
+    no_descriptor: int | None = None
+    unfinished_shards: int | None = None
+    shards: int = 1  # processes, each with a CPU of its own
+    cpu_s: float | None = None  # user + system time in the window, over its shards
+    run_delay_s: float | None = None  # its wait for a CPU (None: it does not read it)
+    spin_idle_s: float | None = None  # polls that found nothing to do
+
+    @classmethod
+    def of(cls, doc: dict[str, Any], spec: LoadSpec) -> GeneratorFacts:
+        """The facts of a result document, run as spec asked."""
+        requests = doc.get("requests") or {}
+        errors = doc.get("errors") or {}
+        cpu = doc.get("generator_cpu") or {}
+        user, system = cpu.get("user_s"), cpu.get("sys_s")
+        return cls(
+            generator=doc.get("generator") or spec.generator, asked_s=spec.duration_s,
+            hot_conns=0 if spec.stream_conns else spec.hot_conns,
+            poisson=spec.arrivals == "poisson", window_s=doc.get("duration_s"),
+            offered_rps=doc.get("offered_rate_rps"), scheduled=requests.get("scheduled"),
+            sent=requests.get("sent"), late=doc.get("late_sends"),
+            late_threshold_us=doc.get("late_threshold_us"),
+            replies=(doc.get("replies") or {}).get("total"), refused=errors.get("refused"),
+            no_local_port=errors.get("no_local_port"),
+            no_descriptor=errors.get("no_descriptor"),
+            unfinished_shards=doc.get("unfinished_shards"), shards=doc.get("shards") or 1,
+            cpu_s=user + system if user is not None and system is not None else None,
+            run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"))
+
+    def late_share(self) -> float | None:
+        if not self.scheduled or self.late is None:
+            return None
+        return self.late / self.scheduled
+
+    def delivered_share(self) -> float | None:
+        """Requests sent over those offered in the window (None: a closed loop, or unknown)."""
+        if not self.offered_rps or not self.hot_conns or not self.window_s or self.sent is None:
+            return None
+        return self.sent / (self.offered_rps * self.window_s)
+
+    def kept_schedule(self) -> bool:
+        """An open-loop generator that counted its schedule and kept it: late sends within
+        LATE_LIMIT and the offered requests delivered. It did not limit the rate, whatever
+        its CPU read."""
+        late, delivered = self.late_share(), self.delivered_share()
+        return (late is not None and late <= LATE_LIMIT and delivered is not None
+                and delivered >= _delivery_floor(self.offered_rps, self.window_s, self.poisson))
+
+    def fell_behind(self) -> str:
+        """How it fell behind its schedule, as a clause ("" when it keeps none)."""
+        late, delivered = self.late_share(), self.delivered_share()
+        if late is not None and late > LATE_LIMIT:
+            return f" and fell behind ({100 * late:.1f} % of its sends late)"
+        if delivered is not None and delivered < _delivery_floor(self.offered_rps,
+                                                                 self.window_s, self.poisson):
+            return f" and fell behind (it sent {100 * delivered:.0f} % of the offered requests)"
+        return ""
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """What the runner's samplers measured over the window (% of the window), and how the
+    point was set up."""
+
+    generator_cpu_pct: float | None = None  # the hot and cold generators together
+    generator_wait_pct: float | None = None
+    other_generator_cpu_pct: float | None = None  # other tasks' time on the generator's CPU
+    server_cpu_pct: float | None = None
+    server_wait_pct: float | None = None
+    other_server_cpu_pct: float | None = None  # other tasks' time on the server's CPU
+    steal_server_pct: float | None = None
+    steal_generator_pct: float | None = None
+    reply_rps: float | None = None  # 2xx replies per second
+    server_cpus: float = 1.0  # the CPUs the server may use (server_cpus)
+    server_cpu: int | None = None  # the CPU it is pinned to
+    single_process: bool = False  # its waits are others' (not its own workers')
+    stream: bool = False  # cycles per packet: the measured CPU's whole busy time counts
+    server_bound: bool = True  # a closed loop must saturate the server (hot.server_bound)
+    emulated: bool = False  # a guest under QEMU's TCG
+    cold_asked: int = 0
+    cold_held: int | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything a point is judged on. generators: by host ("" on one machine); clocks: by
+    host, for a load on several; sampler_host: the host whose samplers keep the scheduled
+    start beside the generators (a cluster point's server); window: the runner's (None for
+    `wanbench load`)."""
+
+    generators: Mapping[str, GeneratorFacts]
+    clocks: Mapping[str, ClockOffset] = field(default_factory=dict)
+    sampler_host: str | None = None
+    window: WindowFacts | None = None
+
+    @classmethod
+    def of_document(cls, doc: dict[str, Any], spec: LoadSpec) -> Facts:
+        return cls({"": GeneratorFacts.of(doc, spec)})
+
+
+def judge(facts: Facts) -> Verdict:
+    """The one verdict on a point (or a generator's run): each rule of this module on the
+    facts, the interference reasons last."""
+    window = facts.window
+    own: list[Reason] = []
+    crowded_late: list[Reason] = []
+    for host, generator in facts.generators.items():
+        for reason in _generator_reasons(generator, window):
+            (crowded_late if reason.kind is Kind.INTERFERENCE else own).append(reason.on(host))
+    own += _clock_reasons(facts)
+    if window is None:
+        return Verdict(tuple(own + crowded_late))
+    generators = list(facts.generators.values())
+    offered = _total(g.offered_rps for g in generators)
+    saturated = server_saturated(window.reply_rps, offered, window.server_cpu_pct,
+                                 window.server_cpus, window.server_wait_pct)
+    own += [r for r in (
+        _sampled_saturation(generators, window, own),
+        cold_lost(window.cold_held, window.cold_asked),
+        None if window.stream else closed_loop_elsewhere(
+            offered, sum(g.hot_conns for g in generators), saturated, window.server_cpu_pct,
+            window.generator_wait_pct, window.server_bound),
+        emulated_cpu(window.emulated),  # counts stand, timings do not
+    ) if r]
+    interference = [r for r in (
+        stolen(window.steal_server_pct, window.steal_generator_pct),
+        # a server's own workers share its CPU: their waits are not interference
+        crowded(window.server_wait_pct, window.server_cpu, window.other_server_cpu_pct)
+        if window.server_cpus == 1 and window.single_process else None,
+        foreign_work(window.other_server_cpu_pct, window.server_cpu) if window.stream else None,
+    ) if r]
+    return Verdict(tuple(own + interference + crowded_late), saturated)
+
+
+def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Reason]:
+    """The rules one generator's own facts decide (and its late sends' cause, when the
+    runner saw who else ran on its CPU)."""
+    busy = waiting = idle = None
+    # Only a generator that reads its run-queue wait (sclient, asyncio) says here whether it
+    # was saturated; the runner's sampler judges the external tools from outside, all but
+    # those whose CPU says nothing (CPU_SAYS_NOTHING). Each shard has a CPU of its own.
+    if g.window_s and g.cpu_s is not None and g.run_delay_s is not None:
+        busy = 100 * g.cpu_s / g.window_s / g.shards
+        idle = (idle_poll_pct(g.spin_idle_s, g.window_s) or 0.0) / g.shards
+        waiting = 100 * g.run_delay_s / g.window_s / g.shards
+    late = late_sends(g.late, g.scheduled, g.late_threshold_us, waiting)
+    if late is not None and window is not None:
+        # late sends that another task's time on the generator's CPU explains are its
+        # interference: measured again (interference_retries), not the generator's limit
+        late = generator_crowded(late, window.generator_wait_pct,
+                                 window.other_generator_cpu_pct) or late
+    reasons = [
+        late,
+        None if g.kept_schedule() else generator_saturated(
+            busy, waiting or 0.0, idle_poll=idle, fell_behind=g.fell_behind()),
+        no_local_port(g.no_local_port),
+        # A generator that counts its schedule (sclient, asyncio) shows its own shortfall as
+        # late sends; what it left unsent waited for a busy connection: the server's doing.
+        rate_shortfall(g.offered_rps if g.hot_conns else None, g.window_s, g.sent,
+                       poisson=g.poisson) if g.scheduled is None else None,
+        no_replies(g.hot_conns, g.replies),
+        short_window(g.window_s, g.asked_s) if g.asked_s else None,
+        refused(g.refused),
+        shards_unfinished(g.unfinished_shards, g.shards),
+        out_of_descriptors(g.no_descriptor),
+    ]
+    return [r for r in reasons if r]
+
+
+def _sampled_saturation(generators: list[GeneratorFacts], window: WindowFacts,
+                        found: list[Reason]) -> Reason | None:
+    """The runner's view of the generators' CPU (the hot and cold generators share theirs:
+    their sum, less the hot generators' polls that found nothing), unless a generator's own
+    accounting already said so, or their CPU says nothing, or they kept their schedule."""
+    if (any(r.code is Code.GENERATOR_SATURATED for r in found)
+            or any(g.generator in CPU_SAYS_NOTHING for g in generators)
+            or all(g.kept_schedule() for g in generators)):
+        return None
+    idle = _total(idle_poll_pct(g.spin_idle_s, g.window_s) for g in generators)
+    behind = next((clause for g in generators if (clause := g.fell_behind())), "")
+    return generator_saturated(window.generator_cpu_pct, idle_poll=idle, fell_behind=behind)
+
+
+def _clock_reasons(facts: Facts) -> list[Reason]:
+    """The clocks of the hosts that keep the scheduled start, those whose generators start at
+    it and the sampler host; a cold host's connections are open before it, its clock only
+    recorded."""
+    scheduled = {*facts.generators, facts.sampler_host}
+    window_s = max((g.asked_s for g in facts.generators.values()), default=0.0)
+    reasons = [clock_offset(host, clock.offset_s, clock.uncertainty_s, window_s)
+               for host, clock in facts.clocks.items() if host in scheduled]
+    return [r for r in reasons if r]
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _delivery_floor(offered_rps: float | None, window_s: float | None, poisson: bool) -> float:
+    """The least share of the offered requests that counts as delivered (a Poisson draw of
+    n expected requests varies by POISSON_SIGMAS/sqrt(n) on its own)."""
+    asked = (offered_rps or 0.0) * (window_s or 0.0)
+    noise = POISSON_SIGMAS / math.sqrt(asked) if poisson and asked > 0 else 0.0
+    return 1 - RATE_TOLERANCE - noise
+
+
+def server_cpus(budget_pct: float | None, pinned: bool, workers: int, machine_cpus: int) -> float:
+    """The CPUs the server may use, which its saturation is judged against: its budget's
+    share of one CPU (cpus.server_budget_pct), one when pinned, else its workers (at most the
+    machine's CPUs)."""
+    if budget_pct:
+        return budget_pct / 100
+    if pinned:
+        return 1
+    return max(1, min(workers, machine_cpus))
+
 
 def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None,
-               waited_pct: float | None = None) -> str | None:
+               waited_pct: float | None = None) -> Reason | None:
     """waited_pct: the generator's run-queue wait, % of the window; named when it is the
     likely cause (another task ran on the generator's CPU)."""
     if not scheduled or late is None or late / scheduled <= LATE_LIMIT:
@@ -73,23 +450,25 @@ def late_sends(late: int | None, scheduled: int | None, threshold_us: float | No
     share = 100 * late / scheduled
     waited = (f" (it waited for its CPU {waited_pct:.0f} % of the window)"
               if waited_pct is not None and waited_pct >= 1 else "")
-    return (f"late sends: {late:,} of {scheduled:,} scheduled sends ({share:.1f} %) went out "
-            f"more than {threshold} after their intended time; the generator fell behind"
-            f"{waited}")
+    return Reason(Code.LATE_SENDS,
+                  f"late sends: {late:,} of {scheduled:,} scheduled sends ({share:.1f} %) went "
+                  f"out more than {threshold} after their intended time; the generator fell "
+                  f"behind{waited}")
 
 
-def idle_poll_pct(doc: dict[str, Any]) -> float | None:
+def idle_poll_pct(spin_idle_s: float | None, window_s: float | None) -> float | None:
     """% of the window a generator spent in polls that found nothing to do, by its own count
-    (wb-sclient polls instead of sleeping before a due send): time its CPU reads as busy but
-    that it could have given up. Summed over shards; None when the generator does not say."""
-    spin_idle, window = (doc.get("generator_cpu") or {}).get("spin_idle_s"), doc.get("duration_s")
-    return 100 * spin_idle / window if spin_idle is not None and window else None
+    (wb-sclient polls instead of sleeping before a due send; generator_cpu.spin_idle_s): time
+    its CPU reads as busy but that it could have given up. Summed over shards; None when the
+    generator does not say."""
+    return 100 * spin_idle_s / window_s if spin_idle_s is not None and window_s else None
 
 
 def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
-                        idle_poll: float | None = None) -> str | None:
+                        idle_poll: float | None = None, fell_behind: str = "") -> Reason | None:
     """cpu_pct: the generator's CPU, % of the window; idle_poll: how much of it was polls
-    that found nothing (idle_poll_pct), which is not work."""
+    that found nothing (idle_poll_pct), which is not work; fell_behind: how it missed its
+    schedule (GeneratorFacts.fell_behind; one that kept it is never judged here)."""
     if cpu_pct is None:
         return None
     busy_pct = cpu_pct - (idle_poll or 0.0)
@@ -97,93 +476,83 @@ def generator_saturated(cpu_pct: float | None, waiting_pct: float = 0.0,
         return None
     waited = f" and waited for a CPU {waiting_pct:.0f} % of the time" if waiting_pct else ""
     polled = f" besides {idle_poll:.0f} % in idle polls" if idle_poll else ""
-    return (f"generator CPU saturated in the measured window: it ran {busy_pct:.0f} %{polled}"
-            f"{waited} (over {GENERATOR_SATURATED_PCT:.0f} %): it may have been the bottleneck")
+    return Reason(Code.GENERATOR_SATURATED,
+                  f"generator CPU saturated in the measured window: it ran {busy_pct:.0f} %"
+                  f"{polled}{waited} (over {GENERATOR_SATURATED_PCT:.0f} %){fell_behind}: it "
+                  f"may have been the bottleneck")
 
 
-def no_local_port(count: int | None) -> str | None:
+def no_local_port(count: int | None) -> Reason | None:
     if not count:
         return None
-    return (f"the generator ran out of local ports {count:,} times (EADDRNOTAVAIL on connect): "
-            f"give it more source addresses (--source), a wider net.ipv4.ip_local_port_range, "
-            f"or net.ipv4.tcp_tw_reuse=1")
+    return Reason(Code.NO_LOCAL_PORT,
+                  f"the generator ran out of local ports {count:,} times (EADDRNOTAVAIL on "
+                  f"connect): give it more source addresses (--source), a wider "
+                  f"net.ipv4.ip_local_port_range, or net.ipv4.tcp_tw_reuse=1")
+
+
+def out_of_descriptors(count: int | None) -> Reason | None:
+    if not count:
+        return None
+    return Reason(Code.OUT_OF_DESCRIPTORS,
+                  f"the generator ran out of file descriptors {count:,} times: it, not the "
+                  f"server, limited the run (fewer connections, or sclient)")
+
+
+def shards_unfinished(unfinished: int | None, shards: int) -> Reason | None:
+    if not unfinished:
+        return None
+    return Reason(Code.SHARDS_UNFINISHED,
+                  f"{unfinished} of {shards} generator shard(s) did not finish")
 
 
 def rate_shortfall(offered_rps: float | None, window_s: float | None, sent: int | None,
-                   poisson: bool = False) -> str | None:
+                   poisson: bool = False) -> Reason | None:
     if not offered_rps or not window_s or sent is None:
         return None
     asked = offered_rps * window_s
-    noise = POISSON_SIGMAS / math.sqrt(asked) if poisson else 0.0
-    if sent / asked >= 1 - RATE_TOLERANCE - noise:
+    if sent / asked >= _delivery_floor(offered_rps, window_s, poisson):
         return None
-    return (f"offered load not delivered: the generator sent {sent / window_s:,.0f} req/s of the "
-            f"{offered_rps:,.0f} offered ({100 * (sent / asked - 1):+.1f} %, "
-            f"tolerance {100 * RATE_TOLERANCE:.0f} %)")
+    return Reason(Code.RATE_SHORTFALL,
+                  f"offered load not delivered: the generator sent {sent / window_s:,.0f} "
+                  f"req/s of the {offered_rps:,.0f} offered ({100 * (sent / asked - 1):+.1f} "
+                  f"%, tolerance {100 * RATE_TOLERANCE:.0f} %)")
 
 
-def no_replies(hot_conns: int, replies: int | None) -> str | None:
+def no_replies(hot_conns: int, replies: int | None) -> Reason | None:
     if not hot_conns or replies is None or replies > 0:
         return None
-    return "no replies in the measured window: is the server up and answering at the target?"
+    return Reason(Code.NO_REPLIES,
+                  "no replies in the measured window: is the server up and answering at the "
+                  "target?")
 
 
-def short_window(measured_s: float | None, asked_s: float) -> str | None:
+def short_window(measured_s: float | None, asked_s: float) -> Reason | None:
     if measured_s is None or asked_s <= 0 or measured_s >= WINDOW_TOLERANCE * asked_s:
         return None
-    return (f"measured window {measured_s:.2f} s of the {asked_s:g} s asked: the generator "
-            f"stopped early")
+    return Reason(Code.SHORT_WINDOW,
+                  f"measured window {measured_s:.2f} s of the {asked_s:g} s asked: the "
+                  f"generator stopped early")
 
 
-def refused(count: int | None) -> str | None:
+def refused(count: int | None) -> Reason | None:
     if not count:
         return None
-    return (f"{count:,} connections refused: the server was gone or not listening for part of "
-            f"the window")
+    return Reason(Code.REFUSED,
+                  f"{count:,} connections refused: the server was gone or not listening for "
+                  f"part of the window")
 
 
-def server_exited(status: int | None, said: str = "") -> str:
+def server_exited(status: int | None, said: str = "") -> Reason:
     code = f" with status {status}" if status is not None else ""
-    return f"the server exited during the point{code}{said}"
+    return Reason(Code.SERVER_EXITED, f"the server exited during the point{code}{said}")
 
 
-def cold_lost(held: int | None, asked: int) -> str | None:
+def cold_lost(held: int | None, asked: int) -> Reason | None:
     if held is None or held >= asked:
         return None
-    return f"only {held:,} of {asked:,} cold connections were held to the end"
-
-
-def judge_document(doc: dict[str, Any], spec: Any) -> list[str]:
-    """The rules that a generator's result document alone decides; spec is the LoadSpec."""
-    requests = doc.get("requests") or {}
-    errors = doc.get("errors") or {}
-    cpu = doc.get("generator_cpu") or {}
-    window = doc.get("duration_s")
-    shards = doc.get("shards") or 1  # each shard has a CPU of its own: judge one
-    busy = waiting = idle = None
-    # Only a generator that reads its run-queue wait (sclient, asyncio) says here whether it
-    # was saturated; the runner's sampler judges the external tools from outside, all but
-    # those whose CPU says nothing (CPU_SAYS_NOTHING).
-    if window and cpu.get("run_delay_s") is not None:
-        busy = 100 * (cpu["user_s"] + cpu["sys_s"]) / window / shards
-        idle = (idle_poll_pct(doc) or 0.0) / shards
-        waiting = 100 * cpu["run_delay_s"] / window / shards
-    hot = spec.hot_conns if not spec.stream_conns else 0
-    reasons = [
-        late_sends(doc.get("late_sends"), requests.get("scheduled"),
-                   doc.get("late_threshold_us"), waiting),
-        generator_saturated(busy, waiting or 0.0, idle_poll=idle),
-        no_local_port(errors.get("no_local_port")),
-        # A generator that counts its schedule (sclient, asyncio) shows its own shortfall as
-        # late sends; what it left unsent waited for a busy connection: the server's doing.
-        rate_shortfall(doc.get("offered_rate_rps") if hot else None, window, requests.get("sent"),
-                       poisson=spec.arrivals == "poisson")
-        if requests.get("scheduled") is None else None,
-        no_replies(hot, (doc.get("replies") or {}).get("total")),
-        short_window(window, spec.duration_s) if spec.duration_s else None,
-        refused(errors.get("refused")),
-    ]
-    return [r for r in reasons if r]
+    return Reason(Code.COLD_LOST, f"only {held:,} of {asked:,} cold connections were held to "
+                                  f"the end")
 
 
 def server_busy(server_cpu_pct: float, server_cpus: float = 1,
@@ -212,18 +581,19 @@ def server_saturated(reply_rps: float | None, offered_rps: float | None,
     return busy and reply_rps < KEEP_UP_FRACTION * offered_rps
 
 
-def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> str | None:
+def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> Reason | None:
     worst = max((v for v in (server_cpu_pct, generator_cpu_pct) if v is not None), default=None)
     if worst is None or worst <= STEAL_LIMIT_PCT:
         return None
     parts = [f"{who}'s CPU {value:.1f} %" for who, value in
              (("server", server_cpu_pct), ("generator", generator_cpu_pct)) if value is not None]
-    return (f"{worst:.0f} % CPU steal during the window ({', '.join(parts)}): the hypervisor "
-            f"ran someone else on these vCPUs")
+    return Reason(Code.STEAL,
+                  f"{worst:.0f} % CPU steal during the window ({', '.join(parts)}): the "
+                  f"hypervisor ran someone else on these vCPUs")
 
 
 def crowded(server_wait_pct: float | None, server_cpu: int | None,
-            others_pct: float | None = None) -> str | None:
+            others_pct: float | None = None) -> Reason | None:
     """The server waited for its CPU more than WAIT_LIMIT_PCT of the window while other tasks
     ran there (others_pct: their busy time on its CPU, % of the window). A task waits only
     while something else runs, so the wait others can explain is at most their running time;
@@ -237,12 +607,13 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None,
         return None
     where = f" CPU {server_cpu}" if server_cpu is not None else " its CPU"
     ran = "" if others_pct is None else f" for {others_pct:.0f} % of it"
-    return (f"the server waited for its CPU {server_wait_pct:.0f} % of the window: another task "
-            f"ran on{where}{ran}")
+    return Reason(Code.CROWDED_SERVER,
+                  f"the server waited for its CPU {server_wait_pct:.0f} % of the window: "
+                  f"another task ran on{where}{ran}")
 
 
-def generator_crowded(late_reason: str, generator_wait_pct: float | None,
-                      others_pct: float | None) -> str | None:
+def generator_crowded(late: Reason, generator_wait_pct: float | None,
+                      others_pct: float | None) -> Reason | None:
     """Late sends are interference, to be measured again, when the generator waited for its
     CPU while other tasks ran there (others_pct: their busy time on its CPU, % of the window)
     long enough to make them: more than LATE_LIMIT of the window, a stall that delays that
@@ -253,47 +624,56 @@ def generator_crowded(late_reason: str, generator_wait_pct: float | None,
     explained = min(generator_wait_pct, others_pct)
     if explained <= 100 * LATE_LIMIT:
         return None
-    return (f"{late_reason}: another task ran on the generator's CPU for {others_pct:.1f} % "
-            f"of the window while it waited {generator_wait_pct:.1f} %")
+    return Reason(Code.GENERATOR_CROWDED,
+                  f"{late.sentence}: another task ran on the generator's CPU for "
+                  f"{others_pct:.1f} % of the window while it waited {generator_wait_pct:.1f} %")
 
 
-def foreign_work(others_pct: float | None, server_cpu: int | None) -> str | None:
+def foreign_work(others_pct: float | None, server_cpu: int | None) -> Reason | None:
     """Per-packet cost is the measured CPU's whole busy time (or its cycle counters) over the
     packets: other tasks' work there over WAIT_LIMIT_PCT of the window inflates it, even when
     the server never waited for them."""
     if others_pct is None or others_pct <= WAIT_LIMIT_PCT:
         return None
     where = f"CPU {server_cpu}" if server_cpu is not None else "the server's CPU"
-    return (f"another task ran on {where} for {others_pct:.0f} % of the window: the cycles per "
-            f"packet count that CPU's whole busy time")
+    return Reason(Code.FOREIGN_WORK,
+                  f"another task ran on {where} for {others_pct:.0f} % of the window: the "
+                  f"cycles per packet count that CPU's whole busy time")
 
 
-def clock_offset(host: str, offset_s: float, uncertainty_s: float, window_s: float) -> str | None:
+def clock_offset(host: str, offset_s: float, uncertainty_s: float,
+                 window_s: float) -> Reason | None:
     """offset_s: the host's clock less the run's host's; uncertainty_s: half the exchange's
     round trip, which the offset may be off by too."""
     worst = abs(offset_s) + uncertainty_s
     if worst <= CLOCK_OFFSET_FRACTION * window_s:
         return None
-    return (f"the clock of {host} is {offset_s * 1e3:+.1f} ms (± {uncertainty_s * 1e3:.1f} ms) "
-            f"off the run's host's, over {CLOCK_OFFSET_FRACTION:.0%} of the {window_s:g} s "
-            f"window: synchronise the hosts' clocks (chrony) and resume")
+    return Reason(Code.CLOCK_OFFSET,
+                  f"the clock of {host} is {offset_s * 1e3:+.1f} ms (± {uncertainty_s * 1e3:.1f} "
+                  f"ms) off the run's host's, over {CLOCK_OFFSET_FRACTION:.0%} of the "
+                  f"{window_s:g} s window: synchronise the hosts' clocks (chrony) and resume")
 
 
-def worker_lost(host: str, said: str = "") -> str:
-    return f"worker {host} was lost during the point{said}"
+def worker_lost(host: str, said: str = "") -> Reason:
+    return Reason(Code.WORKER_LOST, f"worker {host} was lost during the point{said}")
+
+
+def not_measured(why: str) -> Reason:
+    """A point that failed before it could be measured (the runner's PointFailed)."""
+    return Reason(Code.NOT_MEASURED, why)
 
 
 EMULATED_CPU = "emulated CPU: timings not comparable"
 
 
-def emulated_cpu(emulated: bool) -> str | None:
-    return EMULATED_CPU if emulated else None
+def emulated_cpu(emulated: bool) -> Reason | None:
+    return Reason(Code.EMULATED_CPU, EMULATED_CPU) if emulated else None
 
 
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
                           saturated: bool | None, server_cpu_pct: float | None,
                           generator_wait_pct: float | None = None,
-                          server_bound: bool = True) -> str | None:
+                          server_bound: bool = True) -> Reason | None:
     """generator_wait_pct: the generators' run-queue wait, % of the window; named when it is
     the likely cause (another task took the generator's CPU, so it sent less).
     server_bound=False (scenario hot.server_bound): the round trips may set the rate by
@@ -302,13 +682,15 @@ def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
         return None
     crowded = generator_wait_pct is not None and generator_wait_pct > WAIT_LIMIT_PCT
     if not server_bound:
-        return (f"closed loop whose server was not the bottleneck, and the generator waited "
-                f"for its CPU {generator_wait_pct:.1f} % of the window: it, not the round "
-                f"trips, may have set the rate") if crowded else None
+        return Reason(Code.CLOSED_LOOP_ELSEWHERE,
+                      f"closed loop whose server was not the bottleneck, and the generator "
+                      f"waited for its CPU {generator_wait_pct:.1f} % of the window: it, not "
+                      f"the round trips, may have set the rate") if crowded else None
     waited = (f" (the generator waited for its CPU {generator_wait_pct:.0f} % of the window)"
               if crowded else "")
     # one decimal: 89.6 % rounded to "90 %" read as if it met the 90 % it missed
-    return (f"closed loop, but the server was not the bottleneck (server CPU "
-            f"{server_cpu_pct:.1f} %, under the {SERVER_BUSY_PCT:.0f} % of a bottleneck): the "
-            f"reply rate measures the generator, the link or the round trips, not the server's "
-            f"capacity{waited}")
+    return Reason(Code.CLOSED_LOOP_ELSEWHERE,
+                  f"closed loop, but the server was not the bottleneck (server CPU "
+                  f"{server_cpu_pct:.1f} %, under the {SERVER_BUSY_PCT:.0f} % of a bottleneck): "
+                  f"the reply rate measures the generator, the link or the round trips, not the "
+                  f"server's capacity{waited}")

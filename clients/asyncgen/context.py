@@ -11,8 +11,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from clients.asyncgen.counters import Counters
+from clients.validity import LATE_THRESHOLD_US
 
-DEFAULT_LATE_US = 5000.0  # asyncio timers have millisecond granularity
 HELD = 2**62  # the window of a cold-only hold: it ends when signalled
 
 
@@ -35,7 +35,7 @@ class Context:
         self.window_start = self.start + int(args.warmup_s * 1e9)
         held = args.duration_s <= 0  # cold-only: hold until signalled
         self.window_end = HELD if held else self.window_start + int(args.duration_s * 1e9)
-        self.late_ns = int((args.late_us or DEFAULT_LATE_US) * 1e3)
+        self.late_ns = int((args.late_us or LATE_THRESHOLD_US["asyncio"]) * 1e3)
 
     def in_window(self, t: int) -> bool:
         return self.window_start <= t < self.window_end

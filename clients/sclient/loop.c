@@ -577,7 +577,7 @@ static void run_hot_schedule(struct loop *L) {
         uint64_t slip = (uint64_t)(L->now - intended);
         if (in_window(L, intended)) {
             L->r->scheduled++;
-            if (slip > (uint64_t)(L->o->late_us * 1e3)) {
+            if (L->o->late_us > 0 && slip > (uint64_t)(L->o->late_us * 1e3)) {
                 L->r->late++;
                 timeline_at(L, L->now)->late++;
             }

@@ -34,8 +34,10 @@ static const char usage[] =
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --pick last|random (open loop: the\n"
     "        connection that finished last, or any ready one) --path P --connect-timeout S\n"
-    "        --response-timeout S --max-outstanding N --late-us US --spin-us US\n"
+    "        --response-timeout S --max-outstanding N --spin-us US\n"
     "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
+    "        --late-us US (sends later count as late; unset: not counted, wanbench\n"
+    "        passes its validity rule's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N\n"
     "stream: --stream N --stream-mbps B (0: unpaced)\n"
@@ -146,7 +148,7 @@ static void auto_sources(struct opts *o) {
 
 static void set_defaults(struct opts *o) {
     *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
-                       .response_timeout_s = 5, .max_outstanding = 1, .late_us = 1000,
+                       .response_timeout_s = 5, .max_outstanding = 1,
                        .max_connecting = 512, .seed = 1, .slice_us = 100};
 }
 
@@ -159,10 +161,10 @@ static void describe(void) {
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
         printf(", \"%s\": [%.17g, %.17g]", ranges[i].flag, ranges[i].lo, ranges[i].hi);
     printf("},\n \"defaults\": {\"duration_s\": %g, \"path\": \"%s\", \"connect_timeout_s\": %g,"
-           " \"response_timeout_s\": %g, \"max_outstanding\": %d, \"late_us\": %g,"
+           " \"response_timeout_s\": %g, \"max_outstanding\": %d,"
            " \"max_connecting\": %d, \"seed\": %llu, \"slice_us\": %d}}\n",
            o.duration_s, o.path, o.connect_timeout_s, o.response_timeout_s, o.max_outstanding,
-           o.late_us, o.max_connecting, (unsigned long long)o.seed, o.slice_us);
+           o.max_connecting, (unsigned long long)o.seed, o.slice_us);
 }
 
 static void parse_args(struct opts *o, int argc, char **argv) {

@@ -31,7 +31,8 @@ struct opts {
     const char *path;
     double connect_timeout_s, response_timeout_s;
     int max_outstanding;
-    double late_us; /* a send whose scheduler slip exceeds this is late */
+    double late_us; /* a send whose scheduler slip exceeds this is late; 0: not counted (the
+                     * threshold is the validity rule's, clients/validity.py: it is told) */
     int spin_us;    /* busy-poll this close to a scheduled send, and this long after one */
     int spin_fixed; /* --spin-us given; otherwise the lead before a send adapts (loop.c) */
     int coalesce_us; /* never sleep for less: fewer wake-ups, up to this much send slip */

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from clients.validity import KEEP_UP_FRACTION, server_busy, server_saturated
+from clients.validity import KEEP_UP_FRACTION, server_busy
 from harness.metrics import profile
 from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
 
@@ -83,8 +83,6 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     )
     out["cycles_source"] = cycles_source(out)
     out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
-    if "server_saturated" not in out or out["server_saturated"].isna().all():
-        out["server_saturated"] = _server_saturated(out)  # runs recorded before the rule
     out["server_busy"] = _server_busy(out)
     return out
 
@@ -107,27 +105,15 @@ def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 def _server_busy(points: pd.DataFrame) -> pd.Series:
-    """clients.validity's rule, row by row: the server ran (or waited to run) through its
-    CPU or budget, whether or not it kept up. Null where its CPU was not measured."""
-    cpus = (_column(points, "server_budget_pct") / 100).fillna(1.0)
-    columns = [_column(points, c) for c in ("cpu_server_pct", "server_wait_pct")]
+    """clients.validity's rule, row by row: the server ran (or waited to run) through the
+    CPUs it may use (server_cpus, as recorded or upgraded at load), whether or not it kept
+    up. Null where its CPU or those CPUs are unknown."""
+    columns = [_column(points, c) for c in ("cpu_server_pct", "server_wait_pct", "server_cpus")]
 
-    def judge(cpu: float, wait: float, share: float) -> bool | None:
-        return None if pd.isna(cpu) else server_busy(cpu, share, None if pd.isna(wait) else wait)
-
-    return pd.Series([judge(*values) for values in zip(*columns, cpus, strict=True)],
-                     index=points.index, dtype="boolean")
-
-
-def _server_saturated(points: pd.DataFrame) -> pd.Series:
-    """clients.validity's rule, row by row (a pinned server: one CPU)."""
-    columns = [_column(points, c) for c in ("reply_rate_rps", "offered_rate_rps",
-                                             "cpu_server_pct")]
-
-    def judge(reply: float, offered: float, cpu: float) -> bool | None:
-        return server_saturated(None if pd.isna(reply) else reply,
-                                None if pd.isna(offered) else offered,
-                                None if pd.isna(cpu) else cpu)
+    def judge(cpu: float, wait: float, cpus: float) -> bool | None:
+        if pd.isna(cpu) or pd.isna(cpus):
+            return None
+        return server_busy(cpu, cpus, None if pd.isna(wait) else wait)
 
     return pd.Series([judge(*values) for values in zip(*columns, strict=True)],
                      index=points.index, dtype="boolean")
@@ -176,14 +162,13 @@ def saturation(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     had CPU to spare were limited by something else; then saturation_rps is a lower bound.
     """
     per_rate = summarize(points, [*by, "offered_rate_rps"], "reply_rate_rps")
-    bound = add_derived(points) if "server_saturated" not in points else points
     rows = []
     for key, group in per_rate.groupby(by, dropna=False) if by else [((), per_rate)]:
         group = group.sort_values("offered_rate_rps")
         keeps_up = group["median"] >= KEEP_UP_FRACTION * group["offered_rate_rps"]
         knee = group.loc[keeps_up, "offered_rate_rps"]
         key = key if isinstance(key, tuple) else (key,)
-        mine = bound
+        mine = points
         for column, value in zip(by, key, strict=True):
             mine = mine[mine[column] == value]
         rows.append(

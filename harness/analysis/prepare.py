@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
 
+from clients.validity import Code
 from harness.analysis import derive, latency, paper_values
 from harness.analysis.figures import FigureSpec
 from harness.reproduce.capabilities import ABSENT_FROM_LINUX
+from harness.results.format import CODE_SEPARATOR
 from harness.results.runset import RunSet
 
 PROFILE_TOP_SYMBOLS = 15  # bars in the figure
@@ -27,10 +28,6 @@ PAPER_ON_AXES_NOTE = ("paper values on the right axis (hardware of 1998-2004; co
                       "not magnitudes)")
 PAPER_IN_TABLE_NOTE = "paper values: in the report's table beside ours (not on this figure's axes)"
 NO_REASON = "no reason recorded"
-# A runner's reason names its rule first; details (counts, percentages) follow a colon or a
-# parenthesis and differ from repetition to repetition.
-_REASON_DETAILS = re.compile(r":| \(")
-_NUMBER = re.compile(r"\d[\d,.]*")
 
 
 def _no_paper_values() -> pd.DataFrame:
@@ -379,17 +376,12 @@ SOURCES = {
 }
 
 
-def short_reason(reason: object) -> str:
-    """The rules a runner's reason names, without details, so that repetitions group by rule.
-
-    'late sends: 3 of 221 ... (1.4 %) ...; the generator fell behind' -> 'late sends; the
-    generator fell behind'; numbers left in a rule's name become '…'.
-    """
-    if not isinstance(reason, str) or not reason.strip():
+def rules_named(codes: object) -> str:
+    """The rules a record's codes (invalid_codes) name, so that repetitions group by rule:
+    'late_sends,steal' -> 'late sends; CPU steal'."""
+    if not isinstance(codes, str) or not codes:
         return NO_REASON
-    names = (_REASON_DETAILS.split(part, maxsplit=1)[0] for part in reason.split(";"))
-    names = (_NUMBER.sub("…", name).strip() for name in names)
-    return "; ".join(dict.fromkeys(name for name in names if name))
+    return "; ".join(dict.fromkeys(Code(code).rule for code in codes.split(CODE_SEPARATOR)))
 
 
 def _validity_notes(spec: FigureSpec, points: pd.DataFrame) -> list[str]:
@@ -399,8 +391,7 @@ def _validity_notes(spec: FigureSpec, points: pd.DataFrame) -> list[str]:
         return []
     if spec.keep_invalid:
         return [f"{len(invalid)} invalid point record(s) drawn as data: {spec.keep_invalid}"]
-    reasons = invalid.get("invalid_reason", pd.Series(None, index=invalid.index))
-    counts = reasons.map(short_reason).value_counts()
+    counts = invalid["invalid_codes"].map(rules_named).value_counts()
     return [f"{n} point repetition(s) invalid: {why} (hollow)" for why, n in counts.items()]
 
 

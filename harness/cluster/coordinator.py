@@ -14,6 +14,7 @@ from clients import namespaces, validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
 from clients.targets import BENCHMARK_NET, resolve, split_host_port
+from clients.validity import ClockOffset
 from harness.cluster import ClusterError
 from harness.cluster.agent import HotStart
 from harness.cluster.hosts import HostAgents, present_workers
@@ -26,15 +27,6 @@ from harness.runner.processes import PointFailed
 START_MARGIN_S = 1.0
 # A shard not finished this long after its window ended is given up (its host named)
 FINISH_MARGIN_S = 60.0
-
-
-@dataclass
-class ClockOffset:
-    """A worker's clock less this host's, from one time exchange: the worker's reading is
-    taken halfway through the round trip, give or take half of it (uncertainty_s)."""
-
-    offset_s: float
-    uncertainty_s: float
 
 
 @dataclass
@@ -127,6 +119,19 @@ def vouched(client: Any, spec: LoadSpec) -> LoadSpec:
     return dataclasses.replace(spec, cluster_addresses=hosts_holding(client, wanted))
 
 
+def judged_merge(documents: dict[str, dict[str, Any]], specs: dict[str, LoadSpec],
+                 clocks: dict[str, ClockOffset],
+                 sampler_host: str | None = None) -> tuple[dict[str, Any], validity.Facts]:
+    """The shards' documents (host -> its document, run as specs[host] asked) as one
+    (clients.schema.merge_documents) with the verdict of clients.validity on each shard's
+    facts and the hosts' clocks; and those facts, which a point's recorder judges again
+    with its samplers'. sampler_host: a host that keeps the scheduled start beside the
+    shards' (a cluster point's server)."""
+    facts = validity.Facts({host: validity.GeneratorFacts.of(doc, specs[host])
+                            for host, doc in documents.items()}, clocks, sampler_host)
+    return {**merge_documents(documents), **validity.judge(facts).document_fields()}, facts
+
+
 def run_load(client: Any, spec: LoadSpec, role: str,
              on_event: Callable[[str], None] = lambda _: None) -> ClusterLoad:
     """spec split over the workers of role, started at one time on all of them; a worker
@@ -155,11 +160,7 @@ def run_load(client: Any, spec: LoadSpec, role: str,
         finally:
             hosts.stop(None, on_event)
     documents = {name: document for name, (document, _) in results.items()}
-    merged = merge_documents(documents)
-    clock_reasons = [validity.clock_offset(name, c.offset_s, c.uncertainty_s, spec.duration_s)
-                     for name, c in clocks.items() if name in documents]
-    merged["invalid_reasons"] += [r for r in clock_reasons if r]
-    merged["valid"] = not merged["invalid_reasons"]
+    merged, _ = judged_merge(documents, dict(zip(names, shards, strict=True)), clocks)
     return ClusterLoad(merged, documents,
                        {name: started for name, (_, started) in results.items()},
                        clocks)

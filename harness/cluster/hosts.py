@@ -69,7 +69,7 @@ class HostAgents:
             try:
                 results[name] = call.result()
             except PointFailed as exc:  # the host's own reason, named
-                raise PointFailed(f"{name}: {exc}") from None
+                raise PointFailed(exc.reason.on(name)) from None
             except OSError as exc:  # its worker unreachable: lost, once the scheduler knows
                 self.check_present(LOSS_NOTICE_S)
                 raise PointFailed(f"{name}: {exc}") from None

@@ -7,10 +7,10 @@ Measurement out.
      all: the barrier before anything is measured;
   3. the clocks read; one scheduled start for every hot host's generator (each given the
      time its own clock reads then) and the server host's samplers (warm-up, then window);
-  4. the hot documents merged exactly (clients.schema.merge_documents), a clock offset over
-     the tolerance making the point invalid (clients.validity.clock_offset).
+  4. the hot documents merged exactly and judged with the clocks of the hosts that keep the
+     scheduled start (harness.cluster.coordinator.judged_merge, clients.validity).
 A worker that leaves the scheduler during any phase fails the point naming its host
-(validity.worker_lost); every host's processes are stopped whatever happened."""
+(clients.validity.worker_lost); every host's processes are stopped whatever happened."""
 
 from __future__ import annotations
 
@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clients import validity
 from clients.schema import merge_documents
 from clients.spec import LoadSpec
-from harness.cluster.coordinator import START_MARGIN_S, ClockOffset, clock_offsets, split
+from harness.cluster.coordinator import START_MARGIN_S, clock_offsets, judged_merge, split
 from harness.cluster.hosts import PHASE_TIMEOUT_S, HostAgents
 from harness.cluster.placement import HostWorker, Placement
 from harness.runner.launch import GENERATOR_TAIL_S, Measurement
@@ -105,9 +104,13 @@ class ClusterPoint:
         documents = {name: doc for name, (doc, _) in results.items()}
         cold_docs = (hosts.each(cold_names, lambda agent, _: agent.stop_cold())
                      if cold is not None else {})
-        return Measurement(self._merged(documents, clocks), _merged_cold(cold_docs),
-                           measured.window, measured.stats_before, measured.stats_after,
-                           measured.samples, measured.profile_rows)
+        # the server's samplers keep the scheduled start with the hot hosts; the cold hosts'
+        # connections are open before it
+        merged, facts = judged_merge(documents, dict(zip(hot_names, hot, strict=True)), clocks,
+                                     sampler_host=server_name)
+        return Measurement(merged, facts, _merged_cold(cold_docs), measured.window,
+                           measured.stats_before, measured.stats_after, measured.samples,
+                           measured.profile_rows)
 
     def _shards(self, spec: LoadSpec, hosts: tuple[HostWorker, ...]) -> list[LoadSpec]:
         """spec split over hosts: each binds its own host's addresses, draws its own arrivals
@@ -120,20 +123,6 @@ class ClusterPoint:
         return [dataclasses.replace(shard, source_addrs=list(hw.addresses), seed=self.seed + i,
                                     cluster_addresses=self.placement.server.addresses)
                 for i, (shard, hw) in enumerate(zip(shards, hosts, strict=True))]
-
-    def _merged(self, documents: dict[str, dict[str, Any]],
-                clocks: dict[str, ClockOffset]) -> dict[str, Any]:
-        """The hot documents as one; the clocks of the hosts that kept the scheduled start
-        (the hot hosts and the server's samplers) judged, not the cold hosts', which only
-        hold their connections from before it."""
-        merged = merge_documents(documents)
-        window = self.config.duration_s
-        scheduled = {hw.name for hw in (self.placement.server, *self.placement.hot)}
-        reasons = [validity.clock_offset(name, clock.offset_s, clock.uncertainty_s, window)
-                   for name, clock in clocks.items() if name in scheduled]
-        merged["invalid_reasons"] += [r for r in reasons if r]
-        merged["valid"] = not merged["invalid_reasons"]
-        return merged
 
     def _keep_logs(self, name: str, logs: dict[str, bytes]) -> None:
         for relative, content in logs.items():

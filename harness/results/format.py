@@ -32,6 +32,11 @@ PARAMETER_COLUMNS = (
     "stream_mbps",
 )
 REQUIRED_POINT_COLUMNS = (*ID_COLUMNS, *PARAMETER_COLUMNS, "valid")
+# A points row's reasons: their sentences in invalid_reason, their clients.validity codes in
+# invalid_codes, each column one string (Parquet and pandas store, filter and group strings
+# as they are; `str.split(CODE_SEPARATOR)` gives the list), null when the row is valid.
+REASON_SEPARATOR = "; "
+CODE_SEPARATOR = ","
 # The long tables: each is the concatenation of the point records' rows of that name.
 LONG_TABLE_COLUMNS = {
     "timeseries": ("run_id", "point_id", "repetition", "t_s", "source", "metric", "value"),

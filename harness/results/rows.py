@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from clients import validity
-from harness.results.format import kernel_release_of
+from harness.results.format import CODE_SEPARATOR, REASON_SEPARATOR, kernel_release_of
 
 SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
                        "sigio_overflows", "fallback_rescans", "requests", "replies",
@@ -52,7 +52,8 @@ def generator_metrics(doc: dict[str, Any]) -> dict[str, Any]:
         "timeouts_total": (errors.get("connect_timeout") or 0)
         + (errors.get("response_timeout") or 0) if errors else None,
         "late_sends": doc.get("late_sends"),
-        "generator_idle_poll_pct": validity.idle_poll_pct(doc),
+        "generator_idle_poll_pct": validity.idle_poll_pct(
+            (doc.get("generator_cpu") or {}).get("spin_idle_s"), doc.get("duration_s")),
         "stream_throughput_mbps": (doc.get("stream") or {}).get("achieved_mbps"),
     }
     for kind, prefix in (("corrected", "resp_time"), ("uncorrected", "resp_time_uncorrected")):
@@ -131,8 +132,19 @@ def measured_record(ids: dict[str, Any], row: dict[str, Any], doc: dict[str, Any
     }
 
 
+def verdict_columns(verdict: validity.Verdict) -> dict[str, Any]:
+    """A points row's verdict (docs/results-format.md): valid, its reasons' sentences and
+    codes (each joined into one string, null when valid), and whether they were all
+    interference (measured again under interference_retries)."""
+    return {"valid": verdict.valid,
+            "invalid_reason": REASON_SEPARATOR.join(r.sentence for r in verdict.reasons) or None,
+            "invalid_codes": CODE_SEPARATOR.join(r.code for r in verdict.reasons) or None,
+            "interference_only": verdict.interference_only}
+
+
 def failed_record(ids: dict[str, Any], scenario: str, parameters: dict[str, Any],
-                  reason: str) -> dict[str, Any]:
+                  reason: validity.Reason) -> dict[str, Any]:
     """The record of a point that could not be measured: invalid, for this reason."""
-    row = {**identified_row(ids, scenario, parameters), "valid": False, "invalid_reason": reason}
+    row = {**identified_row(ids, scenario, parameters),
+           **verdict_columns(validity.Verdict((reason,)))}
     return {"point": row, "timeseries": [], "histograms": [], "profiles": []}

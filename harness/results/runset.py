@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
+from harness.results.compat import upgrade_points
 from harness.results.format import (
     LONG_TABLE_COLUMNS,
     REQUIRED_POINT_COLUMNS,
@@ -103,7 +104,7 @@ def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
                 **LONG_TABLE_COLUMNS}
     for name, frame in tables.items():
         _require_columns(frame, required[name], run.table_path(name))
-    tables["points"] = _with_fixed_budget(tables["points"], manifest)
+    tables["points"] = upgrade_points(_with_fixed_budget(tables["points"], manifest), manifest)
     return tables
 
 

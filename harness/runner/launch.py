@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from clients import validity
 from harness.runner.context import Endpoints, RunContext
 from harness.runner.load_side import LoadSide, cold_spec, hot_spec, seed_of
 from harness.runner.processes import Children
@@ -25,6 +26,7 @@ class Measurement:
     """What one point × repetition measured, before anything is judged."""
 
     document: dict[str, Any]  # the hot (or stream) generator's result (clients/SCHEMA.md)
+    facts: validity.Facts  # what the load reported, per host, for the recorder to judge
     cold: dict[str, Any] | None  # the cold generator's last document; None without cold load
     window: dict[str, Any]  # the samplers' points columns over the window
     stats_before: dict[str, Any] | None  # wb-server's stats at the window's edges (else None)
@@ -78,5 +80,6 @@ class PointLauncher:
             emulator_pids=ends.handle.emulator_pids())
         document = await hot_load.hot_document(hot, spec)
         cold_doc = await cold_load.stop_cold(cold_proc, cold)
-        return Measurement(document, cold_doc, measured.window, measured.stats_before,
-                           measured.stats_after, measured.samples, measured.profile_rows)
+        return Measurement(document, validity.Facts.of_document(document, spec), cold_doc,
+                           measured.window, measured.stats_before, measured.stats_after,
+                           measured.samples, measured.profile_rows)

@@ -7,18 +7,25 @@ import asyncio
 import json
 from pathlib import Path
 
+from clients import validity
 from harness import procs
 
 
 class PointFailed(RuntimeError):
-    """A point that could not be measured; recorded as invalid with this reason.
+    """A point that could not be measured; recorded as invalid with this reason (a sentence
+    alone: clients.validity's not_measured).
 
     lost_host: the worker (host) whose loss cut the point short; such a record is measured
     again on resume."""
 
-    def __init__(self, reason: str, lost_host: str | None = None):
-        super().__init__(reason)
-        self.lost_host = lost_host
+    def __init__(self, reason: str | validity.Reason, lost_host: str | None = None):
+        if isinstance(reason, str):
+            reason = validity.not_measured(reason)
+        super().__init__(reason, lost_host)  # both in args: it crosses to the run's host intact
+        self.reason, self.lost_host = reason, lost_host
+
+    def __str__(self) -> str:
+        return self.reason.sentence
 
 
 class Children:

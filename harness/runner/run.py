@@ -214,7 +214,7 @@ async def measure_point(ctx: RunContext, source: PointSource, point: Point, repe
         measured = await source.measure(point, repetition, attempt)
     except PointFailed as exc:
         ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {exc}")
-        return recorder.failed(str(exc), exc.lost_host)
+        return recorder.failed(exc.reason, exc.lost_host)
     return recorder.record(measured)
 
 

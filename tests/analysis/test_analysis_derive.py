@@ -8,12 +8,15 @@ import pytest
 from scipy import stats
 
 from harness.analysis import derive
+from harness.results.compat import upgrade_points
 
 
 def _points(**columns: object) -> pd.DataFrame:
+    """Valid records as a run's are read (upgraded to today's facts: one CPU for the server,
+    its saturation where it was not recorded)."""
     frame = pd.DataFrame(columns)
     frame["valid"] = True
-    return frame
+    return upgrade_points(frame, {})
 
 
 def test_saturation_is_the_knee_of_reply_rate() -> None:
@@ -45,12 +48,11 @@ def test_saturation_never_reached_is_flagged_as_lower_bound() -> None:
 
 def test_regression_slope_correlation_and_capacity_estimate() -> None:
     rates = np.arange(100.0, 1100.0, 100.0)
-    points = _points(request_rate_rps=rates, offered_rate_rps=rates, reply_rate_rps=rates,
-                     cpu_idle_pct=100 - 0.05 * rates, cpu_user_pct=0.01 * rates)
-    # A point past saturation (replies far below the offered rate) must not bend the line.
-    points.loc[len(points)] = {"request_rate_rps": 3000.0, "offered_rate_rps": 3000.0,
-                               "reply_rate_rps": 1000.0, "cpu_idle_pct": 0.0,
-                               "cpu_user_pct": 10.0, "valid": True}
+    # The last point is past saturation (replies far below the offered rate): it must not
+    # bend the line.
+    points = _points(request_rate_rps=[*rates, 3000.0], offered_rate_rps=[*rates, 3000.0],
+                     reply_rate_rps=[*rates, 1000.0], cpu_idle_pct=[*(100 - 0.05 * rates), 0.0],
+                     cpu_user_pct=[*(0.01 * rates), 10.0])
     derived = derive.add_derived(points)
     table = derive.regressions(derived, "request_rate_rps", ["cpu_idle_pct", "cpu_user_pct"], [])
     idle = table.set_index("metric").loc["cpu_idle_pct"]

@@ -77,6 +77,26 @@ def test_httperf_out_of_ports_is_its_own_error_kind():
                                     for r in doc["invalid_reasons"])
 
 
+def test_httperf_reports_running_out_of_descriptors_and_the_rule_judges_it():
+    """httperf's driver reports the fact (errors.no_descriptor: fd-unavail and ftab-full);
+    clients/validity.py alone says what it means: the generator, not the server, limited the
+    run. Without such errors the rule says nothing."""
+    from clients.drivers import httperf
+
+    short = fixture("httperf_conns.txt").replace("fd-unavail 0", "fd-unavail 3").replace(
+        "ftab-full 0", "ftab-full 2")
+    facts = httperf.parse(spec("httperf", rate_rps=1000, requests_per_conn=1), short, "")
+    assert facts["valid"] and facts["invalid_reasons"] == []  # facts only
+    assert facts["errors"]["no_descriptor"] == 5 and facts["errors"]["other"] == 0
+    doc = parse_result(spec("httperf", rate_rps=1000, requests_per_conn=1), short, "")
+    validate(doc)
+    assert not doc["valid"] and doc["invalid_codes"] == ["out_of_descriptors"]
+    assert "ran out of file descriptors 5 times" in doc["invalid_reasons"][0]
+    enough = parse_result(spec("httperf", rate_rps=1000, requests_per_conn=1),
+                          fixture("httperf_conns.txt"), "")
+    assert enough["valid"] and enough["errors"]["no_descriptor"] == 0
+
+
 def test_httperf_parser_on_sessions_conns_and_refusals():
     sessions = parse_result(spec("httperf", rate_rps=2000), fixture("httperf_sessions.txt"), "")
     validate(sessions)

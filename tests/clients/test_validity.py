@@ -3,7 +3,9 @@ server is absent or dies mid-run."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 
 import clients
 from clients import validity
-from clients.spec import LoadSpec
+from clients.spec import LoadSpec, native_argv
 from harness.servers import running
 from tests.clients.conftest import GENERATOR_CPU, server_config
 from tests.conftest import build, free_port
@@ -23,10 +25,12 @@ INSTALLED = [g for g in ("sclient", "asyncio", "httperf", "wrk")
 
 def test_late_sends_over_one_percent():
     assert validity.late_sends(10, 1000, 1000) is None
-    assert "11 of 1,000 scheduled sends (1.1 %)" in validity.late_sends(11, 1000, 1000)
+    late = validity.late_sends(11, 1000, 1000)
+    assert "11 of 1,000 scheduled sends (1.1 %)" in late.sentence
+    assert late.code is validity.Code.LATE_SENDS and late.kind is validity.Kind.GENERATOR
     # the likely cause is named when the generator waited for its CPU
-    assert validity.late_sends(11, 1000, 1000, 0.4).endswith("fell behind")
-    assert validity.late_sends(11, 1000, 1000, 37.0).endswith(
+    assert validity.late_sends(11, 1000, 1000, 0.4).sentence.endswith("fell behind")
+    assert validity.late_sends(11, 1000, 1000, 37.0).sentence.endswith(
         "(it waited for its CPU 37 % of the window)")
 
 
@@ -42,19 +46,74 @@ def test_sclient_reports_facts_and_the_one_definition_judges_them():
              "generator_cpu": {"user_s": 0.01, "sys_s": 0.01, "run_delay_s": 0.3}}
     doc = judged(spec, facts)
     assert doc["valid"] is False
-    assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0)]
+    assert doc["invalid_reasons"] == [validity.late_sends(50, 100, 1000, 30.0).sentence]
+    assert doc["invalid_codes"] == ["late_sends"]
     assert judged(spec, {**facts, "late_sends": 0, "invalid_reasons": []})["valid"] is True
+
+
+def test_the_late_threshold_is_the_rules_and_each_generator_is_told_it():
+    """The threshold a send is late by belongs to the late-sends rule (clients/validity.py),
+    not to the generators' defaults: every argv the harness builds carries it."""
+    for generator in ("sclient", "asyncio"):
+        spec = LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=1, rate_rps=100)
+        argv = native_argv(spec)
+        assert "--late-us" in argv, argv
+        assert float(argv[argv.index("--late-us") + 1]) == validity.LATE_THRESHOLD_US[generator]
+    asked = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], hot_conns=1, rate_rps=100,
+                     late_us=250.0)
+    assert native_argv(asked)[native_argv(asked).index("--late-us") + 1] == "250.0"
+
+
+def test_wb_sclient_counts_late_sends_only_against_a_threshold_it_is_told(server, sclient):
+    """Run by hand without --late-us it has no rule to count by: late sends are null (not
+    reported), never judged against a copy of the threshold."""
+    argv = [str(sclient), "--target", server.address, "--hot-conns", "2", "--rate", "200",
+            "--duration", "0.5", "--cpu", str(GENERATOR_CPU)]
+    untold = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                       check=True).stdout)
+    assert untold["late_sends"] is None and untold["late_threshold_us"] is None
+    assert all("late" not in second for second in untold["timeline"])
+    told = json.loads(subprocess.run([*argv, "--late-us", "1000"], capture_output=True,
+                                     text=True, timeout=30, check=True).stdout)
+    assert told["late_sends"] is not None and told["late_threshold_us"] == 1000
 
 
 def test_generator_saturation_counts_waiting_for_a_cpu():
     assert validity.generator_saturated(80, 10) is None
-    assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10)
+    assert "ran 90 % and waited for a CPU 10 %" in validity.generator_saturated(90, 10).sentence
+
+
+def _sclient_doc(late_sends: int, sent: int, cpu_s: float = 1.0) -> dict:
+    """1 s at 1,000 req/s: wb-sclient's own accounting of its CPU and schedule."""
+    return {"generator": "sclient", "duration_s": 1.0, "offered_rate_rps": 1000.0,
+            "late_sends": late_sends, "late_threshold_us": 1000,
+            "requests": {"scheduled": 1000, "sent": sent}, "replies": {"total": sent},
+            "errors": {}, "generator_cpu": {"user_s": 0.3 * cpu_s, "sys_s": 0.7 * cpu_s,
+                                            "run_delay_s": 0.0, "spin_idle_s": 0.0}}
+
+
+def test_a_generator_that_kept_its_schedule_was_not_the_bottleneck_whatever_its_cpu():
+    """`wanbench load`'s verdict: at 100 % of its CPU, a generator that sent its whole
+    schedule on time is valid; one that sent 2 % late, or 80 % of the offered requests, is
+    invalid, its own fault (generator kind). At 60 % of its CPU neither is saturated."""
+    from clients import judged
+    spec = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], hot_conns=4, rate_rps=1000,
+                    duration_s=1)
+    assert judged(spec, _sclient_doc(late_sends=5, sent=1000))["valid"]
+    for behind in (_sclient_doc(late_sends=20, sent=1000), _sclient_doc(late_sends=0, sent=800)):
+        doc = judged(spec, behind)
+        assert "generator_saturated" in doc["invalid_codes"], doc["invalid_reasons"]
+        saturated = doc["invalid_reasons"][doc["invalid_codes"].index("generator_saturated")]
+        assert "fell behind" in saturated
+    assert "generator_saturated" not in judged(spec, _sclient_doc(20, 1000, cpu_s=0.6))[
+        "invalid_codes"]
+    assert validity.Code.GENERATOR_SATURATED.kind is validity.Kind.GENERATOR
 
 
 def test_rate_shortfall_beyond_tolerance():
     # httperf sent 1,783 of 2,000 req/s: -11 %
     assert "1,783 req/s of the 2,000 offered (-10.8 %" in validity.rate_shortfall(
-        2000, 5, 8916)
+        2000, 5, 8916).sentence
     assert validity.rate_shortfall(2000, 5, 9600) is None  # -4 %
     # a Poisson draw of 100 expected requests varies by ±10 % on its own
     assert validity.rate_shortfall(100, 1, 88, poisson=True) is None
@@ -65,9 +124,9 @@ def test_rate_shortfall_beyond_tolerance():
 def test_no_replies_short_window_refused_and_cold_lost():
     assert validity.no_replies(20, 0) and validity.no_replies(20, 1) is None
     assert validity.no_replies(0, 0) is None  # cold-only or stream: no replies expected
-    assert "2.60 s of the 5 s asked" in validity.short_window(2.6, 5)
+    assert "2.60 s of the 5 s asked" in validity.short_window(2.6, 5).sentence
     assert validity.short_window(4.9, 5) is None
-    assert "3,428 connections refused" in validity.refused(3428)
+    assert "3,428 connections refused" in validity.refused(3428).sentence
     assert validity.refused(0) is None
     assert validity.cold_lost(999, 1000) and validity.cold_lost(1000, 1000) is None
 
@@ -127,7 +186,6 @@ def test_idle_polls_are_not_generator_work():
     # 40,000 req/s though most polls find nothing to do
     assert validity.generator_saturated(100, idle_poll=62.0) is None
     reason = validity.generator_saturated(100, idle_poll=2.0)
-    assert "ran 98 % besides 2 % in idle polls" in reason
-    assert validity.idle_poll_pct({"duration_s": 4.0, "generator_cpu": {"spin_idle_s": 2.5}}) \
-        == pytest.approx(62.5)
-    assert validity.idle_poll_pct({"duration_s": 4.0, "generator_cpu": {"user_s": 4.0}}) is None
+    assert "ran 98 % besides 2 % in idle polls" in reason.sentence
+    assert validity.idle_poll_pct(2.5, 4.0) == pytest.approx(62.5)
+    assert validity.idle_poll_pct(None, 4.0) is None

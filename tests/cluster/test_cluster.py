@@ -21,6 +21,7 @@ from harness.cluster.agent import HostAgent
 from harness.cluster.coordinator import (
     connect,
     hosts_holding,
+    judged_merge,
     run_load,
     split,
     vouched,
@@ -172,34 +173,44 @@ def test_split_spreads_connections_and_rate_over_shards():
     assert len(split(sclient_spec(targets=["127.0.0.1:9"], hot_conns=1), 3)) == 1
 
 
-def _document(latencies_ns: list[int], errors: int, reasons: list[str]) -> dict:
+def _document(latencies_ns: list[int], errors: int, late_sends: int = 0) -> dict:
     hist = Histogram()
     for ns in latencies_ns:
         hist.record(ns)
     doc = skeleton("sclient", {"hot_conns": 4, "rate_rps": 500.0, "warmup_s": 1.0})
-    doc.update(duration_s=1.0, reply_rate_rps=float(len(latencies_ns)), valid=not reasons,
-               invalid_reasons=reasons, replies={"total": len(latencies_ns), "by_status": {}})
+    doc.update(duration_s=1.0, reply_rate_rps=float(len(latencies_ns)), late_sends=late_sends,
+               late_threshold_us=1000.0, requests={"scheduled": 100, "sent": 100,
+                                                   "queued": 0, "dropped": 0},
+               replies={"total": len(latencies_ns), "by_status": {}})
     doc["errors"] = {**doc["errors"], "reset": errors}
     doc["latency"] = {kind: hist.to_dict() for kind in doc["latency"]}
     return doc
 
 
-def test_merge_adds_counts_and_keeps_every_shards_reasons():
-    a, b = _document([10_000] * 3, 1, []), _document([90_000] * 2, 2, ["generator fell behind"])
+def test_merge_adds_counts_and_the_verdict_keeps_every_shards_reasons():
+    a, b = _document([10_000] * 3, 1), _document([90_000] * 2, 2, late_sends=20)
     a["first_send_unix_s"], b["first_send_unix_s"] = 1_800_000_000.5, 1_800_000_000.2
     merged = merge_documents({"a": a, "b": b})
     assert merged["first_send_unix_s"] == 1_800_000_000.2  # the earliest shard's
     assert merged["replies"]["total"] == 5 and merged["reply_rate_rps"] == 5.0
     assert merged["errors"]["reset"] == 3 and merged["shards"] == 2
     assert merged["latency"]["corrected"]["count"] == 5
-    assert not merged["valid"] and merged["invalid_reasons"] == ["b: generator fell behind"]
     # the config says what the shards ran between them, not what the first one did
     assert merged["config"] == {"hot_conns": 8, "rate_rps": 1000.0, "warmup_s": 1.0}
+    # judged shard by shard (each its own generator): b's late sends, named, make it invalid
+    spec = sclient_spec(targets=["127.0.0.1:9"], hot_conns=4, rate_rps=100, duration_s=1)
+    judged, facts = judged_merge({"a": a, "b": b}, {"a": spec, "b": spec}, {})
+    assert not judged["valid"] and judged["invalid_codes"] == ["late_sends"]
+    assert judged["invalid_reasons"][0].startswith("b: late sends: 20 of 100")
+    assert judged["replies"]["total"] == 5 and sorted(facts.generators) == ["a", "b"]
+    b["late_sends"] = 1  # 1 %: within the rule
+    assert judged_merge({"a": a, "b": b}, {"a": spec, "b": spec}, {})[0]["valid"]
 
 
 def test_a_clock_offset_over_the_tolerance_invalidates():
     assert validity.clock_offset("hot-a", 0.001, 0.001, 10) is None
-    assert "hot-a" in validity.clock_offset("hot-a", 0.2, 0.001, 10)
+    reason = validity.clock_offset("hot-a", 0.2, 0.001, 10)
+    assert "hot-a" in reason.sentence and reason.code is validity.Code.CLOCK_OFFSET
 
 
 @pytest.mark.slow

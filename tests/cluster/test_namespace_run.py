@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from clients.validity import Code
 from harness.cluster.namespaces import WANBENCH, NamespaceCluster, namespace_cluster
+from harness.results.format import CODE_SEPARATOR
 from tests.conftest import REPO, build, needs_root
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
@@ -63,13 +65,14 @@ def points(run_dir: Path) -> pd.DataFrame:
 
 # What a busy machine (the rest of the suite beside these tests) does to a point; the
 # cluster's own reasons (a host's clock, a lost worker) are none of these.
-LOAD_REASONS = ("late sends: ", "the server waited for its CPU", "% CPU steal")
+LOAD_CODES = {Code.LATE_SENDS, Code.GENERATOR_CROWDED, Code.CROWDED_SERVER, Code.STEAL}
 
 
 def reasons_not_for_load(frame: pd.DataFrame) -> list[str]:
-    """The invalid reasons that are not the machine's load: none is expected."""
-    return [part for reason in frame["invalid_reason"].dropna() for part in reason.split("; ")
-            if not any(load in part for load in LOAD_REASONS)]
+    """The codes of the invalid reasons that are not the machine's load: none is expected.
+    (Split by their sentences' "; ", a late-sends sentence read as two reasons.)"""
+    return [code for codes in frame["invalid_codes"].dropna()
+            for code in codes.split(CODE_SEPARATOR) if code not in LOAD_CODES]
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +162,7 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
     assert len(lost) == 1 and lost["lost_host"].iloc[0] == "hot", list(frame["invalid_reason"])
     assert not lost["valid"].iloc[0]
     assert "worker hot was lost" in lost["invalid_reason"].iloc[0]
+    assert lost["invalid_codes"].iloc[0] == Code.WORKER_LOST
     assert not reasons_not_for_load(frame[frame["lost_host"].isna()])
     kept = frame[frame["lost_host"].isna()]["point_id"].iloc[0]
     kept_record = (run_dir / "points" / f"{kept}-r0.json").read_text()

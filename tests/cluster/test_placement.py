@@ -90,29 +90,24 @@ def test_run_refuses_cluster_with_kernel():
     assert done.returncode == 2 and "give one of them" in done.stderr
 
 
-def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged(monkeypatch):
+def test_only_the_hosts_that_keep_the_scheduled_start_have_their_clocks_judged():
     """The server's samplers and the hot generators start at the scheduled time: an offset
     there invalidates the point; the cold hosts only hold connections opened before it, so
-    theirs (half the WAN round trip of uncertainty) does not."""
-    from types import SimpleNamespace
+    theirs (half the WAN round trip of uncertainty) does not. Both cluster merges (`wanbench
+    load --cluster`, a `run --cluster` point) judge so, through clients.validity."""
+    from clients import validity
 
-    from harness.cluster import point
-    from harness.cluster.coordinator import ClockOffset
+    hot = validity.GeneratorFacts("sclient", asked_s=1.0)
+    on_time, off = validity.ClockOffset(0.0001, 0.001), validity.ClockOffset(0.5, 0.05)
 
-    monkeypatch.setattr(point, "merge_documents",
-                        lambda docs: {"invalid_reasons": [], "valid": True})
-    hosts = {role: SimpleNamespace(name=role) for role in ("server", "hot", "cold")}
-    run = object.__new__(point.ClusterPoint)
-    run.config = SimpleNamespace(duration_s=1.0)
-    run.placement = SimpleNamespace(server=hosts["server"], hot=(hosts["hot"],),
-                                    cold=(hosts["cold"],))
-    on_time, off = ClockOffset(0.0001, 0.001), ClockOffset(0.5, 0.05)
-    kept = run._merged({"hot": {}}, {"server": on_time, "hot": on_time, "cold": off})
-    assert kept["valid"] is True
+    def verdict(clocks: dict) -> validity.Verdict:
+        return validity.judge(validity.Facts({"hot": hot}, clocks, sampler_host="server"))
+
+    assert verdict({"server": on_time, "hot": on_time, "cold": off}).valid
     for late in ("server", "hot"):
-        clocks = {"server": on_time, "hot": on_time, "cold": on_time, late: off}
-        judged = run._merged({"hot": {}}, clocks)
-        assert judged["valid"] is False and late in judged["invalid_reasons"][0]
+        judged = verdict({"server": on_time, "hot": on_time, "cold": on_time, late: off})
+        (reason,) = judged.reasons
+        assert reason.code is validity.Code.CLOCK_OFFSET and late in reason.sentence
 
 
 def test_every_shard_may_load_the_server_host_the_run_checked():

@@ -17,6 +17,13 @@ from harness.reproduce.verdict import (
     combine,
     evaluate_claim,
 )
+from harness.results.compat import upgrade_points
+
+
+def as_read(frame: pd.DataFrame, profiles: pd.DataFrame | None = None) -> Measured:
+    """The records as a run's are read (harness.results.runset: upgraded to today's facts,
+    e.g. the CPUs the server may use, its budget's share where it has one)."""
+    return Measured(upgrade_points(frame, {}), profiles)
 
 
 def points(rows: list[dict], repetitions: int = 3) -> pd.DataFrame:
@@ -33,7 +40,7 @@ def cold_sweep(select_at_2000: float, epoll_at_2000: float) -> Measured:
     rows = [{"dispatch": d, "cold_conns": c, "reply_rate_rps": r, "cpu_server_pct": 99.0}
             for d, c, r in (("select", 0, 50_000), ("select", 2000, select_at_2000),
                             ("epoll", 0, 50_000), ("epoll", 2000, epoll_at_2000))]
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def outcome(target: str, measured: Measured) -> list[ClaimResult]:
@@ -52,7 +59,7 @@ def test_bmd99_fig8_passes_with_the_papers_shape_and_fails_without():
 
 def by_round(values: dict[int, list[float]]) -> Measured:
     """epoll's reply rate at 0 and 2000 cold, one value per round."""
-    return Measured(pd.DataFrame([
+    return as_read(pd.DataFrame([
         {"run_id": "r", "point_id": f"p{cold}", "repetition": rep, "valid": True,
          "invalid_reason": None, "dispatch": "epoll", "cold_conns": cold, "reply_rate_rps": v}
         for cold, rates in values.items() for rep, v in enumerate(rates)]))
@@ -79,7 +86,7 @@ def test_a_ratio_needs_a_round_that_measured_both_ends():
     frame = by_round({0: [16_000, 16_000], 2000: [15_000, 15_000]}).all
     frame.loc[(frame["cold_conns"] == 0) & (frame["repetition"] == 1), "valid"] = False
     frame.loc[(frame["cold_conns"] == 2000) & (frame["repetition"] == 0), "valid"] = False
-    result = evaluate_claim(claims.CLAIMS["bmd99-fig8"][1], Measured(frame), None)
+    result = evaluate_claim(claims.CLAIMS["bmd99-fig8"][1], as_read(frame), None)
     assert result.status == Status.FAIL
     assert "no round measured both" in result.detail and "rounds [1] and [0]" in result.detail
 
@@ -99,7 +106,7 @@ def test_an_invalid_end_of_the_sweep_fails_the_claim_with_its_reason():
     zero = (frame["dispatch"] == "select") & (frame["cold_conns"] == 0)
     frame.loc[zero, "valid"] = False
     frame.loc[zero, "invalid_reason"] = "closed loop, but the server was not the bottleneck"
-    result = outcome("bmd99-fig8", Measured(frame))[0]
+    result = outcome("bmd99-fig8", as_read(frame))[0]
     assert result.status == Status.FAIL
     assert "all 3 record(s) invalid (closed loop, but the server was not the bottleneck)" \
         in result.detail
@@ -115,7 +122,7 @@ def rate_sweep(server_cpu_at_top: float, behind_at_top: bool) -> Measured:
                          "reply_rate_rps": float(rate if kept or not behind_at_top else knee),
                          "cpu_server_pct": server_cpu_at_top if top else 50.0,
                          "resp_time_mean_ms": 0.2 if dispatch == "epoll" else 5.0})
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def test_knee_order_needs_a_knee_inside_the_sweep():
@@ -159,7 +166,7 @@ def sigio(overflows_below: int, overflows_above: int) -> Measured:
             {"dispatch": "rtsig", "offered_rate_rps": 250_000.0, "reply_rate_rps": 200_000.0,
              "cpu_server_pct": 99.0, "signals_dequeued": 60_000, "sigio_overflows":
              overflows_above, "valid": False, "invalid_reason": "generator CPU saturated"}]
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def test_sigio_regimes_both_ways():
@@ -174,11 +181,13 @@ def test_a_point_at_the_knee_is_neither_regime():
     knee = frame.iloc[:1].assign(point_id="knee", offered_rate_rps=20_000.0,
                                  reply_rate_rps=20_000.0, cpu_server_pct=20.0,
                                  sigio_overflows=22, signals_dequeued=22)
-    frame = pd.concat([frame, knee], ignore_index=True).assign(server_budget_pct=20.0)
+    frame = pd.concat([frame, knee], ignore_index=True)
     frame.loc[frame["offered_rate_rps"] == 25_000.0, "cpu_server_pct"] = 10.0
-    assert claims.overflow_regimes(Measured(frame)).passed
+    # the records as the runner wrote them, before what is derived from the budget
+    recorded = frame.drop(columns=["server_cpus", "server_saturated", "server_busy"])
+    assert claims.overflow_regimes(as_read(recorded.assign(server_budget_pct=20.0))).passed
     # the same point with CPU to spare (no budget: 20 % of a whole CPU) fails the claim
-    assert not claims.overflow_regimes(Measured(frame.drop(columns="server_budget_pct"))).passed
+    assert not claims.overflow_regimes(as_read(recorded)).passed
 
 
 def regression_points(idle_at_750: list[float], rates_at_750: tuple[float, ...] = (
@@ -191,7 +200,7 @@ def regression_points(idle_at_750: list[float], rates_at_750: tuple[float, ...] 
             rows.append({"reply_bytes": 1259, "cold_conns": cold, "offered_rate_rps": rate,
                          "request_rate_rps": rate, "reply_rate_rps": rate,
                          "server_budget_pct": 20.0, "cpu_server_pct": 0.2 * (100 - idle)})
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def test_idle_regression_both_ways():
@@ -218,7 +227,7 @@ def test_idle_regression_leaves_out_a_server_that_kept_up_on_its_whole_budget():
 
 
 def profiled(select_pct: float, epoll_pct: float) -> Measured:
-    measured = Measured(points([{"dispatch": "select"}, {"dispatch": "epoll"}], repetitions=1))
+    measured = as_read(points([{"dispatch": "select"}, {"dispatch": "epoll"}], repetitions=1))
     measured.profiles = pd.DataFrame([
         {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "do_select",
          "pct": select_pct, "layer": "syscall"},
@@ -242,7 +251,7 @@ def test_below_both_knees_compares_only_rates_both_kept_up_with():
     assert good.passed and "10,000: 0.04" in good.numbers and "30,000" not in good.numbers
     frame = rate_sweep(99.0, behind_at_top=True).all
     frame.loc[frame["dispatch"] == "epoll", "resp_time_mean_ms"] = 4.0
-    assert not test(Measured(frame)).passed
+    assert not test(as_read(frame)).passed
 
 
 def mechanisms(multi_peak: float) -> Measured:
@@ -251,7 +260,7 @@ def mechanisms(multi_peak: float) -> Measured:
             for d, a, peak in (("select", "multi", multi_peak), ("rtsig", "multi", 6000.0),
                                ("select", "single", 1000.0))
             for rate in (2000.0, 5000.0, 10000.0)]
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def test_multi_accept_select_against_rt_signals_both_ways():
@@ -268,7 +277,7 @@ def idle_points(idle_750: list[float], idle_0: list[float] | None = None) -> Mea
              "reply_rate_rps": rate, "server_idle_pct": idle}
             for cold, idles in ((0, idle_0), (750, idle_750))
             for rate, idle in zip((1000.0, 2000.0, 3000.0), idles, strict=True)]
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 def test_idle_lower_with_cold_both_ways():
@@ -291,7 +300,7 @@ def test_select_share_of_busy_samples_leaves_the_idle_loop_out():
 
 
 def bandwidth_sweep(cycles_at_400: float) -> Measured:
-    return Measured(points([{"stream_mbps": mbps, "cycles_per_packet": c} for mbps, c in
+    return as_read(points([{"stream_mbps": mbps, "cycles_per_packet": c} for mbps, c in
                             ((100, 10_000.0), (400, cycles_at_400))]))
 
 
@@ -319,7 +328,7 @@ def bm98_curves(epoll_knee: float) -> Measured:
                          "offered_rate_rps": rate, "reply_rate_rps": min(rate, knee * 1.1),
                          "cpu_server_pct": 20.0 if rate > knee else 10.0,
                          "server_budget_pct": 20.0})
-    return Measured(points(rows))
+    return as_read(points(rows))
 
 
 @pytest.mark.parametrize("epoll_knee,modified_beats_unmodified", [
@@ -351,7 +360,7 @@ def stack_sweep(stack_share_at_2048: float) -> Measured:
                       "samples": (100 - share) * 5, "pct": (100 - share) / 2},
                      {**ids, "symbol": "pv_native_safe_halt", "layer": "idle", "samples": 500,
                       "pct": 50.0}]
-    return Measured(frame, pd.DataFrame(profiles))
+    return as_read(frame, pd.DataFrame(profiles))
 
 
 def test_the_stacks_cycles_per_packet_come_from_its_layers_share():
@@ -372,5 +381,5 @@ def test_the_stacks_rise_with_connections_both_ways():
     assert "stack_cycles_per_packet at stream_conns=2048 / at 4 = 2.5" in rising.detail
     # the CPU's cycles per packet are the same in both: only the stack's share tells
     assert evaluate_claim(claim, stack_sweep(11.0), None).status == Status.FAIL
-    unprofiled = evaluate_claim(claim, Measured(stack_sweep(25.0).all), None)
+    unprofiled = evaluate_claim(claim, as_read(stack_sweep(25.0).all), None)
     assert unprofiled.status == Status.FAIL and "not measured: no profiles" in unprofiled.detail

@@ -53,7 +53,8 @@ def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
     assert totals["steal_pct"] == pytest.approx(10.5)
     assert totals["softirq_generator_cpu_pct"] == 0
     reason = validity.stolen(totals["steal_server_cpu_pct"], totals["steal_generator_cpu_pct"])
-    assert reason.startswith("21 % CPU steal during the window (server's CPU 21.0 %")
+    assert reason.sentence.startswith("21 % CPU steal during the window (server's CPU 21.0 %")
+    assert reason.kind is validity.Kind.INTERFERENCE
     assert validity.stolen(1.0, 0.5) is None  # what a quiet machine shows
 
 
@@ -78,33 +79,37 @@ def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
 
 
 def test_interference_verdicts_in_both_directions():
-    assert validity.crowded(30.0, 0).startswith("the server waited for its CPU 30 %")
+    assert validity.crowded(30.0, 0).sentence.startswith("the server waited for its CPU 30 %")
     assert validity.crowded(1.2, 0) is None
     # another task ran for 25 % of the window on the server's CPU: it explains the wait
-    assert validity.crowded(30.0, 0, 25.0).endswith("another task ran on CPU 0 for 25 % of it")
+    assert validity.crowded(30.0, 0, 25.0).sentence.endswith(
+        "another task ran on CPU 0 for 25 % of it")
     # no other task ran: the 7 % wait was the CPU's own softirq work (cpp Fig 4's steered
     # receiver at 300 Mbit/s waited for ksoftirqd/0) or a slow wake-up, not a neighbour
     assert validity.crowded(7.0, 0, 0.0) is None
     assert validity.crowded(7.0, 0, 3.0) is None  # others explain 3 %, under the limit
     # a per-packet cost counts the CPU's whole busy time: 17 % of others' work inflated one
     # cpp Fig 6 repetition's cycles per packet 2.2× though the server waited only 2.7 %
-    assert validity.foreign_work(17.0, 0).startswith("another task ran on CPU 0 for 17 %")
+    assert validity.foreign_work(17.0, 0).sentence.startswith(
+        "another task ran on CPU 0 for 17 %")
     assert validity.foreign_work(1.0, 0) is None
-    assert validity.closed_loop_elsewhere(None, 32, False, 14.0).startswith(
+    assert validity.closed_loop_elsewhere(None, 32, False, 14.0).sentence.startswith(
         "closed loop, but the server was not the bottleneck (server CPU 14.0 %, under the 90 %")
-    assert "89.6 %, under the 90 %" in validity.closed_loop_elsewhere(None, 32, False, 89.6)
+    assert "89.6 %, under the 90 %" in validity.closed_loop_elsewhere(None, 32, False,
+                                                                       89.6).sentence
     assert validity.closed_loop_elsewhere(None, 32, True, 99.0) is None
     assert validity.closed_loop_elsewhere(2000.0, 32, False, 14.0) is None  # open loop
     # a generator that another task crowded off its CPU is the likely cause, and named
-    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 32.0).endswith(
+    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 32.0).sentence.endswith(
         "capacity (the generator waited for its CPU 32 % of the window)")
-    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 2.0).endswith("capacity")
+    assert validity.closed_loop_elsewhere(None, 32, False, 77.4, 2.0).sentence.endswith(
+        "capacity")
     # a sweep meant to cross from round-trip-bound to server-bound: a server with CPU to
     # spare is its design, a generator kept from its CPU is not (cpp Fig 3 at 40 ms: the
     # link emulator on the generator's CPU, which waited 33-58 % of the window)
     assert validity.closed_loop_elsewhere(None, 1, False, 40.0, 0.8, server_bound=False) is None
     assert "the generator waited for its CPU 33.2 %" in validity.closed_loop_elsewhere(
-        None, 1024, False, 14.8, 33.2, server_bound=False)
+        None, 1024, False, 14.8, 33.2, server_bound=False).sentence
 
 
 POINT = """

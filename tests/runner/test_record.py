@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import clients
+from clients import validity
 from clients.validity import EMULATED_CPU
 from harness.guest.record import GuestRecord
 from harness.runner.context import RunContext
@@ -27,7 +28,8 @@ cpus: {server: 0, generator: 1}
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
             generator: str = "sclient", sent: int = 160000,
             guest: GuestRecord | None = None, late_sends: int = 0,
-            neighbours: dict | None = None) -> dict:
+            neighbours: dict | None = None, host: str = "") -> dict:
+    """host: the cluster host whose shard the document is ("" on one machine)."""
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
@@ -45,7 +47,9 @@ def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
         del document["requests"]["scheduled"], document["generator_cpu"]
     spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
                             rate_rps=40000, duration_s=4)
-    measured = Measurement(clients.judged(spec, document), None, window, None, None, [], [])
+    document = clients.judged(spec, document)
+    facts = validity.Facts({host: validity.GeneratorFacts.of(document, spec)})
+    measured = Measurement(document, facts, None, window, None, None, [], [])
     return PointRecorder(ctx, points(scenario)[0], 0).record(measured)["point"]
 
 
@@ -55,11 +59,28 @@ def test_a_generator_busy_polling_is_not_saturated(tmp_path: Path):
     assert row["valid"], row["invalid_reason"]
 
 
-def test_a_generator_busy_working_is_saturated(tmp_path: Path):
-    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=0.05)
-    assert not row["valid"]
-    assert row["invalid_reason"].startswith(
-        "generator CPU saturated in the measured window: it ran 99 % besides 1 % in idle polls")
+def test_a_generator_at_full_cpu_that_kept_its_schedule_was_not_the_bottleneck(tmp_path: Path):
+    """At 70 % of the closed-loop saturation wb-sclient's CPU read 100 % (99 % of it work) and
+    it sent every request of its schedule, all but 0.3 % on time: it did not limit the rate,
+    so the point is valid whatever its CPU read (issue #28)."""
+    row = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=0.05, late_sends=480)
+    assert row["valid"], row["invalid_reason"]
+
+
+def test_a_generator_at_full_cpu_that_fell_behind_is_invalid_its_own_fault(tmp_path: Path):
+    """The other direction: at 100 % of its CPU it sent 2 % of its requests late, or only
+    85 % of the offered ones: it may have been the bottleneck, and measuring again would not
+    help (generator kind, not interference)."""
+    late = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=0.05, late_sends=3200)
+    short = _record(tmp_path, generator_cpu_pct=100.0, spin_idle_s=0.05, sent=136000)
+    for row in (late, short):
+        assert not row["valid"] and not row["interference_only"]
+        assert "generator_saturated" in row["invalid_codes"].split(","), row["invalid_codes"]
+        assert validity.Code.GENERATOR_SATURATED.kind is validity.Kind.GENERATOR
+    assert "generator CPU saturated in the measured window: it ran 99 % besides 1 % in idle " \
+        "polls" in short["invalid_reason"]
+    assert "sent 85 % of the offered requests" in short["invalid_reason"]
+    assert "2.0 % of its sends late" in late["invalid_reason"]
 
 
 def test_httperf_polls_by_design_and_is_judged_by_what_it_sent(tmp_path: Path):
@@ -104,3 +125,15 @@ def test_late_sends_another_task_explains_are_interference_and_others_are_not(tm
     assert "another task" not in own["invalid_reason"]
     assert _record(tmp_path, 80.0, 2.5, late_sends=100,  # under the 1 % limit
                    neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})["valid"]
+
+
+def test_a_cluster_shards_reasons_are_judged_by_their_codes(tmp_path: Path):
+    """A shard's reasons name its host ("hot: late sends: ..."). Matched by their text, its
+    saturation was judged a second time from the samplers' view and its late sends were never
+    found to be another task's doing; by their codes, each rule speaks once."""
+    row = _record(tmp_path, 100.0, 0.0, late_sends=2000, host="hot",
+                  neighbours={"generator_wait_pct": 4.0, "other_generator_cpu_pct": 3.5})
+    assert row["invalid_codes"] == "generator_saturated,generator_crowded"
+    assert row["invalid_reason"].startswith("hot: generator CPU saturated")
+    assert "; hot: late sends: 2,000 of 160,000" in row["invalid_reason"]
+    assert not row["interference_only"]  # the generator's own saturation stays

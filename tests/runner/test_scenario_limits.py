@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from clients.spec import sclient_description
 from harness.scenario import (
     MAX_DURATION_S,
     MAX_GUEST_S,
@@ -15,7 +16,6 @@ from harness.scenario import (
     parse,
     points,
 )
-from clients.spec import sclient_description
 from harness.servers import describe
 from tests.conftest import build
 
