@@ -15,9 +15,8 @@ from clients.paths import BIN_DIR
 from harness.guest import accel, machine
 from harness.manifest import sysctl
 from harness.metrics import ktrace, perf
-from harness.topology.addressing import new_prefix
-from harness.topology.backend_probe import probe_netem
-from harness.topology.ledger import Ledger
+from harness.topology.backend_probe import link_backend_here
+from harness.topology.model import TopologyError
 
 SYS_IO_URING_SETUP = 425
 
@@ -50,18 +49,18 @@ def check_namespaces() -> Check:
 
 
 def check_netem() -> Check:
-    if os.geteuid() != 0:
-        return Check("netem (sch_netem)", False, "not root: cannot probe", "run as root")
-    ledger = Ledger.create(new_prefix(), None, "netem-probe")
+    """netem as the runner would find it: the probe that chooses a shaped link's backend."""
     try:
-        result = probe_netem(ledger)
-    finally:
-        ledger.path.unlink(missing_ok=True)
+        _, probe = link_backend_here()
+    except TopologyError as exc:
+        return Check("netem (sch_netem)", False, f"not probed: {exc}", "run as root")
+    result = probe.get("netem") or {"ok": False, "error": "not probed"}
     ok = result["ok"]
     detail = "tc qdisc netem works" if ok else f"tc netem: {result['error']}"
     return Check("netem (sch_netem)", ok, detail,
-                 "" if ok else "load sch_netem (modprobe sch_netem; on Debian it is in "
-                 "linux-modules-extra); meanwhile the userspace emulator stands in")
+                 "" if ok else "load sch_netem (modprobe sch_netem; Debian's linux-image "
+                 "packages ship it as a module; a kernel without modules needs one built with "
+                 "CONFIG_NET_SCH_NETEM); meanwhile the userspace emulator stands in")
 
 
 def check_userspace_emulator() -> Check:

@@ -28,10 +28,10 @@ from pydantic import (
 from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, LoadSpec, check_sclient_only, check_within
 from clients.targets import check_request_path
-from harness.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
+from harness.topology.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.topology.model import TopologyError, load_topology
 from harness.yamlfile import (
     MAX_FILE_BYTES,
@@ -253,7 +253,7 @@ class Stream(Strict):
 class Cpus(Strict):
     server: int = Field(0, ge=0)
     generator: int = Field(1, ge=0)
-    # The server's share of its CPU (cgroup CPU bandwidth, harness/cgroups.py): a slower
+    # The server's share of its CPU (cgroup CPU bandwidth, harness/topology/cgroups.py): a slower
     # server saturates first, as the papers' did beside many client machines. A throttled
     # server waits up to (100 - pct) % of a period, so the period bounds what throttling adds
     # to response times: 10 ms keeps it to single-digit ms (docs/validity.md).

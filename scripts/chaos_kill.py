@@ -35,8 +35,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.cgroups import CgroupError, cpu_hierarchy  # noqa: E402
 from harness.topology.addressing import PREFIX_RE  # noqa: E402
+from harness.topology.cgroups import CgroupError, cpu_hierarchy  # noqa: E402
 from harness.topology.ledger import Ledger  # noqa: E402
 from harness.topology.netns import names as netns_names  # noqa: E402
 

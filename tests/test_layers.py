@@ -39,3 +39,63 @@ def test_the_check_sees_an_upward_import(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text("import os\nfrom harness.results import format\nfrom . import sibling\n")
     assert imported_packages(module) == {"os", "harness"}
+
+
+# harness/'s parts, lowest first: each imports only parts before it (docs/architecture.md).
+# Parts on one line are one layer and import nothing of each other.
+HARNESS_LAYERS = (
+    ("yamlfile", "procs", "interrupts"),
+    ("templates", "servers", "topology", "results"),
+    ("metrics", "scenario"),
+    ("manifest", "analysis"),
+    ("guest",),
+    ("doctor", "runner", "reproduce"),
+    ("cluster",),
+    ("commands",),
+    ("cli", "__main__"),
+)
+
+
+def harness_part_imports(root: Path = REPO / "harness") -> dict[str, set[str]]:
+    """For each part of harness/ (a folder, or a module at its top), the other parts its
+    files import (`from harness import X` names part X)."""
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root)
+        part = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        if part == "__init__":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            modules: list[list[str]] = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                head = node.module.split(".")
+                modules = [head] if len(head) > 1 else [[*head, a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name.split(".") for alias in node.names]
+            for name in modules:
+                if name[0] == "harness" and len(name) > 1 and name[1] != part:
+                    found.setdefault(part, set()).add(name[1])
+    return found
+
+
+def upward_imports(found: dict[str, set[str]]) -> list[str]:
+    rank = {part: level for level, parts in enumerate(HARNESS_LAYERS) for part in parts}
+    unplaced = sorted((set(found) | {d for ds in found.values() for d in ds}) - set(rank))
+    assert not unplaced, f"parts of harness/ in no layer of HARNESS_LAYERS: {unplaced}"
+    return sorted(f"{part} -> {dep}" for part, deps in found.items() for dep in deps
+                  if rank[dep] >= rank[part])
+
+
+def test_harness_parts_import_only_lower_layers():
+    assert upward_imports(harness_part_imports()) == []
+
+
+def test_the_layer_check_sees_an_import_back_up(tmp_path: Path):
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "prepare.py").write_text(
+        "from harness.reproduce.capabilities import ABSENT\nfrom harness import results\n")
+    (tmp_path / "topology").mkdir()
+    (tmp_path / "topology" / "cleanup.py").write_text("from harness import topology\n")
+    found = harness_part_imports(tmp_path)
+    assert found == {"analysis": {"reproduce", "results"}}
+    assert upward_imports(found) == ["analysis -> reproduce"]

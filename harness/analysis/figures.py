@@ -89,7 +89,7 @@ class FigureSpec:
     # None draws them hollow, apart from the valid ones
     keep_invalid: str | None = None
     # Mechanisms of the paper that no Linux has (keys of
-    # harness.reproduce.capabilities.ABSENT_FROM_LINUX): the figure says what stands in
+    # harness.analysis.paper_values.ABSENT_FROM_LINUX): the figure says what stands in
     absent: tuple[str, ...] = ()
 
 

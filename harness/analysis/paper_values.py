@@ -22,6 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
+# Mechanisms the papers measured that no Linux kernel has: a claim about them is never
+# testable here, whatever the machine.
+ABSENT_FROM_LINUX = {
+    "dev_poll": "/dev/poll (Solaris; its Linux 2.4 port was never merged): wanbench's devpoll "
+                "backend is an epoll-backed stand-in whose cost does not grow with connections",
+    "signal_per_fd": "signal-per-fd (Chandra & Mosberger's Linux 2.4 patch, never merged; "
+                     "F_SETSIG still queues one signal per event)",
+}
+
 PAPERS_DIR = Path(__file__).with_name("papers")
 COLUMNS = ["figure", "facet", "series", "metric", "x", "value", "source", "read_off", "note"]
 

@@ -9,7 +9,6 @@ import pandas as pd
 from clients.validity import Code
 from harness.analysis import derive, latency, paper_values
 from harness.analysis.figures import FigureSpec
-from harness.reproduce.capabilities import ABSENT_FROM_LINUX
 from harness.results.format import CODE_SEPARATOR
 from harness.results.runset import RunSet
 
@@ -437,7 +436,8 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
     data.notes += _validity_notes(spec, points)
-    data.notes += [f"not in this figure: {ABSENT_FROM_LINUX[key]}" for key in spec.absent]
+    data.notes += [f"not in this figure: {paper_values.ABSENT_FROM_LINUX[key]}"
+                   for key in spec.absent]
     if spec.keep_invalid:
         points = points.assign(valid=True)
     series = _label_cycles(data, points, _series_columns(spec, mine))

@@ -8,10 +8,9 @@ import os
 import sys
 
 from clients.paths import MissingBinary
-from harness import cgroups
-from harness.topology import netns
-from harness.topology.backend_probe import BACKENDS
-from harness.topology.builder import bring_up, planned_commands, probe_only
+from harness.topology import cgroups, netns
+from harness.topology.backend_probe import BACKENDS, probe_here
+from harness.topology.builder import bring_up, planned_commands
 from harness.topology.cleanup import (
     Cleaned,
     clean_dead_runs,
@@ -64,7 +63,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         overrides = dict(parse_override(text) for text in args.overrides)
         topology = load_topology(args.file, overrides, origin="--set")
         if args.dry_run:
-            backend, probe = probe_only(topology, args.backend)
+            backend, probe = probe_here(topology, args.backend)
             print(f"# backend {backend} ({probe['reason']}); run prefix "
                   f"{args.prefix or 'wbdryrun'}")
             for line in planned_commands(topology, backend, args.prefix or "wbdryrun"):

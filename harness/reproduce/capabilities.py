@@ -5,18 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from harness import doctor
+from harness.analysis.paper_values import ABSENT_FROM_LINUX
 from harness.metrics import perf
+from harness.results.format import topology_backend
 from harness.results.runset import RunSet
-
-# Mechanisms the papers measured that no Linux kernel has: a claim about them is never
-# testable here, whatever the machine.
-ABSENT_FROM_LINUX = {
-    "dev_poll": "/dev/poll (Solaris; its Linux 2.4 port was never merged): wanbench's devpoll "
-                "backend is an epoll-backed stand-in whose cost does not grow with connections",
-    "signal_per_fd": "signal-per-fd (Chandra & Mosberger's Linux 2.4 patch, never merged; "
-                     "F_SETSIG still queues one signal per event)",
-}
+from harness.topology.backend_probe import link_backend_here
+from harness.topology.model import TopologyError
 
 
 def _hardware_counters(runs: RunSet | None) -> str | None:
@@ -42,10 +36,13 @@ def _emulated_link_at_load(runs: RunSet | None) -> str | None:
     that sends) or a CPU for the userspace emulator beside the server's and the
     generator's. From the run's manifests (what it had), else from this machine."""
     if runs is not None and runs.raw_manifests:
-        setups = {((m.get("topology") or {}).get("backend"), (m.get("cpu") or {}).get("count"))
+        setups = {(topology_backend(m), (m.get("cpu") or {}).get("count"))
                   for m in runs.raw_manifests.values()}
     else:
-        setups = {("netem" if doctor.check_netem().ok else "userspace", os.cpu_count())}
+        try:
+            setups = {(link_backend_here()[0], os.cpu_count())}
+        except TopologyError as exc:
+            return f"an emulated link (this machine could not be probed: {exc})"
     lacking = sorted(f"{count} CPUs" for backend, count in setups
                      if backend == "userspace" and (count or 0) < CPUS_BESIDE_EMULATOR)
     if not lacking:

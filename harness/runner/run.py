@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from clients import pinning
 from clients.paths import binary
 from harness import interrupts, topology
-from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.metrics import ktrace
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
@@ -25,6 +24,7 @@ from harness.runner.processes import PointFailed
 from harness.runner.record import PointRecorder
 from harness.scenario import Cpus, Point, Scenario, WbServer, points, sweep_columns
 from harness.topology.addressing import check_plan
+from harness.topology.cgroups import CgroupError, cpu_hierarchy
 
 
 class MissingTool(RuntimeError):

@@ -16,13 +16,13 @@ from clients import validity
 from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import procs, servers
-from harness.cgroups import CpuBudget, Throttling
 from harness.metrics import ktrace
 from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.runner.processes import Children, PointFailed, read_line
 from harness.scenario import ExternalServer, Scenario, WbServer
+from harness.topology.cgroups import CpuBudget, Throttling
 
 
 async def listeners(prefix: list[str], port: int) -> dict[int, str]:

@@ -6,7 +6,8 @@ import os
 import subprocess
 
 from clients.paths import MissingBinary, binary
-from harness.topology import netns
+from harness.topology import cleanup, netns
+from harness.topology.addressing import new_prefix
 from harness.topology.ledger import Ledger
 from harness.topology.model import Topology, TopologyError
 
@@ -87,3 +88,30 @@ def choose_backend(requested: str, topology: Topology,
         return "userspace", {**probe, "chosen": "userspace", "reason": reason}
     why = "; ".join(f"{name}: {result['error']}" for name, result in probe.items())
     raise TopologyError(f"no link backend works here: {why}")
+
+
+def probe_here(topology: Topology, requested: str = "auto") -> tuple[str, dict]:
+    """choose_backend's answer for topology on this machine without bringing it up: the
+    probes run with a throwaway ledger, always removed (`topo up --dry-run`)."""
+    if topology.loopback or os.geteuid() != 0:
+        return choose_backend(requested, topology, None)  # answers or refuses unprobed
+    ledger = Ledger.create(new_prefix(), topology.source_file, "probe")
+    try:
+        return choose_backend(requested, topology, ledger)
+    finally:
+        cleanup.remove_run(ledger)
+
+
+# One shaped link between two namespaces: what every delayed, lossy or rate-limited
+# topology asks of a backend.
+SHAPED_LINK = Topology.model_validate({
+    "name": "shaped-link-probe", "hosts": {"server": {"role": "server"},
+                                           "client": {"role": "hot"}},
+    "links": {"wan": {"a": "client", "b": "server", "delay_ms": 1}}})
+
+
+def link_backend_here() -> tuple[str, dict]:
+    """The backend that would emulate a shaped link here (netem, else userspace), with its
+    probe record (`wanbench doctor`, the reproduction's capabilities); TopologyError naming
+    why none would."""
+    return probe_here(SHAPED_LINK)

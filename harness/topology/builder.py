@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import signal
 import subprocess
 import threading
@@ -271,21 +270,6 @@ def state_dir_of(ledger: Ledger) -> Path:
 def linkem_path(backend: str) -> Path:
     """The emulator binary (a clear error when unbuilt); unused by other backends."""
     return binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
-
-
-def probe_only(topology: Topology, requested: str) -> tuple[str, dict]:
-    """The backend bring_up would choose, probing with a throwaway ledger (for --dry-run)."""
-    if topology.loopback:
-        return choose_backend(requested, topology, None)
-    if requested != "auto":
-        return requested, {"reason": "requested"}
-    if os.geteuid() != 0:
-        return "netem", {"reason": "not root, not probed: netem assumed"}
-    ledger = Ledger.create(new_prefix(), topology.source_file, "probe")
-    try:
-        return choose_backend(requested, topology, ledger)
-    finally:
-        cleanup.remove_run(ledger)
 
 
 def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]:

@@ -34,8 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import cgroups
-from harness.topology import netns
+from harness.topology import cgroups, netns
 from harness.topology.ledger import (
     Ledger,
     abandoned_claims,

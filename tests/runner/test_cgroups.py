@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import cgroups
-from harness.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
 from harness.runner.run import MissingTool, preflight
 from harness.scenario import ScenarioError, parse
+from harness.topology import cgroups
+from harness.topology.cgroups import CgroupError, CpuBudget, Throttling, cpu_hierarchy
 from harness.topology.cleanup import clean_dead_runs
 from harness.topology.ledger import Ledger, process_identity, process_start_time
 from tests.conftest import REPO
@@ -26,7 +26,7 @@ from tests.conftest import REPO
 # A run's budget, then a process admitted to it, both left behind when this is SIGKILLed.
 BUDGETED = """
 import subprocess, time
-from harness.cgroups import CpuBudget
+from harness.topology.cgroups import CpuBudget
 budget = CpuBudget(50, 10_000).__enter__()
 sleeper = subprocess.Popen(["sleep", "600"])
 budget.admit([sleeper.pid])

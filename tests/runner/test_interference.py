@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from clients import validity
-from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.metrics.interference import Interference
 from harness.metrics.sampler import SamplerConfig, WindowSampler
+from harness.topology.cgroups import CgroupError, cpu_hierarchy
 from tests.conftest import build
 from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
 

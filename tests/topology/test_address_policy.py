@@ -82,7 +82,8 @@ def test_a_run_refuses_a_topology_set_address_before_anything_starts(tmp_path, t
                           cwd=REPO)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert "topology.set" in done.stderr and "hosts.server.address" in done.stderr
+    # the scenario's own file:line: the `topology:` line whose `set` wrote the address
+    assert "addressed.yaml:2: topology" in done.stderr and "hosts.server.address" in done.stderr
     assert said in done.stderr
     assert not out.exists(), "a refused topology must not create a run directory"
 

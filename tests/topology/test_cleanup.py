@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cgroups import CgroupError, cpu_hierarchy
 from harness.metrics.cpu import process_tree
+from harness.topology.cgroups import CgroupError, cpu_hierarchy
 from harness.topology.ledger import Ledger
 from harness.topology.netns import names as netns_names
 from tests.conftest import REPO, build, needs_root

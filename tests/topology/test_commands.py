@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from harness.topology import load_topology, planned_commands
+from harness.topology.backend_probe import link_backend_here
 from harness.topology.calibrate import expected_goodput_bps, judge, rtt_tolerance_ms
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_root
 from tests.topology.test_model import SHIPPED
 
 NAMESPACED = [p for p in SHIPPED if not load_topology(p).loopback]
@@ -87,16 +88,33 @@ def test_userspace_keeps_the_emulator_on_an_unshaped_link_when_asked(linkem):
     assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
 
 
+def dry_run(backend: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "topo", "up",
+                           str(REPO / "topologies/lan.yaml"), "--dry-run", "--backend", backend,
+                           "--prefix", "wbt2", "--set", "links.lan.delay_ms=7"],
+                          capture_output=True, text=True, cwd=REPO)
+
+
+@needs_root
 def test_dry_run_prints_the_planned_commands():
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "topo", "up",
-                          str(REPO / "topologies/lan.yaml"), "--dry-run", "--backend", "netem",
-                          "--prefix", "wbt2", "--set", "links.lan.delay_ms=7"],
-                         capture_output=True, text=True, check=True, cwd=REPO)
-    lines = out.stdout.splitlines()
+    out = dry_run("userspace")
+    assert out.returncode == 0, out.stderr
     topology = load_topology(REPO / "topologies/lan.yaml", {"links.lan.delay_ms": "7"})
-    assert lines[1:] == planned_commands(topology, "netem", "wbt2")
-    # 10 Gbit/s line rate assumed x 14 ms (7 each way) = 11667 packets, x1.5 = 17500.
-    assert any("netem limit 17500 delay 7ms" in ln for ln in lines)
+    assert out.stdout.splitlines()[1:] == planned_commands(topology, "userspace", "wbt2")
+
+
+@needs_root
+def test_dry_run_answers_as_topo_up_would():
+    """A requested backend is probed as `topo up` probes it: netem's commands where netem
+    works, else the refusal `topo up` would give (no plan for a backend that cannot run)."""
+    out = dry_run("netem")
+    if link_backend_here()[0] == "netem":
+        assert out.returncode == 0, out.stderr
+        # 10 Gbit/s line rate assumed x 14 ms (7 each way) = 11667 packets, x1.5 = 17500.
+        assert any("netem limit 17500 delay 7ms" in ln for ln in out.stdout.splitlines())
+    else:
+        assert out.returncode == 2 and "backend netem refused" in out.stderr
+        assert "netem limit" not in out.stdout
 
 
 def test_dry_run_with_bad_override_fails_clearly():
