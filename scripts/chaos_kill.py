@@ -4,8 +4,9 @@ lost or measured twice, and nothing outside the run directory is touched.
 
 After each kill and `wanbench topo clean` none of the run's may remain: processes (found by a
 marker in their environment, whatever their name), namespaces and CPU-budget cgroups (named
-with a run prefix its ledgers had, or new since the start), TUN devices, ledger files. BPF
-objects are not checked: wanbench loads none yet. A record of a finished point must never
+with a run prefix its ledgers had, or new since the start), TUN devices, ledger files, and
+wb-ktrace's BPF programs, maps and links (the sweep traces each window in the kernel where
+this machine allows it: `kernel_trace: true`). A record of a finished point must never
 disappear; at the end the run is resumed to completion and points.parquet must hold every
 point × repetition exactly once, in agreement with the point records. Every run and clean
 works in a sentinel directory (its cwd) beside the results; files there and in the output
@@ -35,6 +36,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.metrics import ktrace  # noqa: E402
 from harness.topology.addressing import PREFIX_RE  # noqa: E402
 from harness.topology.cgroups import CgroupError, cpu_hierarchy  # noqa: E402
 from harness.topology.ledger import Ledger  # noqa: E402
@@ -49,6 +51,7 @@ name: chaos
 topology: {file: topologies/dumbbell-wan.yaml, set: {links.cold.delay_ms: 10}}
 server: {dispatch: epoll, reply_bytes: 92}
 hot: {generator: sclient, conns: 4, rate_rps: 300}
+kernel_trace: true
 cold: {conns: 0}
 cpus: {server: 0, generator: 1, server_budget_pct: 60}
 sweep:
@@ -120,7 +123,8 @@ class Campaign:
                                  if g in self.prefixes or (g not in self.baseline_groups
                                                            and PREFIX_RE.fullmatch(g))],
                      "tun devices": sorted(tun_devices() - self.baseline_tun),
-                     "ledger files": sorted(p.name for p in self.state.iterdir())}
+                     "ledger files": sorted(p.name for p in self.state.iterdir()),
+                     "bpf objects": ktrace.loaded_objects()}
             if not any(found.values()) or time.monotonic() > deadline:
                 return {kind: items for kind, items in found.items() if items}
             time.sleep(0.1)
@@ -274,12 +278,13 @@ def main() -> int:
           f"budget group up; {kills - in_points} while bringing up or between points)")
     print("leaks: " + ", ".join(f"{kind} {len(leaks.get(kind, ()))}" for kind in
                                 ("processes", "namespaces", "cgroups", "tun devices",
-                                 "ledger files", "clean said")))
+                                 "ledger files", "bpf objects", "clean said")))
     print(f"points lost: {len(lost)}" + (f" ({'; '.join(lost)})" if lost else
                                          " (every point x repetition exactly once)"))
     print(f"files touched outside the run dir: {len(touched)}"
           + (f" ({', '.join(sorted(touched))})" if touched else ""))
-    print("bpf objects: skipped (wanbench loads none yet)")
+    if not ktrace.support().tracepoints:
+        print(f"bpf: nothing was traced here ({ktrace.support().detail})")
     held = not (problems or lost or touched or leaks)
     print(f"verdict: {'held' if held else 'FAILED'}"
           + (f": {'; '.join(problems)}" if problems else ""))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,26 @@ def support() -> Support:
                        f"not its JSON line; fix: rebuild it (make)")
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
     return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}")
+
+
+def loaded_objects() -> list[str]:
+    """wb-ktrace's programs and maps loaded now (kt_ names; its .bss is ktrace_b.bss), and
+    links to its programs, as bpftool lists them (none where bpftool is absent): what a
+    loader that ended, however it ended, must not leave."""
+    if shutil.which("bpftool") is None:
+        return []
+
+    def listed(kind: str) -> list[dict]:
+        done = subprocess.run(["bpftool", "-j", kind, "list"], capture_output=True, text=True,
+                              check=True, timeout=30)
+        return json.loads(done.stdout or "[]")
+
+    progs = {p["id"]: p["name"] for p in listed("prog") if p.get("name", "").startswith("kt_")}
+    maps = [m["name"] for m in listed("map")
+            if m.get("name", "").startswith(("kt_", "ktrace_b"))]
+    links = [f"link to {progs[link['prog_id']]}" for link in listed("link")
+             if link.get("prog_id") in progs]
+    return sorted(progs.values()) + sorted(maps) + links
 
 
 def _said(stderr: str) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.metrics.ktrace import loaded_objects
 from tests.conftest import REPO, build
 from tests.ktrace.conftest import Loader, Workload, traced
 
@@ -21,25 +22,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None,
                                 reason="bpftool is not installed (apt-get install bpftool)")
 
 
-def ours() -> list[str]:
-    """wb-ktrace's programs and maps loaded now (kt_ names; its .bss is ktrace_b.bss), and
-    links to its programs."""
-    def listed(kind: str) -> list[dict]:
-        done = subprocess.run(["bpftool", "-j", kind, "list"], capture_output=True, text=True,
-                              check=True, timeout=30)
-        return json.loads(done.stdout or "[]")
-    progs = {p["id"]: p["name"] for p in listed("prog") if p.get("name", "").startswith("kt_")}
-    maps = [m["name"] for m in listed("map")
-            if m.get("name", "").startswith(("kt_", "ktrace_b"))]
-    links = [f"link to {progs[link['prog_id']]}" for link in listed("link")
-             if link.get("prog_id") in progs]
-    return sorted(progs.values()) + sorted(maps) + links
-
-
 def gone_within(seconds: float) -> list[str]:
     """What is left once the kernel has freed what it frees (after an RCU grace period)."""
     deadline = time.monotonic() + seconds
-    while (left := ours()) and time.monotonic() < deadline:
+    while (left := loaded_objects()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -56,7 +42,7 @@ def test_a_loader_killed_while_counting_leaves_nothing_behind(ktrace_bin: Path, 
     loader = Loader(ktrace_bin, "--pid", str(workload.pid))
     try:
         loader.start()
-        held = ours()
+        held = loaded_objects()
         # the check sees them while they are there: every window program linked
         assert "kt_sys_enter" in held and "kt_calls" in held and "link to kt_sys_exit" in held
         loader.proc.send_signal(sig)
@@ -101,7 +87,7 @@ def test_a_run_killed_mid_window_leaves_nothing_behind(ktrace_bin: Path, tmp_pat
                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while "link to kt_sys_enter" not in ours():  # the window is being traced
+        while "link to kt_sys_enter" not in loaded_objects():  # the window is being traced
             assert run.poll() is None and time.monotonic() < deadline, "no traced window"
             time.sleep(0.1)
         run.kill()
