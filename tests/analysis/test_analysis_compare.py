@@ -16,7 +16,7 @@ import pytest
 
 from harness.analysis.compare import engine, noise, render
 from harness.analysis.prepare import prepare
-from harness.analysis.report import applicable
+from harness.analysis.report import applicable, table_html
 from harness.results.runset import read_runs
 
 from .compare_synthetic import SCENARIO, Effect, Noise, make_run
@@ -366,7 +366,6 @@ def test_html_report_with_out_for_runs_of_one_kernel(tmp_path: Path, candidates:
     figures = re.findall(r"src='(figures/[^']+\.png)'", text)
     assert any("timeseries" in f for f in figures), figures
     assert "class='verdict inconclusive'" in text and "class='regression'" not in text
-    assert "e+0" not in text  # numbers for people: 15,340, never 1.534e+04
 
 
 def test_numbers_for_people() -> None:
@@ -378,6 +377,9 @@ def test_numbers_for_people() -> None:
     assert render.percent(-0.4983) == "-49.8"
     assert render.percent(9.0) == "+900.0"
     assert render.percent(25.0) == "+2,500"
+    # the figures' tables on the page (saturation, regressions ...) too
+    cells = table_html(pd.DataFrame({"saturation_rps": [15340.0], "slope": [0.000123]}))
+    assert "15,340" in cells and "0.000123" in cells and "e+0" not in cells and "e-0" not in cells
 
 
 def test_help_documents_sides_and_exit_codes() -> None:
