@@ -19,6 +19,7 @@ COMMANDS = {
     "doctor": "harness.commands.doctor",
     "plot": "harness.commands.plot",
     "compare": "harness.commands.compare",
+    "noise": "harness.commands.noise",
     "reproduce": "harness.commands.reproduce",
     "worker": "harness.commands.worker",
     "cluster": "harness.commands.cluster",

@@ -330,7 +330,9 @@ def _timeseries(data: FigureData, runs: RunSet, points: pd.DataFrame,
                 series: list[str]) -> None:
     _require(points, series, data.spec.scenario)
     first = points[points["repetition"] == points["repetition"].min()]
-    samples = runs.timeseries.merge(first[[*SAMPLE, *series, "valid", "duration_s"]], on=SAMPLE)
+    # runs of one kernel are series by run_id, which SAMPLE names too: each column once
+    columns = list(dict.fromkeys([*SAMPLE, *series, "valid", "duration_s"]))
+    samples = runs.timeseries.merge(first[columns], on=SAMPLE)
     samples = samples.assign(metric=samples["source"] + "." + samples["metric"])
     samples = samples[samples["metric"].isin(data.spec.y)]
     if samples.empty:

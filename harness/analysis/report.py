@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.analysis.figures import PAPERS, SPECS, FigureSpec
 from harness.analysis.generic import GENERIC, generic_specs, point_table
+from harness.analysis.numbers import human
 from harness.analysis.plots import FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.results.runset import RunSet
@@ -33,7 +34,7 @@ h4 { margin: 0.5em 0 0; font-size: 0.9em; }
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="—", border=0)
+    return frame.to_html(index=False, float_format=human, na_rep="—", border=0)
 
 
 PAPER_TABLE_COLUMNS = ["facet", "series", "metric", "x", "value", "source", "how", "note"]

@@ -76,7 +76,7 @@ def print_comparison(run_dirs: list[Path], console: Console) -> int:
                       "least one candidate must run on a real CPU: host or KVM)")
         return 0
     try:
-        report = build_report(base, timed, engine.Options())
+        report = build_report([base], [[run] for run in timed], engine.Options())
     except (Refused, engine.Incomparable, NotARun, ResultsFormatError) as exc:
         console.print(f"[red]timings not compared[/red]: {exc}", highlight=False)
         return 2

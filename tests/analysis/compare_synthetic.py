@@ -1,15 +1,17 @@
 """Synthetic runs for `wanbench compare`, with the noise structure of real ones.
 
-Each point x repetition x second of the reply rate is
+Each point x repetition x second of the reply rate of a run is
 
-    level * effect * (1 + a[rep]) * (1 + e[t])
+    level * effect * (1 + b[run]) * (1 + a[rep]) * (1 + e[t])
 
-with e an AR(1) series (per-second coefficient of variation `cv`, lag-1 correlation `rho`)
-and a[rep] the run-to-run part, its variance `between_ratio` times the within-repetition
-variance of a repetition's mean. Server CPU is sampled the same way (one sample fewer, on the
-samplers' clock); latencies have repetition-level noise only, with histograms to match.
+with b the run-to-run part (relative sd `run_cv`: what another run of the same kernel moves,
+half of it shared by every point of the run, half the point's own), a[rep] the part of one
+repetition (its variance `between_ratio` times the within-repetition variance of a
+repetition's mean) and e an AR(1) series (per-second coefficient of variation `cv`, lag-1
+correlation `rho`). Server CPU is sampled the same way (one sample fewer, on the samplers'
+clock); latencies have repetition-level noise and the run term, with histograms to match.
 The generator's timeline starts at the warm-up, as the runner records it, with a partial
-last second, so the window cut is exercised too.
+last second.
 
 Defaults follow this machine (2-CPU KVM guest, results/reference/quickstart): the saturated
 select point's per-second reply rates vary by 1.2 to 2.2 % (CV) and its repetition means are
@@ -30,8 +32,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.analysis.compare.samples import Run
-from harness.analysis.compare.stats import ar1_factor
-from harness.analysis.derive import add_derived, valid_points
+from harness.analysis.derive import add_derived, with_verdict
 
 SCENARIO = "synthetic-compare"
 TSC_HZ = 2.6e9
@@ -89,9 +90,10 @@ class Noise:
     cv: float = 0.015  # per-second coefficient of variation of a saturated point
     cv_paced: float = 0.0005  # of a point the generator's fixed rate paces
     rho: float = 0.2  # lag-1 autocorrelation of the seconds
-    between_ratio: float = 0.5  # run-to-run variance / variance of a repetition's mean
+    between_ratio: float = 0.5  # repetition-to-repetition variance / that of a repetition's mean
     latency_cv: float = 0.05  # repetition-level noise of the mean latency
     p99_cv: float = 0.15  # and of p99
+    run_cv: float = 0.01  # relative sd of a run's level: what a second run moves
 
 
 @dataclass
@@ -130,9 +132,8 @@ class Synthetic:
 
     def as_run(self) -> Run:
         """The loaded form, without touching the disk (fast, for many trials)."""
-        valid = valid_points(self.points)
-        return Run(Path(f"<{self.run_id}>"), self.manifest, add_derived(valid),
-                   self.timeseries, self.histograms, invalid=len(self.points) - len(valid))
+        return Run(Path(f"<{self.run_id}>"), self.manifest,
+                   add_derived(with_verdict(self.points)), self.histograms)
 
 
 def _point_id(params: dict) -> str:
@@ -147,6 +148,12 @@ def _ar1(rng: np.random.Generator, length: int, cv: float, rho: float) -> np.nda
     for t in range(1, length):
         e[t] = rho * e[t - 1] + innovations[t]
     return e
+
+
+def _ar1_factor(length: int, rho: float) -> float:
+    """f with Var(mean of `length` AR(1) values) = sigma^2 * f / length."""
+    lags = np.arange(1, length)
+    return float(1.0 + 2.0 * np.sum((1.0 - lags / length) * rho**lags))
 
 
 def _histogram(mean_ms: float, requests: int) -> list[tuple]:
@@ -170,20 +177,22 @@ def make_run(*, seed: int, kernel: str = "6.18.0-base", repetitions: int = 3,
     rng = np.random.default_rng(seed)
     run_id = run_id or f"20261122T{seed % 240000:06d}-{kernel}"
     window = duration_s
-    w_reply = noise.cv**2 * ar1_factor(window, noise.rho) / window
-    w_cpu = noise.cv**2 * ar1_factor(window - 1, noise.rho) / (window - 1)
+    w_reply = noise.cv**2 * _ar1_factor(window, noise.rho) / window
+    w_cpu = noise.cv**2 * _ar1_factor(window - 1, noise.rho) / (window - 1)
+    shared = rng.normal(0.0, noise.run_cv * np.sqrt(0.5))  # the run's state, every point alike
     rows, series, hists = [], [], []
     for index, cell in enumerate(grid):
         params = {**PARAMETERS, **cell}
         pid = _point_id(params)
         hit = effect.points is None or index in effect.points
+        run = 1.0 + shared + rng.normal(0.0, noise.run_cv * np.sqrt(0.5))
         saturated = cell["dispatch"] != "epoll" and cell["cold_conns"] > 0
         level = (40000.0 / (1 + cell["cold_conns"] / 2000) if saturated else 40000.0)
-        level *= effect.throughput if hit else 1.0
+        level *= (effect.throughput if hit else 1.0) * run
         cpu_level = (99.0 if saturated else 35.0 + cell["cold_conns"] / 1000)
-        cpu_level *= effect.cpu if hit else 1.0
+        cpu_level *= (effect.cpu if hit else 1.0) * run
         latency = (0.1 * (1 + cell["cold_conns"] / 500) if saturated else 0.1)
-        latency *= effect.latency if hit else 1.0
+        latency *= (effect.latency if hit else 1.0) / run
         for rep in range(repetitions):
             ids = {"run_id": run_id, "point_id": pid, "repetition": rep}
             cv = noise.cv if saturated else noise.cv_paced

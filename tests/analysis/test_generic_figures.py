@@ -158,3 +158,15 @@ def test_hgrm_files_are_written_per_point_and_kind(tmp_path: Path) -> None:
     text = (tmp_path / "hgrm" / written[0]).read_text()
     assert text.splitlines()[0].split() == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
     assert "#[Max" in text and "#[Mean" in text
+
+
+def test_runs_of_one_kernel_are_series_of_their_own_in_the_time_series(tmp_path: Path) -> None:
+    """Two runs of one kernel (an A/A pair) are told apart by run id, a column the time
+    series also joins on."""
+    grid = {"cold_conns": [0, 1000]}
+    runs = read_runs([write_run(tmp_path / "a", make_points("my-sweep", grid, seed=1)),
+                      write_run(tmp_path / "b", make_points("my-sweep", grid, seed=2,
+                                                            run_id="my-sweep-second"))])
+    data = prepare(_spec(runs, "timeseries"), runs)
+    assert isinstance(data, FigureData)
+    assert {s.split("run_id=")[1] for s in data.frame["series"]} == set(runs.raw_manifests)

@@ -24,6 +24,9 @@ FREE_SCENARIO_FIELDS = ("description", "repetitions", "order", "order_seed",
 # perf is versioned with the kernel (linux-perf / tools/perf), so it follows the kernel.
 KERNEL_SIDE_TOOLS = ("perf",)
 TSC_TOLERANCE = 0.005
+# The manifest's keys these checks read (a noise record keeps them of the runs it measured).
+MANIFEST_KEYS = ("scenario", "topology", "cpu", "tools", "perf", "kernel", "sysctls",
+                 "noise_sources", "git_revision", "hostname")
 
 
 @dataclass
@@ -78,10 +81,15 @@ def scenario_differences(base: dict, cand: dict) -> Differences:
     return out
 
 
-def _kernel(base: dict, cand: dict) -> list[str]:
+def kernel_differences(base: dict, cand: dict) -> list[str]:
+    """How the kernel builds of two manifests differ (release, version, configuration)."""
     kb, kc = base.get("kernel") or {}, cand.get("kernel") or {}
-    out = [_changed(f"kernel {key}", kb.get(key), kc.get(key))
-           for key in ("release", "version", "config_sha256") if kb.get(key) != kc.get(key)]
+    return [_changed(f"kernel {key}", kb.get(key), kc.get(key))
+            for key in ("release", "version", "config_sha256") if kb.get(key) != kc.get(key)]
+
+
+def _kernel(base: dict, cand: dict) -> list[str]:
+    out = kernel_differences(base, cand)
     sb, sc = base.get("sysctls") or {}, cand.get("sysctls") or {}
     out += [_changed(f"sysctl {key}", sb.get(key), sc.get(key))
             for key in sorted(sb.keys() | sc.keys()) if sb.get(key) != sc.get(key)]

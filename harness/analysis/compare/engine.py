@@ -1,17 +1,20 @@
-"""Compare one candidate run with the base run over the whole grid: rows, verdicts, summary.
+"""Compare one candidate side with the base side over the whole grid: rows, verdicts, summary.
 
-Per metric: the per-second samples of every point and both runs give one pooled lag-1
-autocorrelation; each run gets one ratio kappa (stats.py); then every common
-point is tested (Welch on log values), Benjamini-Hochberg runs over all rows of the
+A side is one or more runs of one kernel, and the run is the unit (stats.py): each run's value
+at a point is the mean of its repetitions. Every point either side has is a row per metric;
+a row is tested (Student's t on the runs' values, with the run-to-run variance from the sides'
+own runs and from a noise record), Benjamini-Hochberg runs over all tested rows of the
 candidate, and each row gets a verdict:
 
-  regression / improvement  q < alpha and |change| >= min_effect, in the worse/better direction
+  regression / improvement  q < alpha and |change| >= min effect, in the worse/better direction
   ~                         otherwise, if a regression of `detect` would have been detected
                             (power POWER at alpha / m, the level a lone change must reach)
-  inconclusive              otherwise: fewer than 2 repetitions on a side (no test can reach
-                            significance), or the smallest detectable regression exceeds
-                            `detect`; the row says how many repetitions (or how much longer
-                            a window) would make it conclusive
+  inconclusive              otherwise: nothing is known of what a second run moves (one run
+                            per side and no noise record), or the smallest detectable
+                            regression exceeds `detect`; the row says how many runs per side
+                            would decide it
+  invalid                   a side has no valid repetition at the point: shown with its values
+                            and reasons, not judged (--allow-invalid judges them)
 """
 
 from __future__ import annotations
@@ -24,24 +27,27 @@ import pandas as pd
 from scipy import stats as sps
 
 from harness.analysis.compare import samples
-from harness.analysis.compare.metrics import DEFAULT_METRICS, Metric, UnknownMetric, metric
+from harness.analysis.compare.metrics import (
+    DEFAULT_METRICS,
+    POINTS_DETECT,
+    POINTS_MIN_EFFECT,
+    Metric,
+    UnknownMetric,
+    metric,
+)
+from harness.analysis.compare.noise import NoiseRecord
 from harness.analysis.compare.stats import (
     POWER,
-    RepVariance,
-    Side,
+    RunSide,
+    RunVariance,
     detectable,
-    lag1_autocorrelation,
-    repetition_variance,
-    repetitions_needed,
-    run_ratio,
-    seconds_noise,
-    welch,
-    window_factor_needed,
+    run_variance,
+    runs_needed,
+    t_test,
 )
-from harness.results.format import PARAMETER_COLUMNS
 
-REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE = ("regression", "improvement", "~",
-                                                   "inconclusive")
+REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, INVALID = (
+    "regression", "improvement", "~", "inconclusive", "invalid")
 
 
 class Incomparable(ValueError):
@@ -53,23 +59,58 @@ class Options:
     metrics: tuple[str, ...] | None = None  # None: DEFAULT_METRICS measured on both sides
     alpha: float = 0.05  # false discovery rate over the grid
     min_effect: float = 0.02  # smaller relative changes are never a regression
-    detect: float = 0.05  # the regression `~` promises would have been seen
+    detect: float = 0.05  # the relative regression `~` promises would have been seen
     level: float = 0.95  # confidence level of the change's interval
     detect_for: tuple[tuple[str, float], ...] = ()  # per-metric `detect` overrides
+    min_effect_for: tuple[tuple[str, float], ...] = ()  # per-metric `min_effect` overrides
+    allow_invalid: bool = False  # invalid repetitions enter the verdict too
 
     def detect_of(self, metric_name: str) -> float:
-        return dict(self.detect_for).get(metric_name, self.detect)
+        """In the metric's terms: a fraction, or percentage points for CPU."""
+        default = POINTS_DETECT if metric(metric_name).points else self.detect
+        return dict(self.detect_for).get(metric_name, default)
+
+    def min_effect_of(self, metric_name: str) -> float:
+        default = POINTS_MIN_EFFECT if metric(metric_name).points else self.min_effect
+        return dict(self.min_effect_for).get(metric_name, default)
+
+
+@dataclass
+class Side:
+    """One side of a comparison: runs of one kernel."""
+
+    runs: list[samples.Run]
+    label: str = ""
+
+    @property
+    def first(self) -> samples.Run:
+        return self.runs[0]
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [run.run_id for run in self.runs]
+
+    @property
+    def shape(self) -> str:
+        """e.g. '3 runs x 2 repetitions x 3 s'."""
+        reps = sorted({run.repetitions for run in self.runs})
+        text = f"{len(self.runs)} run{'s' if len(self.runs) > 1 else ''} x "
+        text += f"{'-'.join(map(str, (reps[0], reps[-1]) if len(reps) > 1 else reps))} "
+        text += "repetition(s)"
+        duration = self.first.duration_s
+        return f"{text} x {duration:g} s" if duration else text
 
 
 @dataclass
 class Comparison:
-    """One candidate against the base: one row per point x metric."""
+    """One candidate side against the base side: one row per point x metric."""
 
     rows: pd.DataFrame
-    base_label: str
-    cand_label: str
+    base: Side
+    cand: Side
     options: Options
     tests: int  # rows that could be tested (the m of the correction)
+    noise: str | None = None  # the noise record used, described
     warnings: list[str] = field(default_factory=list)
 
     def count(self, verdict: str) -> int:
@@ -79,7 +120,7 @@ class Comparison:
     def verdict(self) -> str:
         if self.count(REGRESSION):
             return REGRESSION
-        if self.count(INCONCLUSIVE):
+        if self.count(INCONCLUSIVE) or self.count(INVALID):
             return INCONCLUSIVE
         return "no regression"
 
@@ -93,39 +134,39 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
     return q
 
 
-def choose_metrics(base: samples.Run, cand: samples.Run, options: Options,
+def _cycles_estimated(runs: list[samples.Run]) -> set[bool | None]:
+    return {run.cycles_estimated() for run in runs}
+
+
+def choose_metrics(base: Side, cand: Side, options: Options,
                    warnings: list[str]) -> list[Metric]:
-    """The metrics to compare, with a possible --detect target each."""
-    chosen = _metrics(base, cand, options, warnings)
-    for m in chosen:
-        if m.higher_is_better and options.detect_of(m.name) >= 1:
-            raise Incomparable(f"--detect {options.detect_of(m.name):g} for {m.name}: a drop "
-                               "of 100 % or more is not a size; give a fraction below 1")
-    return chosen
-
-
-def _metrics(base: samples.Run, cand: samples.Run, options: Options,
-             warnings: list[str]) -> list[Metric]:
-    """Explicit metrics must exist in both runs; default ones are kept where measured."""
-    estimated = {base.cycles_estimated(), cand.cycles_estimated()}
+    """Explicit metrics must exist on both sides; default ones are kept where measured."""
+    estimated = _cycles_estimated(base.runs) | _cycles_estimated(cand.runs)
     cycles_mixed = len(estimated) > 1 or None in estimated
     if options.metrics is not None:
         chosen = [metric(name) for name in options.metrics]
         for m in chosen:
-            for run, role in ((base, "base"), (cand, "candidate")):
-                if m.name not in run.points.columns:
-                    raise Incomparable(f"metric {m.name}: no such column in the {role} run "
-                                       f"{run.path}; pick a metric both runs recorded")
+            for side, role in ((base, "base"), (cand, "candidate")):
+                for run in side.runs:
+                    if m.name not in run.points.columns:
+                        raise Incomparable(f"metric {m.name}: no such column in the {role} run "
+                                           f"{run.path}; pick a metric both runs recorded")
         if cycles_mixed and any(m.estimated_cycles for m in chosen):
-            raise Incomparable("cycles_per_packet: counted by hardware on one side, estimated "
-                               "from CPU time on the other; compare runs measured alike")
+            raise Incomparable("cycles_per_packet: counted by hardware in some runs, estimated "
+                               "from CPU time in others; compare runs measured alike")
+        chosen_detect = [m for m in chosen if m.higher_is_better and not m.points
+                         and options.detect_of(m.name) >= 1]
+        if chosen_detect:
+            m = chosen_detect[0]
+            raise Incomparable(f"--detect {options.detect_of(m.name):g} for {m.name}: a drop "
+                               "of 100 % or more is not a size; give a fraction below 1")
         return chosen
     chosen = [metric(name) for name in DEFAULT_METRICS
-              if samples.measured(base, name) and samples.measured(cand, name)]
+              if samples.measured(base.runs, name) and samples.measured(cand.runs, name)]
     if cycles_mixed and any(m.estimated_cycles for m in chosen):
         chosen = [m for m in chosen if not m.estimated_cycles]
-        warnings.append("cycles_per_packet left out: counted by hardware on one side, "
-                        "estimated from CPU time on the other")
+        warnings.append("cycles_per_packet left out: counted by hardware in some runs, "
+                        "estimated from CPU time in others")
     elif any(m.estimated_cycles for m in chosen) and True in estimated:
         warnings.append("cycles_per_packet is estimated (CPU time x TSC frequency, no hardware "
                         "counters): it moves with server CPU, not with cycles")
@@ -134,150 +175,159 @@ def _metrics(base: samples.Run, cand: samples.Run, options: Options,
     return chosen
 
 
-def _sides(metric_: Metric, base: samples.Run, cand: samples.Run, common: list[str],
-           values: tuple[dict[str, samples.Repetitions], dict[str, samples.Repetitions]],
-           ) -> list[tuple[Side, Side, bool]]:
-    """Per common point: (base side, candidate side, on log scale)."""
-    use_seconds = bool(metric_.numerator) and (
-        not metric_.estimated_cycles
-        or (base.cycles_estimated() is True and cand.cycles_estimated() is True))
-    series = ((samples.per_second(base, metric_), samples.per_second(cand, metric_))
-              if use_seconds else ({}, {}))
-    rho = lag1_autocorrelation([s for side in series for s in side.values()])
-    floors = (samples.histogram_floors(base, metric_), samples.histogram_floors(cand, metric_))
-    out = []
-    for pid in common:
-        reps = (values[0][pid], values[1][pid])
-        # Log scale (relative effects) needs positive values; else differences, linearly.
-        log = bool(np.all(reps[0].values > 0) and np.all(reps[1].values > 0))
-        pair = []
-        for side in (0, 1):
-            if not log:
-                pair.append(Side(reps[side].values))
-                continue
-            own = [series[side].get((pid, r)) for r in reps[side].ids]
-            seconds = None
-            if rho is not None and all(s is not None for s in own):
-                seconds = seconds_noise(own, rho)
-            pair.append(Side(np.log(reps[side].values), seconds, floors[side].get(pid, 0.0)))
-        out.append((pair[0], pair[1], log))
-    return out
+# -- one row --------------------------------------------------------------------------------
 
 
-def _relative(diff: float, log: bool, base_mean: float) -> float:
-    if log:
+def _centre(values: np.ndarray, log: bool) -> float:
+    """Geometric mean on the log scale, arithmetic mean otherwise."""
+    return math.exp(float(np.mean(values))) if log else float(np.mean(values))
+
+
+def _shown_centre(runs: list[samples.PointRun]) -> float:
+    """What stands for a side not judged: its repetitions' values, valid or not."""
+    values = np.concatenate([run.shown for run in runs])
+    return _centre(np.log(values), True) if bool(np.all(values > 0)) else float(np.mean(values))
+
+
+def _rules(runs: list[samples.PointRun]) -> list[str]:
+    """The validity rules the side's invalid repetitions broke, each once."""
+    return list(dict.fromkeys(rule for run in runs for reason in run.invalid
+                              for rule in reason.split("; ")))
+
+
+def _invalid_counts(base: list[samples.PointRun], cand: list[samples.PointRun],
+                    allow_invalid: bool) -> str:
+    """'base 2 of 2, candidate 1 of 2: left out' (empty when every repetition is valid)."""
+    parts = []
+    for role, runs in (("base", base), ("candidate", cand)):
+        invalid = sum(len(run.invalid) for run in runs)
+        if invalid:
+            parts.append(f"{role} {invalid} of {sum(run.repetitions for run in runs)}")
+    if not parts:
+        return ""
+    return f"{', '.join(parts)}: {'judged (--allow-invalid)' if allow_invalid else 'left out'}"
+
+
+def _invalid_reasons(base: list[samples.PointRun], cand: list[samples.PointRun]) -> str:
+    """'base: late sends; candidate: the generator fell behind' (empty when all valid)."""
+    return "; ".join(f"{role}: {', '.join(rules)}" for role, rules in
+                     (("base", _rules(base)), ("candidate", _rules(cand))) if rules)
+
+
+def _change(diff: float, scale: str, base_centre: float) -> float:
+    """A test-scale difference as the reported change: relative, or points for CPU."""
+    if scale == "log":
         return math.expm1(diff)
-    return diff / abs(base_mean) if base_mean != 0 else math.nan
+    if scale == "points":
+        return diff
+    return diff / abs(base_centre) if base_centre != 0 else math.nan
 
 
-def _regression_size(delta: float, m: Metric, log: bool, base_mean: float) -> float:
-    """A test-scale difference `delta` >= 0 as the relative regression it stands for."""
-    if delta == 0.0:
-        return 0.0
-    if log:
+def _regression_size(delta: float, m: Metric, scale: str, base_centre: float) -> float:
+    """A test-scale difference `delta` >= 0 as the regression it stands for (relative, or
+    points for CPU)."""
+    if scale == "log":
         return -math.expm1(-delta) if m.higher_is_better else math.expm1(delta)
-    return delta / abs(base_mean) if base_mean != 0 else math.nan
+    return _change(delta, scale, base_centre)
 
 
-def _target(m: Metric, log: bool, base_mean: float, detect: float) -> float:
-    """The test-scale difference of a regression of `detect` (relative)."""
-    if log:
+def _target(m: Metric, scale: str, base_centre: float, detect: float) -> float:
+    """The test-scale difference of a regression of `detect`."""
+    if scale == "log":
         return -math.log1p(-detect) if m.higher_is_better else math.log1p(detect)
-    return detect * abs(base_mean)
+    return detect if scale == "points" else detect * abs(base_centre)
 
 
 @dataclass
 class _Row:
     point_id: str
-    metric: str
-    log: bool
-    base: Side
-    cand: Side
-    var_b: RepVariance | None
-    var_c: RepVariance | None
+    metric: Metric
+    scale: str
+    base: RunSide | None  # None: no run of the side enters the verdict at this point
+    cand: RunSide | None
+    variance: RunVariance | None
+    record: dict  # what every row shows, tested or not
 
 
-def _metric_rows(m: Metric, base: samples.Run, cand: samples.Run) -> list[_Row]:
-    values = (samples.repetition_values(base, m.name), samples.repetition_values(cand, m.name))
-    common = sorted(values[0].keys() & values[1].keys())
-    sides = _sides(m, base, cand, common, values)
-    ratio_b = run_ratio([b for b, _, log in sides if log])
-    ratio_c = run_ratio([c for _, c, log in sides if log])
-    return [_Row(pid, m.name, log, b, c,
-                 repetition_variance(b, ratio_b if log else None),
-                 repetition_variance(c, ratio_c if log else None))
-            for pid, (b, c, log) in zip(common, sides, strict=True)]
+def _row(pid: str, m: Metric, base: list[samples.PointRun], cand: list[samples.PointRun],
+         noise: NoiseRecord | None, options: Options) -> _Row:
+    scale = samples.scale_of(m, base + cand)
+    side_b, side_c = samples.run_side(base, scale), samples.run_side(cand, scale)
+    log = scale == "log"
+    record = {
+        "point_id": pid, "metric": m.name, "scale": scale,
+        "runs_base": side_b.n if side_b else 0, "runs_cand": side_c.n if side_c else 0,
+        "base": _centre(side_b.values, log) if side_b else _shown_centre(base),
+        "cand": _centre(side_c.values, log) if side_c else _shown_centre(cand),
+        "invalid": _invalid_counts(base, cand, options.allow_invalid),
+        "invalid_reasons": _invalid_reasons(base, cand),
+    }
+    variance = None
+    if side_b is not None and side_c is not None:
+        known = noise.known(pid, m.name, scale) if noise else None
+        variance = run_variance(side_b, side_c, known)
+        record["noise"] = " + ".join(variance.sources) if variance else None
+    return _Row(pid, m, scale, side_b, side_c, variance, record)
 
 
-def _centre(side: Side, log: bool) -> float:
-    """Geometric mean on the log scale, arithmetic mean otherwise."""
-    centre = float(np.mean(side.values))
-    return math.exp(centre) if log else centre
-
-
-def _test_rows(rows: list[_Row], options: Options) -> pd.DataFrame:
-    records = []
-    for row in rows:
-        record = {
-            "point_id": row.point_id, "metric": row.metric,
-            "n_base": row.base.n, "n_cand": row.cand.n,
-            "base": _centre(row.base, row.log), "cand": _centre(row.cand, row.log),
-            "scale": "log" if row.log else "linear",
-            "noise_base": row.var_b.source if row.var_b else None,
-            "noise_cand": row.var_c.source if row.var_c else None,
-        }
-        if row.var_b is not None and row.var_c is not None:
-            test = welch(row.base, row.var_b, row.cand, row.var_c, options.level)
-            base_mean = float(np.mean(row.base.values))
-            record.update(
-                change=_relative(test.diff, row.log, base_mean),
-                ci_low=_relative(test.ci_low, row.log, base_mean),
-                ci_high=_relative(test.ci_high, row.log, base_mean),
-                p=test.p, df=test.df, se=test.se,
-            )
-        records.append(record)
-    columns = ["change", "ci_low", "ci_high", "p", "df", "se"]
-    frame = pd.DataFrame.from_records(records)
-    return frame.reindex(columns=[*frame.columns, *(c for c in columns if c not in frame)])
+def _test(row: _Row, options: Options) -> dict:
+    base_centre = row.record["base"]
+    if row.base is None or row.cand is None:
+        # not judged: the change its values show, without an interval
+        cand_centre = row.record["cand"]
+        if row.scale == "log" and min(base_centre, cand_centre) > 0:
+            return {"change": cand_centre / base_centre - 1.0}
+        scale = "points" if row.scale == "points" else "linear"
+        return {"change": _change(cand_centre - base_centre, scale, base_centre)}
+    if row.variance is None:
+        diff = float(np.mean(row.cand.values) - np.mean(row.base.values))
+        return {"change": _change(diff, row.scale, base_centre)}
+    test = t_test(row.base, row.cand, row.variance, options.level)
+    return {"change": _change(test.diff, row.scale, base_centre),
+            "ci_low": _change(test.ci_low, row.scale, base_centre),
+            "ci_high": _change(test.ci_high, row.scale, base_centre),
+            "p": test.p, "df": test.df, "se": test.se}
 
 
 @dataclass(frozen=True)
 class _Judgement:
     verdict: str
-    detectable: float = math.nan  # smallest regression detected with POWER (relative)
-    repetitions_needed: float = math.nan  # per side, to detect `detect`
-    window_factor_needed: float = math.nan  # times longer, with today's repetitions
+    detectable: float = math.nan  # smallest regression detected with POWER
+    runs_needed: float = math.nan  # per side, to detect `detect`
     reason: str = ""
 
 
 def _judge_row(row: _Row, record: pd.Series, options: Options, alpha_one: float) -> _Judgement:
-    if row.var_b is None or row.var_c is None:
-        fewest = min(row.base.n, row.cand.n)
-        return _Judgement(INCONCLUSIVE, repetitions_needed=2, reason=(
-            f"{fewest} repetition(s) on a side: no test can reach significance without at "
-            "least 2 per side (run-to-run noise is unseen)"))
-    m = metric(row.metric)
-    base_mean = float(np.mean(row.base.values))
-    mde = _regression_size(detectable(record["se"], record["df"], alpha_one), m, row.log,
-                           base_mean)
+    m = row.metric
+    if row.base is None or row.cand is None:
+        side = "base" if row.base is None else "candidate"
+        return _Judgement(INVALID, reason=(
+            f"no valid repetition on the {side} side: not judged (--allow-invalid judges the "
+            "invalid ones)"))
+    base_centre = float(record["base"])
+    detect = options.detect_of(m.name)
+    target = _target(m, row.scale, base_centre, detect)
+    if row.variance is None:
+        needed = runs_needed(row.base, row.cand, None, target, alpha_one)
+        return _Judgement(INCONCLUSIVE, runs_needed=math.nan if needed is None else needed,
+                          reason=("one run per side and no run-to-run spread known (no noise "
+                                  "record for this point): the difference could be what a "
+                                  "second run of the same kernel moves"))
+    mde = _regression_size(detectable(record["se"], record["df"], alpha_one), m, row.scale,
+                           base_centre)
     change = float(record["change"])
     # A base of 0 (linear scale) has no relative change: any difference is large enough.
-    size_ok = (abs(change) >= options.min_effect if not math.isnan(change)
+    size_ok = (abs(change) >= options.min_effect_of(m.name) if not math.isnan(change)
                else record["cand"] != record["base"])
     if record["q"] < options.alpha and size_ok:
         worse = (record["cand"] - record["base"]) * m.sign < 0
         return _Judgement(REGRESSION if worse else IMPROVEMENT, mde)
-    detect = options.detect_of(m.name)
     if math.isnan(mde) or mde <= detect:  # NaN: a base of 0 has no relative size
         return _Judgement(UNCHANGED, mde)
-    target = _target(m, row.log, base_mean, detect)
-    reps = repetitions_needed(row.var_b, row.var_c, target, alpha_one)
-    factor = window_factor_needed(row.var_b, row.var_c, target, alpha_one)
-    return _Judgement(
-        INCONCLUSIVE, mde, math.nan if reps is None else reps,
-        math.nan if factor is None else factor,
-        f"could miss a regression of {detect * 100:g} %: the smallest this comparison detects "
-        f"is {mde * 100:.1f} %")
+    needed = runs_needed(row.base, row.cand, row.variance, target, alpha_one)
+    return _Judgement(INCONCLUSIVE, mde, math.nan if needed is None else needed,
+                      f"could miss a regression of {detect:g}{' pp' if m.points else ''}: the "
+                      f"smallest this comparison detects is {mde:.3g}")
 
 
 def _judge(frame: pd.DataFrame, rows: list[_Row], options: Options) -> pd.DataFrame:
@@ -285,51 +335,53 @@ def _judge(frame: pd.DataFrame, rows: list[_Row], options: Options) -> pd.DataFr
     alpha_one = options.alpha / max(int(frame["p"].notna().sum()), 1)  # BH's lone-change level
     judgements = [_judge_row(row, frame.iloc[i], options, alpha_one)
                   for i, row in enumerate(rows)]
-    for name in ("detectable", "verdict", "repetitions_needed", "window_factor_needed",
-                 "reason"):
+    for name in ("detectable", "verdict", "runs_needed", "reason"):
         frame[name] = [getattr(j, name) for j in judgements]
+    frame["judged"] = frame["verdict"] != INVALID
     return frame
 
 
-def point_labels(points: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """point_id -> readable label, and a sort key following the parameter values."""
-    columns = [c for c in columns if c in points.columns]
-    first = points.drop_duplicates("point_id").sort_values([*columns, "point_id"])
-    labels = pd.Series("", index=first.index)
-    for column in columns:
-        text = first[column].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v))
-        labels = labels + ("" if column == columns[0] else ", ") + f"{column}=" + text
-    return pd.DataFrame({"point_id": first["point_id"].astype(str),
-                         "point": labels if columns else first["point_id"].astype(str),
-                         "order": range(len(first))})
+# -- the grid -------------------------------------------------------------------------------
+
+RESULT_COLUMNS = ["change", "ci_low", "ci_high", "p", "df", "se", "noise"]
 
 
-def compare(base: samples.Run, cand: samples.Run, options: Options, base_label: str,
-            cand_label: str) -> Comparison:
-    """Compare two loaded runs over their common points."""
+def _only_in(role: str, pids: set[str], labels: pd.Series) -> str:
+    names = ", ".join(sorted(str(labels.get(pid, pid)) for pid in pids))
+    return f"{len(pids)} point(s) only in the {role} run(s), not compared: {names}"
+
+
+def compare(base: Side, cand: Side, options: Options,
+            noise: NoiseRecord | None = None) -> Comparison:
+    """Compare two sides over every point either has."""
     warnings: list[str] = []
     try:
         metrics_ = choose_metrics(base, cand, options, warnings)
     except UnknownMetric as exc:
         raise Incomparable(str(exc)) from None
-    rows = [row for m in metrics_ for row in _metric_rows(m, base, cand)]
+    labels = samples.point_labels([*base.runs, *cand.runs])
+    rows: list[_Row] = []
+    present = (set(), set())
+    for m in metrics_:
+        per_point = (samples.point_runs(base.runs, m, options.allow_invalid),
+                     samples.point_runs(cand.runs, m, options.allow_invalid))
+        present[0].update(per_point[0])
+        present[1].update(per_point[1])
+        rows += [_row(pid, m, per_point[0][pid], per_point[1][pid], noise, options)
+                 for pid in sorted(per_point[0].keys() & per_point[1].keys())]
     if not rows:
         raise Incomparable(
-            f"no point has values for {', '.join(m.name for m in metrics_)} in both runs "
-            f"({base.path} and {cand.path}); compare runs of the same sweep, or pick another "
-            "--metric")
-    frame = _judge(_test_rows(rows, options), rows, options)
-    for run, role in ((base, "base"), (cand, "candidate")):
-        if run.invalid:
-            warnings.append(f"{role}: {run.invalid} invalid point record(s) left out")
-    only = set(base.points["point_id"]) ^ set(cand.points["point_id"])
-    if only:
-        warnings.append(f"{len(only)} point(s) present in only one run are not compared")
-    sweep = base.manifest.get("sweep_axes")
-    if sweep is None:
-        sweep = [c for c in PARAMETER_COLUMNS
-                 if c in base.points and base.points[c].nunique() > 1]
-    labels = point_labels(base.points, list(sweep))
+            f"no common points between base {base.first.path} and candidate "
+            f"{cand.first.path} for {', '.join(m.name for m in metrics_)}; compare runs of "
+            "the same sweep, or name a metric both measured with --metric")
+    by_label = labels.set_index("point_id")["point"]
+    for role, only in (("base", present[0] - present[1]), ("candidate", present[1] - present[0])):
+        if only:
+            warnings.append(_only_in(role, only, by_label))
+    frame = pd.DataFrame.from_records([{**row.record, **_test(row, options)} for row in rows])
+    frame = frame.reindex(columns=[*frame.columns,
+                                   *(c for c in RESULT_COLUMNS if c not in frame)])
+    frame = _judge(frame, rows, options)
     frame = frame.merge(labels, on="point_id", how="left")
     frame["point"] = frame["point"].fillna(frame["point_id"])
     metric_order = {m.name: i for i, m in enumerate(metrics_)}
@@ -337,9 +389,9 @@ def compare(base: samples.Run, cand: samples.Run, options: Options, base_label: 
     frame = frame.sort_values(["order", "metric_order"], kind="stable")
     frame = frame.drop(columns=["order", "metric_order"]).reset_index(drop=True)
     frame.insert(0, "point", frame.pop("point"))
-    return Comparison(frame, base_label, cand_label, options, int(frame["p"].notna().sum()),
-                      warnings)
+    return Comparison(frame, base, cand, options, int(frame["p"].notna().sum()),
+                      noise.describe() if noise else None, warnings)
 
 
-__all__ = ["IMPROVEMENT", "INCONCLUSIVE", "POWER", "REGRESSION", "UNCHANGED", "Comparison",
-           "Incomparable", "Options", "benjamini_hochberg", "compare", "point_labels"]
+__all__ = ["IMPROVEMENT", "INCONCLUSIVE", "INVALID", "POWER", "REGRESSION", "UNCHANGED",
+           "Comparison", "Incomparable", "Options", "Side", "benjamini_hochberg", "compare"]

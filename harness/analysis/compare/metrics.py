@@ -1,4 +1,5 @@
-"""Which metrics `wanbench compare` knows: direction, and where their finer-grained data lives."""
+"""Which metrics `wanbench compare` knows: direction, how a change is measured, and where a
+repetition's least noise comes from."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from dataclasses import dataclass
 
 from harness.results.format import KERNEL_DIRECTIONS, KERNEL_FAMILIES, kernel_column
 
-Series = tuple[tuple[str, str], ...]  # (source, metric) pairs in timeseries.parquet, summed
+# A CPU percentage is compared as a difference in percentage points, never as a relative
+# change: its run-to-run noise is additive (CPU time the server is charged for whatever its
+# load: timer ticks, the samplers, a neighbour's cache traffic), so the disturbance that is
+# 2 % of 50 % CPU reads +25 % at 5 % (issue #29: an A/A pair went 4.89 -> 6.14). CPU per reply
+# would not help: at a fixed offered rate it is the CPU divided by a constant, with the same
+# relative swing. A difference in points has about the same noise at every load.
+POINTS_MIN_EFFECT = 1.0  # pp: smaller differences are never a regression (2 % of half a CPU)
+POINTS_DETECT = 2.5  # pp: what `~` promises would have been seen (5 % of half a CPU)
 
 
 @dataclass(frozen=True)
@@ -15,17 +23,11 @@ class Metric:
 
     name: str
     higher_is_better: bool
-    # Per-second samples whose window mean is this metric (up to a constant factor, which
-    # does not matter: only their relative spread is used). numerator / denominator.
-    numerator: Series = ()
-    denominator: Series = ()
-    # The generator's timeline counts from its start (warm-up included); the samplers' from
-    # the window's start. Only the generator's needs cutting to the measured window.
-    generator_clock: bool = False
-    # Latency metrics: the histogram kind and statistic ("mean" or a quantile in (0, 1)).
+    points: bool = False  # a CPU percentage: its change is a difference in percentage points
+    # Latency metrics: the histogram kind and statistic ("mean" or a quantile in (0, 1)),
+    # whose resolution is the least noise a repetition's value has.
     histogram: tuple[str, str | float] | None = None
-    # Only comparable when cycles were estimated on both sides (CPU time x TSC), in which
-    # case the per-second CPU and packet rates give its per-second values.
+    # Only comparable when cycles were counted alike in every run (hardware or estimated).
     estimated_cycles: bool = False
 
     @property
@@ -38,24 +40,26 @@ def _latency(name: str, kind: str, statistic: str | float) -> Metric:
     return Metric(name, False, histogram=(kind, statistic))
 
 
+def _cpu(name: str, higher_is_better: bool = False) -> Metric:
+    return Metric(name, higher_is_better, points=True)
+
+
 _CATALOGUE = (
-    Metric("reply_rate_rps", True, (("generator", "replies"),), generator_clock=True),
-    Metric("request_rate_rps", True, (("generator", "sent"),), generator_clock=True),
+    Metric("reply_rate_rps", True),
+    Metric("request_rate_rps", True),
     Metric("stream_throughput_mbps", True),
     Metric("content_throughput_mbps", True),
-    Metric("cpu_idle_pct", True, (("server_cpu", "idle_pct"),)),
+    _cpu("cpu_idle_pct", higher_is_better=True),
     _latency("resp_time_mean_ms", "corrected", "mean"),
     _latency("resp_time_p50_ms", "corrected", 0.5),
     _latency("resp_time_p99_ms", "corrected", 0.99),
     _latency("resp_time_uncorrected_mean_ms", "uncorrected", "mean"),
     _latency("resp_time_uncorrected_p50_ms", "uncorrected", 0.5),
     _latency("resp_time_uncorrected_p99_ms", "uncorrected", 0.99),
-    Metric("cpu_server_pct", False, (("server_proc", "cpu_pct"),)),
-    Metric("cpu_server_user_pct", False, (("server_proc", "user_pct"),)),
-    Metric("cpu_server_sys_pct", False, (("server_proc", "sys_pct"),)),
-    Metric("cycles_per_packet", False, (("server_proc", "cpu_pct"),),
-           (("server_net", "packets_in_per_s"), ("server_net", "packets_out_per_s")),
-           estimated_cycles=True),
+    _cpu("cpu_server_pct"),
+    _cpu("cpu_server_user_pct"),
+    _cpu("cpu_server_sys_pct"),
+    Metric("cycles_per_packet", False, estimated_cycles=True),
     Metric("instructions_per_packet", False),
     Metric("cpu_us_per_conn", False),
     Metric("errors_total", False),

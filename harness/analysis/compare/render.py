@@ -14,14 +14,19 @@ from harness.analysis.compare.compat import Differences
 from harness.analysis.compare.engine import (
     IMPROVEMENT,
     INCONCLUSIVE,
+    INVALID,
     POWER,
     REGRESSION,
     UNCHANGED,
     Comparison,
+    Side,
 )
 from harness.analysis.compare.metrics import metric
+from harness.analysis.compare.stats import RUNS_LIMIT
+from harness.analysis.numbers import human
 
-EXIT_CODES = {"no regression": 0, REGRESSION: 1, INCONCLUSIVE: 3}
+NO_REGRESSION = "no regression"
+EXIT_CODES = {NO_REGRESSION: 0, REGRESSION: 1, INCONCLUSIVE: 3}
 MDE_SHOWN = 10.0  # a detectable regression above +1,000 % is shown as "> +1,000 %"
 
 
@@ -29,17 +34,13 @@ MDE_SHOWN = 10.0  # a detectable regression above +1,000 % is shown as "> +1,000
 class Candidate:
     comparison: Comparison
     differences: Differences
-    run_id: str
     forced: bool = False  # compared despite refused differences (--force)
 
 
 @dataclass
 class Report:
     scenario: str
-    base_run_id: str
-    base_label: str
-    base_shape: str  # e.g. "2 repetitions x 3 s"
-    duration_s: float | None = None  # the base's measured window
+    base: Side
     candidates: list[Candidate] = field(default_factory=list)
 
     @property
@@ -48,7 +49,7 @@ class Report:
         for verdict in (REGRESSION, INCONCLUSIVE):
             if verdict in verdicts:
                 return verdict
-        return "no regression"
+        return NO_REGRESSION
 
     @property
     def exit_code(self) -> int:
@@ -56,18 +57,6 @@ class Report:
 
 
 # -- numbers for people -------------------------------------------------------------------
-
-
-def human(value: float | None) -> str:
-    """39,940 / 99.6 / 0.173: at least 3 significant digits, thousands separated."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if value == 0:
-        return "0"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    digits = 2 - math.floor(math.log10(abs(value)))
-    return f"{value:,.{digits}f}"
 
 
 def percent(fraction: float, sign: bool = True) -> str:
@@ -80,6 +69,17 @@ def percent(fraction: float, sign: bool = True) -> str:
     return text if sign else text.lstrip("+")
 
 
+def _signed(value: float, scale: str) -> str:
+    """A change in its terms: '-49.8' (percent) or '+1.3' (points), without the unit."""
+    if scale != "points":
+        return percent(value)
+    return "—" if math.isnan(value) else f"{value:+.1f}"
+
+
+def _unit(scale: str) -> str:
+    return " pp" if scale == "points" else " %"
+
+
 def probability(value: float) -> str:
     if value is None or math.isnan(value):
         return "—"
@@ -87,14 +87,16 @@ def probability(value: float) -> str:
 
 
 def change_cell(row: pd.Series) -> str:
-    """'-49.8 % [-50.6, -49.1]'; the change alone where no interval exists."""
+    """'-49.8 % [-50.6, -49.1]' or '+1.3 pp [-0.4, +3.0]'; the change alone without an
+    interval."""
+    scale = row["scale"]
     if math.isnan(row["change"]):
         if math.isnan(row["base"]) or row["base"] != 0:
             return "—"
         return f"{human(row['base'])} -> {human(row['cand'])}"
-    interval = (f" [{percent(row['ci_low'])}, {percent(row['ci_high'])}]"
+    interval = (f" [{_signed(row['ci_low'], scale)}, {_signed(row['ci_high'], scale)}]"
                 if not math.isnan(row["ci_low"]) else "")
-    return f"{percent(row['change'])} %{interval}"
+    return f"{_signed(row['change'], scale)}{_unit(scale)}{interval}"
 
 
 def share(fraction: float) -> str:
@@ -102,104 +104,143 @@ def share(fraction: float) -> str:
     return f"{fraction * 100:g} %"
 
 
-def regression_size(size: float, metric_name: str) -> str:
-    """A regression's relative size, signed in its direction (-5.0 % for a rate drop)."""
+def size_text(size: float, metric_name: str) -> str:
+    """A --detect or --min-effect size in the metric's terms: '5 %' or '2.5 pp'."""
+    return f"{size:g} pp" if metric(metric_name).points else share(size)
+
+
+def regression_size(size: float, metric_name: str, scale: str) -> str:
+    """A regression's size, signed in its direction (-5.0 % for a rate drop, +2.6 pp of CPU)."""
     if math.isnan(size):
         return "—"
+    if scale == "points":
+        return f"{size:+.1f} pp"
     if size > MDE_SHOWN:
         return f"> {percent(MDE_SHOWN)} %"  # beyond this, the exact figure means nothing
     return f"{percent(-size if metric(metric_name).higher_is_better else size)} %"
 
 
-def detectable_cell(row: pd.Series) -> str:
-    """The smallest regression the row could detect."""
-    return regression_size(row["detectable"], row["metric"])
+def side_cell(value: float, runs: int) -> str:
+    if runs == 0:
+        return f"{human(value)} (invalid)"
+    return f"{human(value)} ({runs} run{'s' if runs > 1 else ''})"
 
 
 # -- shared text ----------------------------------------------------------------------------
 
 
-def ci_header(comparison: Comparison) -> str:
-    """The coverage the intervals achieve: exactly the level where repetitions alone are used
-    (t interval), at least it where the per-second model is (never less noise than the
-    repetitions show; 97.8 % for 95 % in the synthetic A/A validation, docs/compare.md)."""
-    seconds = (comparison.rows[["noise_base", "noise_cand"]] == "seconds").any(axis=None)
-    return f"change [{'≥' if seconds else ''}{share(comparison.options.level)} CI]"
-
-
 def method(comparison: Comparison) -> str:
     o = comparison.options
     m = comparison.tests
-    overrides = "".join(f", {share(v)} for {k}" for k, v in o.detect_for)
-    overrides = f" ({overrides[2:]})" if overrides else ""
+    names = list(dict.fromkeys(comparison.rows["metric"]))
+    sizes = "; ".join(f"{name} {size_text(o.min_effect_of(name), name)}" for name in names)
+    detects = "; ".join(f"{name} {size_text(o.detect_of(name), name)}" for name in names)
     return (
-        "Centre: geometric mean over repetitions. Test: Welch t on log values with repetitions "
-        "as the units; where per-second samples exist they estimate each repetition's noise "
-        "(AR(1), pooled lag-1 autocorrelation) and one between/within-repetition ratio per run "
-        f"adds the run-to-run part. Interval: exp(d ± t·se) − 1, {share(o.level)} per row (t), "
-        "at least that where the per-second model is used. "
-        f"q: Benjamini-Hochberg over {m} test(s). Regression: q < {o.alpha:g} and "
-        f"|change| ≥ {share(o.min_effect)}. `~`: a {share(o.detect)} regression"
-        f"{overrides} would have been detected ({share(POWER)} power at {o.alpha:g}/{m}); "
-        "otherwise inconclusive."
+        "Unit: the run; its value at a point is the mean of its repetitions (geometric for "
+        "rates and times, whose change is relative; CPU percentages change in percentage "
+        "points). Test: Student's t on the runs' values, the run-to-run variance pooled from "
+        "the sides' own runs (2 or more) and a noise record of A/A runs; never less than a "
+        "run's own repetitions spread. Without either the row is inconclusive. "
+        f"Interval: {share(o.level)} (t). q: Benjamini-Hochberg over {m} test(s). Regression: "
+        f"q < {o.alpha:g} and |change| at least ({sizes}). `~`: a regression of ({detects}) "
+        f"would have been detected ({share(POWER)} power at {o.alpha:g}/{m}); otherwise "
+        "inconclusive."
     )
 
 
 def summary(comparison: Comparison) -> str:
     c = comparison
-    return (f"{c.count(REGRESSION)} regression(s), {c.count(IMPROVEMENT)} improvement(s), "
+    text = (f"{c.count(REGRESSION)} regression(s), {c.count(IMPROVEMENT)} improvement(s), "
             f"{c.count(UNCHANGED)} unchanged (~), {c.count(INCONCLUSIVE)} inconclusive")
+    return text + (f", {c.count(INVALID)} invalid (not judged)" if c.count(INVALID) else "")
 
 
-def _group_advice(metric_name: str, group: pd.DataFrame, detect: float,
-                  duration_s: float | None) -> str:
-    count = len(group)
-    few = group[group["detectable"].isna()]
-    if len(few) == count:
-        return (f"{metric_name} at {count} point(s): fewer than 2 repetitions on a side; "
-                "run at least 2 (better 3) repetitions per side")
-    sizes = group["detectable"].dropna()
-    low, high = (regression_size(s, metric_name) for s in (sizes.min(), sizes.max()))
-    span = low if low == high else f"{low} to {high}"
-    needed = group["repetitions_needed"]
-    reps = ("more than 200 repetitions per side" if needed.isna().any()
-            else f"{int(needed.max())} repetitions per side")
-    text = (f"{metric_name} at {count} point(s): smallest detectable regression {span} "
-            f"(wanted {share(detect)}); {reps} would detect {share(detect)}")
-    factors = group["window_factor_needed"]
-    if factors.notna().all() and len(factors):
-        factor = float(factors.max())
-        length = f" ({human(factor * duration_s)} s)" if duration_s else ""
-        text += f", or a window {factor:g}x as long{length} with today's repetitions"
-    return text
+def _runs_text(needed: pd.Series) -> str:
+    """'3 runs per side', or '3 to 12' (or '3 to more than 200') over the rows' points."""
+    def count(n: float) -> str:
+        return f"more than {RUNS_LIMIT}" if math.isnan(n) else str(int(n))
+
+    low = count(needed.min())  # NaN (beyond the limit) only when every row is
+    high = count(math.nan if needed.isna().any() else needed.max())
+    return f"{low if low == high else f'{low} to {high}'} runs per side"
 
 
-def advice(comparison: Comparison, duration_s: float | None) -> list[str]:
-    """One line per metric with inconclusive rows: what would make it conclusive."""
+def _group_advice(name: str, group: pd.DataFrame, detect: float) -> list[str]:
+    lines = []
+    unknown = group[group["noise"].isna()]
+    if len(unknown):
+        lines.append(
+            f"{name} at {len(unknown)} point(s): one run per side and no run-to-run spread "
+            f"known; at least {_runs_text(unknown['runs_needed'])} would decide it "
+            "(`wanbench compare BASE1 BASE2 BASE3 -- CAND1 CAND2 CAND3`), or a noise record "
+            "of A/A runs of this scenario (`wanbench noise RUN1 RUN2 RUN3 ...`)")
+    known = group[group["noise"].notna()]
+    if len(known):
+        sizes = known["detectable"].dropna()
+        scale = str(known["scale"].iloc[0])
+        low, high = (regression_size(s, name, scale) for s in (sizes.min(), sizes.max()))
+        span = low if low == high else f"{low} to {high}"
+        lines.append(
+            f"{name} at {len(known)} point(s): smallest detectable regression {span} (wanted "
+            f"{size_text(detect, name)}); {_runs_text(known['runs_needed'])} would detect it")
+    return lines
+
+
+def advice(comparison: Comparison) -> list[str]:
+    """One or two lines per metric with inconclusive rows: what would make them conclusive."""
     rows = comparison.rows[comparison.rows["verdict"] == INCONCLUSIVE]
-    return [_group_advice(name, group, comparison.options.detect_of(name), duration_s)
-            for name, group in rows.groupby("metric", sort=False)]
+    return [line for name, group in rows.groupby("metric", sort=False)
+            for line in _group_advice(name, group, comparison.options.detect_of(name))]
+
+
+def not_judged(comparison: Comparison) -> list[str]:
+    rows = comparison.rows[comparison.rows["verdict"] == INVALID]
+    if rows.empty:
+        return []
+    points = "; ".join(dict.fromkeys(rows["point"]))
+    return [f"{rows['point'].nunique()} point(s) with no valid repetition on a side, shown but "
+            f"not judged ({points}); --allow-invalid judges their invalid repetitions"]
+
+
+def invalid_reasons(comparison: Comparison) -> list[str]:
+    """Per point with invalid repetitions, once: the rules they broke, per side."""
+    rows = comparison.rows[comparison.rows["invalid_reasons"].astype(bool)]
+    return [f"{point}: {reasons}" for point, reasons in
+            dict.fromkeys(zip(rows["point"], rows["invalid_reasons"], strict=True))]
 
 
 def display_rows(comparison: Comparison) -> pd.DataFrame:
     rows = comparison.rows
-    return pd.DataFrame({
+    table = pd.DataFrame({
         "point": rows["point"],
         "metric": rows["metric"],
-        "base": [f"{human(v)} (n={n})" for v, n in zip(rows["base"], rows["n_base"],
-                                                        strict=True)],
-        "candidate": [f"{human(v)} (n={n})" for v, n in zip(rows["cand"], rows["n_cand"],
-                                                             strict=True)],
-        ci_header(comparison): [change_cell(r) for _, r in rows.iterrows()],
+        "base": [side_cell(v, n) for v, n in zip(rows["base"], rows["runs_base"], strict=True)],
+        "candidate": [side_cell(v, n) for v, n in zip(rows["cand"], rows["runs_cand"],
+                                                       strict=True)],
+        f"change [{share(comparison.options.level)} CI]":
+            [change_cell(r) for _, r in rows.iterrows()],
         "q": rows["q"].map(probability),
-        "detects": [detectable_cell(r) for _, r in rows.iterrows()],
+        "detects": [regression_size(r["detectable"], r["metric"], r["scale"])
+                    for _, r in rows.iterrows()],
         "verdict": rows["verdict"],
     })
+    if rows["invalid"].astype(bool).any():
+        table["invalid repetitions"] = rows["invalid"]  # why: invalid_reasons, below the table
+    return table
 
 
-def _differences_lines(candidate: Candidate) -> list[str]:
+def side_line(role: str, side: Side) -> str:
+    return f"{role} {side.label}: {side.shape} ({', '.join(side.run_ids)})"
+
+
+def _context_lines(candidate: Candidate, base: Side) -> list[str]:
+    c = candidate.comparison
+    lines = [side_line("base", base), side_line("candidate", c.cand)]
+    lines.append("run-to-run term: " + (f"noise record of {c.noise}" if c.noise else
+                                        "no noise record (`wanbench noise`)")
+                 + "; " + ("the sides' own runs" if max(len(base.runs), len(c.cand.runs)) > 1
+                           else "one run per side"))
     diff = candidate.differences
-    lines = []
     if candidate.forced and diff.refused:
         lines.append("WARNING, compared despite a different experiment (--force): "
                      + "; ".join(diff.refused))
@@ -211,17 +252,26 @@ def _differences_lines(candidate: Candidate) -> list[str]:
     return lines
 
 
+def _notes(comparison: Comparison) -> list[str]:
+    return ([f"inconclusive: {line}" for line in advice(comparison)]
+            + [f"invalid: {line}" for line in not_judged(comparison)]
+            + [f"invalid repetitions at {line}" for line in invalid_reasons(comparison)]
+            + [f"warning: {w}" for w in comparison.warnings])
+
+
 # -- formats -------------------------------------------------------------------------------
+
+
+def _heading(comparison: Comparison) -> str:
+    return f"base {comparison.base.label} vs candidate {comparison.cand.label}"
 
 
 def to_markdown(report: Report) -> str:
     lines = [f"# wanbench compare: {report.scenario}", ""]
     for candidate in report.candidates:
         c = candidate.comparison
-        lines += [f"## base {c.base_label} vs candidate {c.cand_label}", "",
-                  f"base run {report.base_run_id} ({report.base_shape}); candidate run "
-                  f"{candidate.run_id}", ""]
-        lines += [f"- {line}" for line in _differences_lines(candidate)]
+        lines += [f"## {_heading(c)}", ""]
+        lines += [f"- {line}" for line in _context_lines(candidate, report.base)]
         lines += ["", method(c), ""]
         table = display_rows(c)
         lines += ["| " + " | ".join(table.columns) + " |",
@@ -230,32 +280,71 @@ def to_markdown(report: Report) -> str:
         lines += ["| " + " | ".join(map(str, row)) + " |"
                   for row in table.itertuples(index=False)]
         lines += ["", f"**{c.verdict}**: {summary(c)}"]
-        lines += [f"- inconclusive: {line}" for line in advice(c, report.duration_s)]
-        lines += [f"- warning: {w}" for w in c.warnings]
+        lines += [f"- {note}" for note in _notes(c)]
         lines.append("")
     lines.append(f"**verdict: {report.verdict}** (exit {report.exit_code})")
     return "\n".join(lines) + "\n"
 
 
-def to_html(report: Report) -> str:
+# One class per verdict (CSS names), one colour each: a regression is red, nothing else is.
+CSS_CLASS = {REGRESSION: "regression", IMPROVEMENT: "improvement", UNCHANGED: "unchanged",
+             INCONCLUSIVE: "inconclusive", INVALID: "invalid", NO_REGRESSION: "ok"}
+STYLE = """
+body { font-family: sans-serif; max-width: 1400px; margin: 1.5em auto; color: #222; }
+.verdict { font-size: 1.3em; padding: 0.6em 1em; border-radius: 4px; margin: 0.5em 0 1em; }
+.verdict p { font-size: 0.75em; margin: 0.3em 0 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; }
+td.num { text-align: right; white-space: nowrap; }
+.regression { background: #f8d0d0; color: #8b0000; }
+.verdict.regression { background: #c62828; color: #fff; }
+.improvement { background: #d7efd7; }
+.inconclusive { background: #fff1c2; }
+.invalid { background: #e6e6e6; color: #555; }
+.ok { background: #d7efd7; }
+.note { font-size: 0.85em; color: #555; }
+img { max-width: 100%; }
+"""
+NUMERIC = ("base", "candidate", "q", "detects")
+
+
+def _html_table(comparison: Comparison) -> str:
     e = html.escape
+    table = display_rows(comparison)
+    head = "".join(f"<th>{e(c)}</th>" for c in table.columns)
+    body = []
+    for (_, row), verdict in zip(table.iterrows(), comparison.rows["verdict"], strict=True):
+        cells = "".join(
+            f"<td class='num'>{e(str(v))}</td>" if c in NUMERIC or c.startswith("change")
+            else f"<td>{e(str(v))}</td>" for c, v in row.items())
+        body.append(f"<tr class='{CSS_CLASS[verdict]}'>{cells}</tr>")
+    return f"<table class='rows'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def to_html(report: Report) -> str:
+    """Verdict first, in its colour; then each candidate's table, rows coloured by verdict."""
+    e = html.escape
+    verdict = report.verdict
     parts = ["<!doctype html><meta charset='utf-8'><title>wanbench compare</title>",
-             f"<h1>wanbench compare: {e(report.scenario)}</h1>"]
+             f"<style>{STYLE}</style>",
+             f"<h1>wanbench compare: {e(report.scenario)}</h1>",
+             f"<div id='verdict' class='verdict {CSS_CLASS[verdict]}'><b>{e(verdict)}</b> "
+             f"(exit {report.exit_code})"]
+    parts += [f"<p>{e(_heading(c.comparison))}: <b>{e(c.comparison.verdict)}</b>, "
+              f"{e(summary(c.comparison))}</p>" for c in report.candidates]
+    parts.append("</div>")
     for candidate in report.candidates:
         c = candidate.comparison
-        parts.append(f"<h2>base {e(c.base_label)} vs candidate {e(c.cand_label)}</h2>")
-        parts.append(f"<p>base run {e(report.base_run_id)} ({e(report.base_shape)}); "
-                     f"candidate run {e(candidate.run_id)}</p>")
-        parts.append("<ul>" + "".join(f"<li>{e(line)}</li>"
-                                      for line in _differences_lines(candidate)) + "</ul>")
-        parts.append(f"<p>{e(method(c))}</p>")
-        parts.append(display_rows(c).to_html(index=False, border=0))
-        parts.append(f"<p><b>{e(c.verdict)}</b>: {e(summary(c))}</p>")
-        notes = [f"inconclusive: {line}" for line in advice(c, report.duration_s)]
-        notes += [f"warning: {w}" for w in c.warnings]
+        parts.append(f"<h2>{e(_heading(c))}</h2>")
+        parts.append(f"<p class='{CSS_CLASS[c.verdict]}'><b>{e(c.verdict)}</b>: "
+                     f"{e(summary(c))}</p>")
+        parts.append(_html_table(c))
+        notes = _notes(c)
         if notes:
             parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
-    parts.append(f"<p><b>verdict: {e(report.verdict)}</b> (exit {report.exit_code})</p>")
+        parts.append("<ul class='note'>" + "".join(
+            f"<li>{e(line)}</li>" for line in _context_lines(candidate, report.base)) + "</ul>")
+        parts.append(f"<p class='note'>{e(method(c))}</p>")
     return "\n".join(parts) + "\n"
 
 
@@ -273,25 +362,29 @@ def _records(comparison: Comparison) -> list[dict]:
             for row in comparison.rows.to_dict(orient="records")]
 
 
+def _side_json(side: Side) -> dict:
+    return {"label": side.label, "run_ids": side.run_ids, "shape": side.shape}
+
+
 def to_json(report: Report) -> str:
     document = {
         "scenario": report.scenario,
-        "base": {"run_id": report.base_run_id, "label": report.base_label,
-                 "shape": report.base_shape},
+        "base": _side_json(report.base),
         "verdict": report.verdict,
         "exit_code": report.exit_code,
         "candidates": [{
-            "run_id": cand.run_id,
-            "label": cand.comparison.cand_label,
+            **_side_json(cand.comparison.cand),
             "verdict": cand.comparison.verdict,
             "summary": summary(cand.comparison),
             "method": method(cand.comparison),
+            "noise_record": cand.comparison.noise,
             "options": vars(cand.comparison.options) | {
                 "metrics": list(cand.comparison.options.metrics or [])},
             "tests": cand.comparison.tests,
             "differences": {"refused": cand.differences.refused,
                             "listed": cand.differences.listed, "forced": cand.forced},
-            "inconclusive": advice(cand.comparison, report.duration_s),
+            "inconclusive": advice(cand.comparison),
+            "not_judged": not_judged(cand.comparison),
             "warnings": cand.comparison.warnings,
             "rows": _records(cand.comparison),
         } for cand in report.candidates],
@@ -300,8 +393,8 @@ def to_json(report: Report) -> str:
 
 
 def to_csv(report: Report) -> str:
-    frames = [cand.comparison.rows.assign(base_run=report.base_run_id,
-                                          candidate_run=cand.run_id)
+    frames = [cand.comparison.rows.assign(base_runs=" ".join(report.base.run_ids),
+                                          candidate_runs=" ".join(cand.comparison.cand.run_ids))
               for cand in report.candidates]
     buffer = io.StringIO()
     pd.concat(frames, ignore_index=True).to_csv(buffer, index=False)

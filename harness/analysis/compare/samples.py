@@ -1,14 +1,13 @@
-"""One run as compare needs it: repetition values, per-second series, histogram floors.
+"""The runs of one side of a comparison as compare needs them: per point and run, the
+repetitions that enter the verdict, those that are invalid and why, and histogram floors.
 
-Repetition values come from points.parquet (the numbers every other report shows). The
-per-second series only describe how noisy a repetition's value is; they are cut to the
-measured window where their clock includes the warm-up (the generator's timeline).
+Values come from points.parquet (the numbers every other report shows). A side is one or more
+runs of one kernel; a folder given for a side holds its runs.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +15,17 @@ import pandas as pd
 from scipy import stats
 
 from harness.analysis.compare.metrics import Metric
-from harness.analysis.derive import add_derived, valid_points
+from harness.analysis.compare.stats import RunSide, repetition_floor, run_value
+from harness.analysis.derive import add_derived, with_verdict
+from harness.analysis.prepare import short_reason
+from harness.results.format import PARAMETER_COLUMNS
 from harness.results.runset import read_runs
 
-# A second belongs to the window if it lies inside it, give or take the generator's start-up.
-WINDOW_SLACK_S = 0.05
 ONE_SIGMA = stats.norm.cdf([-1.0, 1.0])  # the order-statistic ranks of a +-1 sd interval
 
 
 class NotARun(ValueError):
-    """A path that is not exactly one readable run directory."""
+    """A path that holds no readable run."""
 
 
 @dataclass
@@ -34,11 +34,8 @@ class Run:
 
     path: Path
     manifest: dict
-    points: pd.DataFrame  # valid rows only, derived columns added
-    timeseries: pd.DataFrame
+    points: pd.DataFrame  # every repetition, valid or not (`valid` a plain bool), derived columns
     histograms: pd.DataFrame
-    invalid: int  # point records left out because the runner marked them invalid
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -53,16 +50,16 @@ class Run:
         return self.manifest.get("scenario") or {}
 
     @property
-    def warmup_s(self) -> float:
-        return float(self.scenario.get("warmup_s") or 0.0)
-
-    @property
     def duration_s(self) -> float | None:
         value = self.scenario.get("duration_s")
         recorded = self.points.get("duration_s")
         if value is None and recorded is not None and recorded.notna().any():
             value = float(recorded.median())
         return float(value) if value is not None else None
+
+    @property
+    def repetitions(self) -> int:
+        return int(self.manifest.get("repetitions") or self.points["repetition"].nunique())
 
     def cycles_estimated(self) -> bool | None:
         """True/False when every/no row estimated cycles; None when mixed or unknown."""
@@ -74,108 +71,106 @@ class Run:
         return bool(flags.all()) if flags.all() or not flags.any() else None
 
 
-def load_run(path: Path, role: str) -> Run:
-    """Load one run directory; NotARun/ResultsFormatError name the problem and the fix."""
+def load_runs(path: Path, role: str) -> list[Run]:
+    """The runs at `path` (a run directory or a folder of runs), oldest first."""
     if not path.exists():
         raise NotARun(f"{role} {path}: no such directory; give a run directory "
-                      "(results/<scenario>/<run-id>/)")
+                      "(results/<scenario>/<run-id>/) or a folder of runs")
     runs = read_runs([path])
-    if len(runs.manifests) != 1:
-        raise NotARun(f"{role} {path}: holds {len(runs.manifests)} runs; give one run directory "
-                      "(results/<scenario>/<run-id>/), not a folder of runs")
-    manifest = runs.raw_manifests[str(runs.manifests["run_id"].iloc[0])]
-    valid = valid_points(runs.points)
-    return Run(path, manifest, add_derived(valid), runs.timeseries, runs.histograms,
-               invalid=len(runs.points) - len(valid))
+    points = add_derived(with_verdict(runs.points))
+    loaded = [Run(Path(row.path), runs.raw_manifests[row.run_id],
+                  points[points["run_id"] == row.run_id],
+                  runs.histograms[runs.histograms["run_id"] == row.run_id]
+                  if not runs.histograms.empty else runs.histograms)
+              for row in runs.manifests.sort_values("created_at").itertuples()]
+    return loaded
+
+
+def measured(runs: list[Run], metric: str) -> bool:
+    return any(metric in run.points.columns and run.points[metric].notna().any()
+               for run in runs)
 
 
 @dataclass(frozen=True)
-class Repetitions:
-    """One point's valid repetitions with a value for the metric."""
+class PointRun:
+    """One run's repetitions of one point, for one metric."""
 
-    ids: tuple[int, ...]  # repetition numbers
-    values: np.ndarray
-
-
-def repetition_values(run: Run, metric: str) -> dict[str, Repetitions]:
-    """point_id -> the metric's value per valid repetition (NaN dropped), in repetition order."""
-    if metric not in run.points.columns:
-        return {}
-    frame = run.points[["point_id", "repetition", metric]].copy()
-    frame[metric] = pd.to_numeric(frame[metric], errors="coerce")
-    frame = frame.dropna(subset=[metric]).sort_values(["point_id", "repetition"])
-    pids, values = _split(frame, ["point_id"], metric)
-    _, reps = _split(frame, ["point_id"], "repetition")
-    return {pid: Repetitions(tuple(int(r) for r in ids), vals)
-            for pid, ids, vals in zip(pids, reps, values, strict=True)}
+    run_id: str
+    values: np.ndarray  # the repetitions that enter the verdict (valid ones, or all if allowed)
+    shown: np.ndarray  # what stands for the point: its valid repetitions, else its invalid ones
+    repetitions: int  # how many repetitions have a value
+    invalid: tuple[str, ...]  # the rules that made repetitions invalid, one entry each
+    floor: float = 0.0  # least relative variance of one repetition (histogram resolution)
 
 
-def measured(run: Run, metric: str) -> bool:
-    return metric in run.points.columns and run.points[metric].notna().any()
+def point_runs(runs: list[Run], metric: Metric, allow_invalid: bool
+               ) -> dict[str, list[PointRun]]:
+    """point_id -> one PointRun per run that has the point, in run order."""
+    out: dict[str, list[PointRun]] = {}
+    for run in runs:
+        if metric.name not in run.points.columns:
+            continue
+        floors = histogram_floors(run, metric)
+        frame = run.points[["point_id", "repetition", "valid"]].assign(
+            value=pd.to_numeric(run.points[metric.name], errors="coerce"),
+            reason=run.points.get("invalid_reason"))
+        frame = frame.dropna(subset=["value"]).sort_values(["point_id", "repetition"])
+        pids = frame["point_id"].astype(str).to_numpy()
+        if not len(pids):
+            continue
+        # consecutive rows of one point (a groupby building a frame per point is 10x slower)
+        starts = np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]])
+        for pid, values, valid, reasons in zip(
+                pids[starts], *(np.split(frame[c].to_numpy(), starts[1:])
+                                for c in ("value", "valid", "reason")), strict=True):
+            values, valid = values.astype(float), valid.astype(bool)
+            out.setdefault(str(pid), []).append(PointRun(
+                run.run_id, values if allow_invalid else values[valid],
+                values[valid] if valid.any() else values, len(values),
+                tuple(short_reason(reason) for reason in reasons[~valid]),
+                floors.get(str(pid), 0.0)))
+    return out
 
 
-def _series_table(run: Run, pairs: tuple[tuple[str, str], ...]) -> pd.DataFrame | None:
-    """(point_id, repetition, t_s) -> summed value of the given (source, metric) pairs."""
-    if not pairs or run.timeseries.empty:
+def scale_of(metric: Metric, runs: list[PointRun]) -> str:
+    """How a row is compared: "points" (a CPU percentage: the difference in points), "log"
+    (relative change, on log values), or "linear" (relative to the base's mean, for metrics
+    that can be 0 or negative, e.g. an error count)."""
+    if metric.points:
+        return "points"
+    values = np.concatenate([run.values for run in runs]) if runs else np.empty(0)
+    return "log" if values.size and bool(np.all(values > 0)) else "linear"
+
+
+def run_side(runs: list[PointRun], scale: str) -> RunSide | None:
+    """The runs that enter the verdict as values on the row's scale; None when none does."""
+    entering = [run for run in runs if run.values.size]
+    if not entering:
         return None
-    ts = run.timeseries
-    chosen = pd.Series(False, index=ts.index)
-    for source, name in pairs:
-        chosen |= (ts["source"] == source) & (ts["metric"] == name)
-    rows = ts.loc[chosen, ["point_id", "repetition", "t_s", "value"]]
-    if rows.empty:
-        return None
-    if len(pairs) == 1:
-        return rows
-    keys = ["point_id", "repetition", "t_s"]
-    summed = rows.groupby(keys, sort=False)["value"].agg(["sum", "count"]).reset_index()
-    # A second counts only where every series of the sum was sampled.
-    summed = summed[summed["count"] == len(pairs)]
-    return summed[keys].assign(value=summed["sum"]) if not summed.empty else None
+    log = scale == "log"
+    values = [np.log(run.values) if log else run.values for run in entering]
+    floors = [repetition_floor(v, run.floor if log else 0.0)
+              for v, run in zip(values, entering, strict=True)]
+    return RunSide(np.array([run_value(v) for v in values]),
+                   np.array([len(v) for v in values]), float(np.mean(floors)))
 
 
-def per_second(run: Run, metric: Metric) -> dict[tuple[str, int], np.ndarray]:
-    """(point_id, repetition) -> the metric's per-second samples inside the measured window."""
-    numerator = _series_table(run, metric.numerator)
-    if numerator is None:
-        return {}
-    if metric.denominator:
-        denominator = _series_table(run, metric.denominator)
-        if denominator is None:
-            return {}
-        keys = ["point_id", "repetition", "t_s"]
-        numerator = numerator.merge(denominator, on=keys, suffixes=("", "_den"))
-        numerator["value"] = numerator["value"] / numerator["value_den"].where(
-            numerator["value_den"] > 0)
-    if metric.generator_clock:
-        end = run.warmup_s + (run.duration_s or math.inf)
-        t = numerator["t_s"]
-        numerator = numerator[(t >= run.warmup_s - WINDOW_SLACK_S)
-                              & (t + 1.0 <= end + WINDOW_SLACK_S)]
-    numerator = numerator.dropna(subset=["value"]).sort_values(["point_id", "repetition", "t_s"])
-    return dict(zip(*_split(numerator, ["point_id", "repetition"], "value"), strict=True))
-
-
-def _split(frame: pd.DataFrame, keys: list[str], column: str) -> tuple[list, list[np.ndarray]]:
-    """Consecutive runs of equal keys in a sorted frame -> (key tuples, value arrays).
-
-    groupby builds a frame per group; with a few thousand small groups this is 10x faster.
-    """
-    if frame.empty:
-        return [], []
-    key_columns = [frame[k].to_numpy() for k in keys]
-    change = np.zeros(len(frame), dtype=bool)
-    change[0] = True
-    for values in key_columns:
-        change[1:] |= values[1:] != values[:-1]
-    starts = np.flatnonzero(change)
-    labels = [tuple(_plain_key(values[i]) for values in key_columns) for i in starts]
-    return ([label if len(label) > 1 else label[0] for label in labels],
-            np.split(frame[column].to_numpy(dtype=float), starts[1:]))
-
-
-def _plain_key(value: object) -> object:
-    return int(value) if isinstance(value, (int, np.integer)) else str(value)
+def point_labels(runs: list[Run]) -> pd.DataFrame:
+    """point_id -> readable label ("dispatch=select, cold_conns=1000": the sweep's values), and
+    a sort key following them."""
+    points = pd.concat([run.points for run in runs], ignore_index=True)
+    columns = runs[0].manifest.get("sweep_axes")
+    if columns is None:
+        columns = [c for c in PARAMETER_COLUMNS if c in points and points[c].nunique() > 1]
+    columns = [c for c in columns if c in points.columns]
+    first = points.drop_duplicates("point_id").sort_values([*columns, "point_id"])
+    labels = pd.Series("", index=first.index)
+    for column in columns:
+        text = first[column].map(lambda v: f"{v:g}" if isinstance(v, float) else str(v))
+        labels = labels + ("" if column == columns[0] else ", ") + f"{column}=" + text
+    return pd.DataFrame({"point_id": first["point_id"].astype(str),
+                         "point": labels if columns else first["point_id"].astype(str),
+                         "order": range(len(first))})
 
 
 def _histogram_floor(rows: pd.DataFrame, statistic: str | float) -> float | None:
@@ -225,5 +220,5 @@ def histogram_floors(run: Run, metric: Metric) -> dict[str, float]:
     return {pid: float(np.mean(values)) for pid, values in floors.items()}
 
 
-__all__ = ["NotARun", "Repetitions", "Run", "histogram_floors", "load_run", "measured",
-           "per_second", "repetition_values"]
+__all__ = ["NotARun", "PointRun", "Run", "histogram_floors", "load_runs", "measured",
+           "point_labels", "point_runs", "run_side", "scale_of"]
