@@ -17,7 +17,7 @@ from scipy import stats
 from harness.analysis.compare.metrics import Metric
 from harness.analysis.compare.stats import RunSide, repetition_floor, run_value
 from harness.analysis.derive import add_derived, with_verdict
-from harness.analysis.prepare import short_reason
+from harness.analysis.prepare import rules_named
 from harness.results.format import PARAMETER_COLUMNS
 from harness.results.runset import read_runs
 
@@ -113,7 +113,7 @@ def point_runs(runs: list[Run], metric: Metric, allow_invalid: bool
         floors = histogram_floors(run, metric)
         frame = run.points[["point_id", "repetition", "valid"]].assign(
             value=pd.to_numeric(run.points[metric.name], errors="coerce"),
-            reason=run.points.get("invalid_reason"))
+            reason=run.points.get("invalid_codes"))
         frame = frame.dropna(subset=["value"]).sort_values(["point_id", "repetition"])
         pids = frame["point_id"].astype(str).to_numpy()
         if not len(pids):
@@ -127,7 +127,7 @@ def point_runs(runs: list[Run], metric: Metric, allow_invalid: bool
             out.setdefault(str(pid), []).append(PointRun(
                 run.run_id, values if allow_invalid else values[valid],
                 values[valid] if valid.any() else values, len(values),
-                tuple(short_reason(reason) for reason in reasons[~valid]),
+                tuple(rules_named(codes) for codes in reasons[~valid]),
                 floors.get(str(pid), 0.0)))
     return out
 
