@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -200,24 +201,39 @@ def run_case(case: Case, timeout_s: float = TIMEOUT_S) -> Outcome:
             proc = subprocess.Popen(argv, cwd=where, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=stderr, env=env,
                                     preexec_fn=_limit_memory, start_new_session=True)
-        status, usage = _wait(proc, start + timeout_s)
+        status, peak_kb = _wait(proc, start + timeout_s)
         seconds = time.monotonic() - start
         return Outcome(case, status, err.read_text(errors="replace"), seconds,
-                       usage.ru_maxrss / 1024, len(list(out.iterdir())) if out.exists() else 0)
+                       peak_kb / 1024, len(list(out.iterdir())) if out.exists() else 0)
 
 
-def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | None, resource.struct_rusage]:
-    """Exit status (None when killed at the deadline) and the child's resource usage."""
+def _high_water_kb(pid: int) -> int:
+    """The process's peak resident set so far (VmHWM), 0 once it is gone. Not wait4's
+    ru_maxrss: Linux carries the forking parent's peak into the child's across exec, so a
+    child of a large process (a long pytest) would read as large as its parent."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | None, int]:
+    """Exit status (None when killed at the deadline) and the child's peak resident set in
+    kB, sampled every 10 ms (RLIMIT_AS bounds it between samples)."""
+    peak = 0
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        peak = max(peak, _high_water_kb(proc.pid))
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage
+            return proc.returncode, peak
         if time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
-            _, _, usage = os.wait4(proc.pid, 0)
+            os.wait4(proc.pid, 0)
             proc.returncode = -signal.SIGKILL
-            return None, usage
+            return None, peak
         time.sleep(0.01)
 
 

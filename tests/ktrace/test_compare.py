@@ -28,10 +28,12 @@ def with_kernel_time(run: Path, select_ns: float, seed: int) -> Path:
 
 def compared(tmp_path: Path, capsys: pytest.CaptureFixture[str], cand_select_ns: float,
              *metric: str) -> tuple[int, list[dict]]:
-    base = with_kernel_time(make_run(seed=1).write(tmp_path), 30_000.0, seed=1)
-    cand = with_kernel_time(make_run(seed=2, kernel="6.19.0-cand").write(tmp_path),
-                            cand_select_ns, seed=2)
-    argv = [str(base), str(cand), "--format", "json"]
+    """Three runs a side: the run is compare's unit, so one run a side cannot decide."""
+    base = [with_kernel_time(make_run(seed=seed).write(tmp_path), 30_000.0, seed=seed)
+            for seed in (1, 3, 5)]
+    cand = [with_kernel_time(make_run(seed=seed, kernel="6.19.0-cand").write(tmp_path),
+                             cand_select_ns, seed=seed) for seed in (2, 4, 6)]
+    argv = [*map(str, base), "--", *map(str, cand), "--format", "json"]
     argv += [flag for name in metric for flag in ("--metric", name)]
     status = run_command("harness.commands.compare", ["compare", *argv])
     (candidate,) = json.loads(capsys.readouterr().out)["candidates"]
