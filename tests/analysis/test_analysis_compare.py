@@ -620,3 +620,26 @@ def test_wanbench_entry_point_exit_codes(tmp_path: Path) -> None:
                           "--format", "pdf"], capture_output=True, text=True, timeout=120,
                          cwd=REPO)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_a_noise_record_does_not_judge_invalid_repetitions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record measured valid repetitions; invalid ones judged with --allow-invalid move
+    further (interference) and must not borrow its calm: on real A/A pairs they made 4 of 12
+    exit 1. Their rows do without it; the valid points keep it."""
+    assert _noise(_runs(tmp_path, range(100, 110))) == 0
+    capsys.readouterr()
+    base = make_run(seed=1).write(tmp_path)
+    cand = make_run(seed=2, effect=Effect(throughput=0.7, points=(0,)))
+    late = cand.points["point_id"] == cand.points["point_id"].iloc[0]
+    cand.points.loc[late, "valid"] = False
+    cand.points.loc[late, "invalid_reason"] = "late sends: 9,310 of 119,877 (7.8 %) over 1 ms"
+    argv = [str(base), str(cand.write(tmp_path)), "--metric", "reply_rate_rps", "--format",
+            "json", "--allow-invalid"]
+    assert _compare(argv) == 3
+    rows = {r["point"]: r for r in json.loads(capsys.readouterr().out)["candidates"][0]["rows"]}
+    late_row = rows.pop("dispatch=select, cold_conns=0")
+    assert late_row["verdict"] == "inconclusive" and late_row["noise"] is None
+    assert "invalid repetitions entered (--allow-invalid)" in late_row["reason"]
+    assert all(row["noise"] == "noise record" for row in rows.values())

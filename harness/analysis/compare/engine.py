@@ -247,6 +247,7 @@ class _Row:
     cand: RunSide | None
     variance: RunVariance | None
     record: dict  # what every row shows, tested or not
+    judged_invalid: bool = False  # invalid repetitions entered (--allow-invalid)
 
 
 def _row(pid: str, m: Metric, base: list[samples.PointRun], cand: list[samples.PointRun],
@@ -263,11 +264,14 @@ def _row(pid: str, m: Metric, base: list[samples.PointRun], cand: list[samples.P
         "invalid_reasons": _invalid_reasons(base, cand),
     }
     variance = None
+    # A noise record measured valid repetitions: it says nothing of how far invalid ones
+    # (interference, a generator that fell behind) move a run, so they do without it.
+    judged_invalid = options.allow_invalid and any(run.invalid for run in base + cand)
     if side_b is not None and side_c is not None:
-        known = noise.known(pid, m.name, scale) if noise else None
+        known = noise.known(pid, m.name, scale) if noise and not judged_invalid else None
         variance = run_variance(side_b, side_c, known)
         record["noise"] = " + ".join(variance.sources) if variance else None
-    return _Row(pid, m, scale, side_b, side_c, variance, record)
+    return _Row(pid, m, scale, side_b, side_c, variance, record, judged_invalid)
 
 
 def _test(row: _Row, options: Options) -> dict:
@@ -309,10 +313,13 @@ def _judge_row(row: _Row, record: pd.Series, options: Options, alpha_one: float)
     target = _target(m, row.scale, base_centre, detect)
     if row.variance is None:
         needed = runs_needed(row.base, row.cand, None, target, alpha_one)
+        unknown = ("its invalid repetitions entered (--allow-invalid), and a noise record "
+                   "knows valid ones only" if row.judged_invalid else
+                   "no noise record for this point")
         return _Judgement(INCONCLUSIVE, runs_needed=math.nan if needed is None else needed,
-                          reason=("one run per side and no run-to-run spread known (no noise "
-                                  "record for this point): the difference could be what a "
-                                  "second run of the same kernel moves"))
+                          reason=(f"one run per side and no run-to-run spread known ({unknown}):"
+                                  " the difference could be what a second run of the same kernel"
+                                  " moves"))
     mde = _regression_size(detectable(record["se"], record["df"], alpha_one), m, row.scale,
                            base_centre)
     change = float(record["change"])

@@ -30,6 +30,7 @@ from harness.analysis.compare.samples import (
     scale_of,
 )
 from harness.analysis.compare.stats import MIN_RUNS, Known
+from harness.analysis.numbers import human
 
 RECORD_FILE = "noise.json"  # beside the runs it measured: results/<scenario>/noise.json
 FORMAT = "wanbench-noise/1"
@@ -52,9 +53,12 @@ class Spread(BaseModel):
 
     @property
     def sd_text(self) -> str:
-        """The spread as a reader takes it: a relative sd, or one in points."""
+        """The spread as a reader takes it: a relative sd (log scale), one in points (CPU), or
+        one in the metric's unit (linear: counts that can be 0)."""
         sd = float(np.sqrt(self.variance))
-        return f"{sd:.2f} pp" if self.scale == "points" else f"{np.expm1(sd) * 100:.2f} %"
+        if self.scale == "log":
+            return f"{np.expm1(sd) * 100:.2f} %"
+        return f"{sd:.2f} pp" if self.scale == "points" else human(sd)
 
 
 class NoiseRecord(BaseModel):

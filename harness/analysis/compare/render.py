@@ -59,14 +59,14 @@ class Report:
 # -- numbers for people -------------------------------------------------------------------
 
 
-def percent(fraction: float, sign: bool = True) -> str:
+def percent(fraction: float) -> str:
+    """-0.4983 -> '-49.8' (signed, without the unit)."""
     if fraction is None or math.isnan(fraction):
         return "—"
     value = fraction * 100
     if math.isinf(value):
         return "+inf" if value > 0 else "-inf"
-    text = f"{value:+,.0f}" if abs(value) >= 1000 else f"{value:+.1f}"
-    return text if sign else text.lstrip("+")
+    return f"{value:+,.0f}" if abs(value) >= 1000 else f"{value:+.1f}"
 
 
 def _signed(value: float, scale: str) -> str:

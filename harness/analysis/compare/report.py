@@ -19,14 +19,16 @@ def _load_side(paths: list[Path], role: str) -> list[samples.Run]:
 
 
 def _label_sides(sides: list[engine.Side]) -> None:
-    """Kernel release per side, with its first run's id where two sides share a release."""
+    """Kernel release per side, with its first run where two sides share a release:
+    '6.18.44 (run 20261126T183855)', '6.18.44 (runs 20261126T183855 +2)'."""
     counts = Counter(side.first.kernel for side in sides)
     for side in sides:
-        label = side.first.kernel
-        if counts[label] > 1:
-            more = f" +{len(side.runs) - 1}" if len(side.runs) > 1 else ""
-            label = f"{label} ({side.first.run_id}{more})"
-        side.label = label
+        kernel = side.first.kernel
+        side.label = kernel
+        if counts[kernel] > 1:
+            run = side.first.run_id.removesuffix(f"-{kernel}")  # run ids end with the kernel
+            more = f"s {run} +{len(side.runs) - 1}" if len(side.runs) > 1 else f" {run}"
+            side.label = f"{kernel} (run{more})"
 
 
 def _check_side(side: engine.Side, role: str, force: bool, refused: list[str]) -> None:
