@@ -11,7 +11,7 @@ import pytest
 from harness.analysis.report import plot_all
 from harness.results.runset import read_runs
 
-from .compare_synthetic import make_run
+from .compare_synthetic import Effect, make_run
 from .conftest import run_command
 from .synthetic import make_points, write_run
 
@@ -83,3 +83,41 @@ def test_the_comparison_page_loads_with_every_figure(browser, tmp_path: Path):
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     assert browser.execute_script("return document.images.length") >= 3
     assert browser.execute_script(BROKEN_IMAGES) == []
+
+
+# a computed colour whose red stands out from its green and blue: the regression colours
+# (banner and rows) are; amber (inconclusive), green and grey are not
+REDDISH = """return Array.from(document.querySelectorAll('*')).filter(e => {
+  const c = getComputedStyle(e).backgroundColor.match(/\\d+/g);
+  return c && (c.length < 4 || +c[3] > 0) && c[0] - Math.max(c[1], c[2]) >= 30;
+}).map(e => e.tagName + '.' + e.className)"""
+COMPARE_SCREENSHOT = REPO / "docs" / "compare-screenshot.png"
+
+
+def _compare_page(tmp_path: Path, effect: Effect | None) -> Path:
+    """Three runs per side, the candidate's changed by `effect` (None: an A/A pair)."""
+    base = [str(make_run(seed=s).write(tmp_path / "base")) for s in range(1, 4)]
+    kernel = "6.19.0-cand" if effect else "6.18.0-base"
+    cand = [str(make_run(seed=s, kernel=kernel, effect=effect).write(tmp_path / "cand"))
+            for s in range(4, 7)]
+    page = tmp_path / "compare" / "index.html"
+    page.parent.mkdir()
+    run_command("harness.commands.compare", ["compare", *base, "--", *cand, "--format", "html",
+                                             "--out", str(page), "--metric", "reply_rate_rps"])
+    return page
+
+
+def test_a_regression_shows_red_verdict_first(browser, tmp_path: Path):
+    browser.get(_compare_page(tmp_path, Effect(throughput=0.8)).as_uri())
+    first = browser.execute_script("return document.querySelector('h1').nextElementSibling")
+    assert first.get_attribute("id") == "verdict" and first.text.startswith("regression (exit 1)")
+    red = browser.execute_script(REDDISH)
+    assert "DIV.verdict regression" in red and red.count("TR.regression") == 12
+    assert COMPARE_SCREENSHOT.is_file(), f"the screenshot {COMPARE_SCREENSHOT} is committed"
+
+
+def test_an_aa_pair_shows_no_red(browser, tmp_path: Path):
+    browser.get(_compare_page(tmp_path, None).as_uri())
+    first = browser.execute_script("return document.querySelector('h1').nextElementSibling")
+    assert first.get_attribute("id") == "verdict" and "regression (exit 1)" not in first.text
+    assert browser.execute_script(REDDISH) == []
