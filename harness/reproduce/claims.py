@@ -345,8 +345,9 @@ def _multi_accept_vs_rtsig(m: Measured) -> Outcome:
                       each=("cold_conns", "reply_bytes"))(mechanisms)
 
 
-def _claim(text: str, source: str, test: Test, needs: str | None = None) -> Claim:
-    return Claim(text, source, test, needs)
+def _claim(text: str, source: str, test: Test, needs: str | None = None, *, quote: str = "",
+           bound: str = "") -> Claim:
+    return Claim(text, source, test, needs, quote, bound)
 
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {

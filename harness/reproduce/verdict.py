@@ -123,12 +123,17 @@ class Measured:
 @dataclass(frozen=True)
 class Claim:
     """One shape the paper reports, as a test on a run. `needs` names a capability the test
-    cannot do without (a key of harness.reproduce.capabilities.PROBES)."""
+    cannot do without (a key of harness.reproduce.capabilities.PROBES). `quote` is the
+    paper's own sentence or number that the claim tests, verbatim; `bound` says where the
+    threshold comes from: the paper's number with a stated tolerance, or, where the paper
+    gives only words, the bound written down before the run that tests it (and its commit)."""
 
     text: str
     source: str
     test: Callable[[Measured], Outcome]
     needs: str | None = None
+    quote: str = ""
+    bound: str = ""
 
 
 @dataclass
