@@ -89,18 +89,15 @@ def summary(both: pd.DataFrame, points: pd.DataFrame) -> list[str]:
         cpu = kept["cpu_server_pct_change"]
         lines.append(
             f"Where both arms kept up with the offered {num(kept['offered_rate_rps'].iloc[0])} "
-            f"req/s ({len(kept)} valid pairs), tracing changed the reply rate by "
-            f"{pct(kept['reply_rate_rps_change'].min())} to "
-            f"{pct(kept['reply_rate_rps_change'].max())} and the server's CPU by "
-            f"{pct(cpu.min())} to {pct(cpu.max())} (median {pct(cpu.median())}).")
+            f"req/s ({counted(kept)}), tracing changed the reply rate by "
+            f"{span(kept['reply_rate_rps_change'])} and the server's CPU by {span(cpu)}.")
     if not behind.empty:
         worst = behind["reply_rate_rps_change"]
         where = sorted({f"{d} at {c:,} idle" for d, c in
                         zip(behind["dispatch"], behind["cold_conns"], strict=True)})
         lines.append(
-            f"Where an arm fell behind it ({len(behind)} valid pairs: {', '.join(where)}), "
-            f"the reply rate changed by {pct(worst.min())} to {pct(worst.max())} (median "
-            f"{pct(worst.median())}).")
+            f"Where an arm fell behind it ({counted(behind)}: {', '.join(where)}), the reply "
+            f"rate changed by {span(worst)}.")
     changes = both["reply_rate_rps_change"].dropna()
     if not changes.empty:
         missed = int((changes < -TARGET_PCT).sum())
@@ -110,6 +107,17 @@ def summary(both: pd.DataFrame, points: pd.DataFrame) -> list[str]:
                         f"NOT met in {missed} of {len(changes)} valid pairs")
                      + f" (worst {pct(changes.min())}).")
     return lines
+
+
+def counted(frame: pd.DataFrame) -> str:
+    return f"{len(frame)} valid pair{'' if len(frame) == 1 else 's'}"
+
+
+def span(changes: pd.Series) -> str:
+    """One change as itself; several as their range and median."""
+    if len(changes) == 1:
+        return pct(changes.iloc[0])
+    return f"{pct(changes.min())} to {pct(changes.max())} (median {pct(changes.median())})"
 
 
 def growth(traced: pd.DataFrame) -> list[str]:
