@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 
+import harness
 from harness import interrupts
 
 # command -> module defining register(subparsers); the handler is stored as the `func`
@@ -31,6 +32,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="wanbench",
         description="Load generation and WAN emulation for event-driven servers.",
     )
+    parser.add_argument("--version", action="version", version=f"wanbench {harness.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command, module in COMMANDS.items():
         if only is None or command == only:

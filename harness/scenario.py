@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import os
 import re
 from dataclasses import dataclass
@@ -22,12 +23,14 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, LoadSpec, check_sclient_only, check_within
 from clients.targets import check_request_path
+from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
@@ -347,6 +350,10 @@ ServerSpec = Annotated[
 ]
 
 def _axis_kind(value: Any) -> str:
+    # Serialising asks too, with the model itself: a Range taken for a list was a Pydantic
+    # UserWarning at every run's start (the README's own range syntax).
+    if isinstance(value, Range | Values):
+        return "range" if isinstance(value, Range) else "values"
     if isinstance(value, dict):
         return "values" if "values" in value else "range"
     return "list"
@@ -358,6 +365,57 @@ SweepAxis = Annotated[
     | Annotated[Values, Tag("values")],
     Discriminator(_axis_kind),
 ]
+
+
+# A threshold as k6 writes one: an operator and a number, "< 5", ">= 30000".
+THRESHOLD_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+THRESHOLD_FORM = re.compile(r"\s*(<=|>=|<|>)\s*(\S+)\s*")
+
+
+class Threshold(BaseModel):
+    """A bound a point's median must keep (`thresholds: {resp_time_p99_ms: "< 5"}`), checked
+    after the run; written and read back as its text."""
+
+    model_config = {"frozen": True}
+    operator: Literal["<", "<=", ">", ">="]
+    bound: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            return value
+        match = THRESHOLD_FORM.fullmatch(value)
+        try:
+            bound = float(match.group(2)) if match else math.nan
+        except ValueError:
+            bound = math.nan
+        if not match or not math.isfinite(bound):
+            raise ValueError(f"{quote(value)} is not a threshold; write an operator (<, <=, >, "
+                             f">=) and a number, quoted: \"< 5\", \">= 30000\"")
+        return {"operator": match.group(1), "bound": bound}
+
+    @model_serializer
+    def _text(self) -> str:
+        return str(self)
+
+    def __str__(self) -> str:
+        return f"{self.operator} {self.bound:g}"
+
+    def holds(self, value: float) -> bool:
+        return bool(THRESHOLD_OPERATORS[self.operator](value, self.bound))
+
+
+def check_threshold_metrics(thresholds: dict[str, Threshold]) -> dict[str, Threshold]:
+    """A threshold names a measured column: its name ends with its unit (results' rule)."""
+    for name in thresholds:
+        if name in PARAMETER_COLUMNS or not name.endswith(UNIT_SUFFIXES):
+            raise ValueError(f"{quote(name)} is not a metric; a metric's name ends with its "
+                             f"unit ({', '.join(UNIT_SUFFIXES)}): e.g. resp_time_p99_ms, "
+                             f"reply_rate_rps (docs/results-format.md lists them)")
+    return thresholds
 
 
 class Scenario(Strict):
@@ -397,6 +455,10 @@ class Scenario(Strict):
     interference_retries: int = Field(0, ge=0, le=10)
     # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
     guest: Guest | None = None
+    # metric column -> bound each point's median over valid repetitions must keep, checked
+    # after the run (`wanbench run` exits 99 when one is crossed, as k6 does)
+    thresholds: Annotated[dict[str, Threshold], AfterValidator(check_threshold_metrics)] = \
+        Field(default_factory=dict)
 
 
 # Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).
