@@ -8,6 +8,7 @@ import sys
 
 import harness
 from harness import interrupts
+from harness.commands import add_verbosity
 
 # command -> module defining register(subparsers); the handler is stored as the `func`
 # default and returns the exit code. Only the invoked command's module is imported, so a
@@ -37,6 +38,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for command, module in COMMANDS.items():
         if only is None or command == only:
             importlib.import_module(module).register(sub)
+    for command_parser in sub.choices.values():
+        add_verbosity(command_parser)
     return parser
 
 

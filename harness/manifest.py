@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clients.paths import REPO_ROOT
 import harness
+from clients.paths import REPO_ROOT
 from harness.metrics import noise
 
 SYSCTLS = (

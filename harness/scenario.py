@@ -487,6 +487,12 @@ class Point:
     config: Scenario
     axis_values: dict[str, Any]  # sweep path -> value
     columns: dict[str, Any]  # parameter columns for points.parquet
+    swept: tuple[str, ...] = ()  # those of columns the sweep sets, in its order
+
+    @property
+    def sweep_values(self) -> dict[str, Any]:
+        """The sweep's columns and their values here, e.g. {dispatch: select, cold_conns: 0}."""
+        return {column: self.columns[column] for column in self.swept}
 
     @property
     def topology_key(self) -> str:
@@ -584,14 +590,19 @@ def points(scenario: Scenario) -> list[Point]:
         data = copy.deepcopy(base)
         axis_values = {}
         extra_columns = {}
+        swept: list[str] = []
         for (paths, _, alias), level in zip(axes, combo, strict=True):
             for path, value in zip(paths, level, strict=True):
                 origin = f"sweep axis {quote(path)}"
                 set_path(data, Override(split_key(path, DOTTED, origin), value, origin), Scenario)
                 axis_values[path] = value
                 if isinstance(value, dict) and alias is None:
-                    continue  # a whole section (e.g. `server`): its parameter columns say it
+                    # a whole section (e.g. `server`): its parameter columns say it
+                    if path in PARAMETER_COLUMNS:
+                        swept.append(path)
+                    continue
                 extra_columns[_column_name(path, alias)] = value
+                swept.append(_column_name(path, alias))
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
@@ -599,7 +610,7 @@ def points(scenario: Scenario) -> list[Point]:
             raise ScenarioError(f"sweep point {quote(axis_values)}: {found}") from None
         digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
         result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
-                            parameter_columns(config, extra_columns)))
+                            parameter_columns(config, extra_columns), tuple(swept)))
     return result
 
 

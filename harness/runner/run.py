@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from clients import pinning
 from clients.paths import binary
 from harness import interrupts, topology
+from harness.analysis.numbers import point_label
 from harness.metrics import ktrace
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
@@ -213,7 +214,7 @@ async def measure_point(ctx: RunContext, source: PointSource, point: Point, repe
     try:
         measured = await source.measure(point, repetition, attempt)
     except PointFailed as exc:
-        ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {exc}")
+        ctx.on_event(f"{point_label(point.sweep_values)} rep {repetition} failed: {exc}")
         return recorder.failed(exc.reason, exc.lost_host)
     return recorder.record(measured)
 
@@ -231,7 +232,7 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                 if not record["point"].get("interference_only"):
                     break
                 ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
-                ctx.on_event(f"{point.axis_values} rep {rep} attempt {attempt}: "
+                ctx.on_event(f"{point_label(point.sweep_values)} rep {rep} attempt {attempt}: "
                              f"{record['point']['invalid_reason']}")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
