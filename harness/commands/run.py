@@ -387,7 +387,7 @@ def _print_summary(summaries: list[PointSummary], scenario: Scenario, console: C
     shown = [m for m in SUMMARY_METRICS
              if any(s.medians.get(m) is not None for s in summaries)]
     # Borderless (rich's SIMPLE_HEAD): a sweep of two axes and six metrics fits 80 columns.
-    table = Table(title=f"{scenario.name}: medians over valid repetitions",
+    table = Table(title=f"{scenario.name}: median over valid repetitions",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for column in axes:
         table.add_column(short_name(column), no_wrap=True)

@@ -113,6 +113,16 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
     assert set(profiles["point_id"]) == set(points["point_id"])
     assert "small: median over valid repetitions" in stdout
+    assert manifest["wanbench_version"]
+    summary = json.loads((run / "summary.json").read_text())  # read without pandas
+    assert [p["parameters"] for p in summary["points"]] == [{"dispatch": "select"},
+                                                            {"dispatch": "epoll"}]
+    assert summary["total"] == 2 and summary["valid"] == int(points["valid"].sum())
+    assert summary["exit_status"] == (0 if points["valid"].all() else 1)
+    for point, (_, row) in zip(summary["points"], points.set_index("dispatch")
+                               .loc[["select", "epoll"]].iterrows(), strict=True):
+        if point["valid"]:
+            assert point["medians"]["reply_rate_rps"] == pytest.approx(row["reply_rate_rps"])
     hot_docs = list((run / "raw").glob("*/hot.json"))
     assert len(hot_docs) == 2
     assert all(json.loads(d.read_text())["config"]["spin_us"] == 100 for d in hot_docs)

@@ -1,0 +1,171 @@
+"""What `wanbench run` tells people and CI after a run: summary.json's content, thresholds
+(both ways), the exit status, and the terminal table at 80 columns; from synthetic points."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+import harness
+from harness.analysis.numbers import duration, metric, point_label
+from harness.analysis.summary import document, summarise
+from harness.commands.run import EXIT_INVALID, EXIT_THRESHOLDS, _print_summary, _status
+from harness.scenario import ScenarioError, Threshold, parse
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCENARIO = """
+name: thresholds
+hot: {generator: sclient, conns: 5, rate_rps: 1000}
+sweep:
+  server.dispatch: [select, epoll]
+  cold.conns: {start: 0, stop: 1000, step: 1000}
+thresholds: {resp_time_p99_ms: "< 5", reply_rate_rps: ">= 900"}
+"""
+
+
+def frame(rows: list[tuple[str, str, int, int, bool, float, float]]) -> pd.DataFrame:
+    """points.parquet rows: point_id, dispatch, cold_conns, repetition, valid, rate, p99."""
+    return pd.DataFrame([
+        {"point_id": pid, "dispatch": d, "cold_conns": c, "repetition": r, "valid": v,
+         "reply_rate_rps": rate, "resp_time_p99_ms": p99, "cpu_server_pct": 50.0,
+         "resp_time_p50_ms": 0.054, "steal_pct": 0.0,
+         "invalid_reason": None if v else "late sends: 3 %",
+         "invalid_codes": None if v else "late_sends"}
+        for pid, d, c, r, v, rate, p99 in rows])
+
+
+ORDER = ["s0", "s1", "e0", "e1"]  # the sweep's order: select before epoll, as written
+
+
+def good_rows() -> list:
+    return [(pid, d, c, r, True, 1000.0 + r, 3.0 + r)
+            for pid, d, c in (("e1", "epoll", 1000), ("s0", "select", 0),
+                              ("e0", "epoll", 0), ("s1", "select", 1000))
+            for r in (0, 1)]
+
+
+def test_a_run_that_keeps_its_thresholds_exits_0_and_says_so():
+    scenario = parse(SCENARIO)
+    points = summarise(frame(good_rows()), ["dispatch", "cold_conns"], ORDER,
+                       scenario.thresholds)
+    assert [p.point_id for p in points] == ORDER
+    assert points[0].medians["reply_rate_rps"] == 1000.5
+    assert all(c.passed for p in points for c in p.thresholds)
+    assert _status(points, allow_invalid=False, console=Console(file=io.StringIO())) == 0
+
+
+def test_a_run_that_crosses_a_threshold_exits_99_naming_the_point_and_metric():
+    rows = [r if r[0] != "s1" else (*r[:5], 800.0, 12.0) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    out = io.StringIO()
+    assert _status(points, allow_invalid=False, console=Console(file=out, width=200)) == \
+        EXIT_THRESHOLDS
+    said = out.getvalue()
+    assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5" in said
+    assert "reply_rate_rps 800" in said and "asks >= 900" in said
+    doc = json.loads(json.dumps(document({"run_id": "r"}, points, EXIT_THRESHOLDS)))
+    assert doc["thresholds_crossed"] == 2 and doc["exit_status"] == 99
+    crossed = [c for c in doc["points"][1]["thresholds"] if c["passed"] is False]
+    assert {c["metric"] for c in crossed} == {"resp_time_p99_ms", "reply_rate_rps"}
+
+
+def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    e0 = points[2]
+    assert (e0.valid, e0.total, e0.medians_of_invalid) == (0, 2, True)
+    assert e0.medians["reply_rate_rps"] == 1000.5  # what it measured, not a dash
+    assert [(r.repetition, r.codes) for r in e0.reasons] == [(0, ["late_sends"]),
+                                                             (1, ["late_sends"])]
+    assert all(c.passed is None for c in e0.thresholds)  # nothing valid to judge
+    quiet = Console(file=io.StringIO())
+    assert _status(points, allow_invalid=False, console=quiet) == EXIT_INVALID
+    assert _status(points, allow_invalid=True, console=quiet) == 0
+
+
+def test_the_table_fits_80_columns_in_sweep_order_with_per_metric_formats():
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None)
+    _print_summary(points, parse(SCENARIO), console, to_stderr=True)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text  # no header or value cut
+    header = next(line for line in lines if "dispatch" in line)
+    assert header.split() == ["dispatch", "cold", "replies/s", "CPU", "%", "p50", "p99",
+                              "steal", "%", "valid"]
+    body = [line.split() for line in lines if line.split()[:1] in (["select"], ["epoll"])]
+    assert [row[:2] for row in body] == [["select", "0"], ["select", "1,000"],
+                                         ["epoll", "0"], ["epoll", "1,000"]]
+    assert body[0][2:] == ["1,000", "50.0", "54.0", "µs", "3.50", "ms", "0.0", "2/2"]
+    assert body[2][2] == "1,000*" and body[2][-1] == "0/2"
+    assert "invalid dispatch=epoll cold=0 rep 0: late sends: 3 %" in text
+
+
+@pytest.mark.parametrize(("column", "value", "shown"), [
+    ("resp_time_p50_ms", 0.054, "54.0 µs"), ("resp_time_p99_ms", 3.4, "3.40 ms"),
+    ("resp_time_p99_ms", 460.2, "460 ms"), ("resp_time_p99_ms", 1200, "1.20 s"),
+    ("latency_us", 0.5, "500 ns"), ("reply_rate_rps", 40582.7, "40,583"),
+    ("cpu_server_pct", 99.46, "99.5"), ("cold_conns", 5000, "5,000"),
+    ("dispatch", "epoll", "epoll"), ("reply_rate_rps", None, "—"),
+    ("reply_rate_rps", float("nan"), "—"),
+])
+def test_each_metric_has_its_format_and_times_their_unit(column, value, shown):
+    assert metric(column, value) == shown
+
+
+def test_one_spelling_of_microseconds_and_points_as_key_value():
+    assert duration(54e-6) == "54.0 µs"
+    assert point_label({"dispatch": "select", "cold_conns": 0}) == "dispatch=select cold=0"
+    assert point_label({}) == "point"
+
+
+@pytest.mark.parametrize(("text", "value", "holds"), [
+    ("< 5", 4.9, True), ("< 5", 5.0, False), ("<= 5", 5.0, True),
+    ("> 30000", 30001, True), (">30000", 29999, False), (">= 1e3", 1000, True),
+])
+def test_a_threshold_holds_both_ways(text, value, holds):
+    assert Threshold.model_validate(text).holds(value) is holds
+
+
+@pytest.mark.parametrize(("thresholds", "named"), [
+    ('{resp_time_p99_ms: "<< 5"}', "thresholds.resp_time_p99_ms: '<< 5' is not a threshold"),
+    ('{resp_time_p99_ms: "< fast"}', "'< fast' is not a threshold"),
+    ('{resp_time_p99_ms: 5}', "write an operator (<, <=, >, >=) and a number"),
+    ('{resp_p99: "< 5"}', "'resp_p99' is not a metric; a metric's name ends with its unit"),
+    ('{cold_conns: "< 5"}', "'cold_conns' is not a metric"),
+])
+def test_bad_threshold_syntax_is_refused_at_its_line(thresholds, named):
+    text = SCENARIO.replace('{resp_time_p99_ms: "< 5", reply_rate_rps: ">= 900"}', thresholds)
+    with pytest.raises(ScenarioError) as caught:
+        parse(text, "mine.yaml")
+    assert str(caught.value).startswith("mine.yaml:7: ")
+    assert named in str(caught.value)
+
+
+def test_thresholds_and_ranges_round_trip_through_the_manifest_without_warnings():
+    scenario = parse(SCENARIO)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Pydantic's UserWarning on a Range was one
+        dumped = scenario.model_dump(mode="json", by_alias=True)
+    assert dumped["thresholds"] == {"resp_time_p99_ms": "< 5", "reply_rate_rps": ">= 900"}
+    assert type(scenario).model_validate(dumped) == scenario
+
+
+def test_version_is_printed():
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "--version"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, f"wanbench {harness.__version__}")
