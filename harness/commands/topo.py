@@ -36,7 +36,10 @@ def register(subparsers) -> None:
     up.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     up.set_defaults(func=cmd_up)
 
-    sub.add_parser("status", help="list topologies wanbench has up").set_defaults(func=cmd_status)
+    status = sub.add_parser("status", help="list topologies wanbench has up")
+    status.add_argument("--json", action="store_true",
+                        help="print them as JSON (a list, one object per ledger)")
+    status.set_defaults(func=cmd_status)
 
     ex = sub.add_parser("exec", help="run a command in a host's namespace")
     ex.add_argument("host")
@@ -109,8 +112,34 @@ def _describe(ledger: Ledger, present: set[str]) -> dict:
 def cmd_status(args: argparse.Namespace) -> int:
     ledgers = Ledger.load_all()
     present = set(netns.names())
-    print(json.dumps([_describe(ledger, present) for ledger in ledgers], indent=1))
+    described = [_describe(ledger, present) for ledger in ledgers]
+    if args.json:
+        print(json.dumps(described, indent=1))
+    elif not described:
+        print("no topology up")
+    else:
+        _print_status(described)
     return 0
+
+
+def _print_status(described: list[dict]) -> None:
+    """One row per ledger: what `topo down --prefix` and `topo clean` would act on."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="topologies up", box=None, pad_edge=False)
+    for column in ("prefix", "topology", "backend", "owner", "hosts", "emulators", "cgroups"):
+        table.add_column(column, overflow="fold")
+    for entry in described:
+        if "ignored" in entry:
+            table.add_row("?", entry["ledger"], "", "", f"ignored: {entry['ignored']}", "", "")
+            continue
+        table.add_row(entry["prefix"], entry["topology"] or "—", entry["backend"],
+                      entry["owner"],
+                      "\n".join(f"{h}: {ns}" for h, ns in entry["hosts"].items()) or "—",
+                      "\n".join(f"{link}: {p}" for link, p in entry["emulators"].items())
+                      or "—", "\n".join(entry["cgroups"]) or "—")
+    Console().print(table, highlight=False)
 
 
 def _pick(prefix: str | None) -> Ledger:
