@@ -40,7 +40,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(module).register(sub)
     for command_parser in sub.choices.values():
         add_verbosity(command_parser)
+    _describe_from_help(parser)
     return parser
+
+
+def _describe_from_help(parser: argparse.ArgumentParser) -> None:
+    """A (sub)command's --help opens with a description: the line its listing shows, unless
+    it has a longer one of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                command = action.choices[listed.dest]
+                command.description = command.description or listed.help
+                _describe_from_help(command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,9 @@ def register(subparsers) -> None:
 
     up = sub.add_parser("up", help="build a topology and leave it up")
     up.add_argument("file", help="topology YAML, e.g. topologies/dumbbell-wan.yaml")
-    up.add_argument("--backend", choices=BACKENDS, default="auto")
+    up.add_argument("--backend", choices=BACKENDS, default="auto",
+                    help="how links are emulated (default: auto, the best this machine has: "
+                         "`wanbench doctor`)")
     up.add_argument("--set", dest="overrides", action="append", default=[],
                     metavar="KEY=VALUE", help="override a field, e.g. links.cold.delay_ms=50")
     up.add_argument("--prefix", help="run prefix (wb + 2-8 lowercase letters/digits)")
@@ -42,9 +44,10 @@ def register(subparsers) -> None:
     status.set_defaults(func=cmd_status)
 
     ex = sub.add_parser("exec", help="run a command in a host's namespace")
-    ex.add_argument("host")
+    ex.add_argument("host", help="a host of the topology, e.g. server")
     ex.add_argument("--prefix", help="which topology, when more than one is up")
-    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                    help="the command, after --")
     ex.set_defaults(func=cmd_exec)
 
     down = sub.add_parser("down", help="tear a topology down")

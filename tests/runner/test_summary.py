@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import subprocess
@@ -17,6 +18,7 @@ from rich.console import Console
 import harness
 from harness.analysis.numbers import duration, metric, point_label
 from harness.analysis.summary import document, summarise
+from harness.cli import build_parser
 from harness.commands.run import EXIT_INVALID, EXIT_THRESHOLDS, _print_summary, _status
 from harness.scenario import ScenarioError, Threshold, parse
 
@@ -169,3 +171,27 @@ def test_version_is_printed():
     done = subprocess.run([sys.executable, "-m", "harness.cli", "--version"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, f"wanbench {harness.__version__}")
+
+
+def walk(parser: argparse.ArgumentParser, name: str = "wanbench"):
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from walk(sub, f"{name} {command}")
+
+
+def test_every_command_has_a_description_and_every_option_help():
+    missing = [f"{name}: {action.option_strings or action.dest}"
+               for name, parser in walk(build_parser())
+               for action in parser._actions
+               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    missing += [f"{name}: no description" for name, parser in walk(build_parser())
+                if not parser.description]
+    assert missing == []
+
+
+def test_the_check_sees_a_command_without_help():
+    parser = argparse.ArgumentParser(description="x")
+    parser.add_subparsers().add_parser("bare").add_argument("--flag")
+    assert [name for name, p in walk(parser) if not p.description] == ["wanbench bare"]
