@@ -195,3 +195,11 @@ def test_the_check_sees_a_command_without_help():
     parser = argparse.ArgumentParser(description="x")
     parser.add_subparsers().add_parser("bare").add_argument("--flag")
     assert [name for name, p in walk(parser) if not p.description] == ["wanbench bare"]
+
+
+def test_shell_completion_comes_from_the_parser():
+    shtab = pytest.importorskip("shtab")
+    parser = build_parser()
+    parser.prog = "wanbench"
+    script = shtab.complete(parser, shell="bash")
+    assert "compare" in script and "--allow-invalid" in script and "--json" in script
