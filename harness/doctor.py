@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients.drivers.common import INSTALL_FIX
 from clients.paths import BIN_DIR
 from harness.guest import accel, machine
 from harness.manifest import sysctl
@@ -196,9 +197,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_counters,
     check_perf_record,
     check_kernel_trace,
-    lambda: _tool("httperf", "apt-get install httperf"),
-    lambda: _tool("wrk", "apt-get install wrk"),
-    lambda: _tool("wrk2", "build wrk2 from source and put it on PATH (it is not packaged)"),
+    *(lambda tool=tool: _tool(tool, INSTALL_FIX[tool]) for tool in INSTALL_FIX),
     check_nofile, check_sigpending, check_io_uring, check_somaxconn, check_port_range,
 )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clients import pinning
+from clients.drivers.common import INSTALL_FIX
 from clients.paths import binary
 from harness import interrupts, topology
 from harness.analysis.numbers import point_label
@@ -32,11 +33,6 @@ class MissingTool(RuntimeError):
     """A program the scenario needs is not installed; the message names the fix."""
 
 
-GENERATOR_FIX = {
-    "httperf": "apt-get install httperf",
-    "wrk": "apt-get install wrk",
-    "wrk2": "wrk2 is not packaged: build it from source and put it on PATH",
-}
 
 
 def preflight(scenario: Scenario) -> None:
@@ -50,8 +46,8 @@ def preflight(scenario: Scenario) -> None:
         if cfg.cold.conns or cfg.stream or cfg.hot.generator == "sclient":
             binary("wb-sclient")
         tool = cfg.hot.generator
-        if tool in GENERATOR_FIX and shutil.which(tool) is None:
-            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {GENERATOR_FIX[tool]}"
+        if tool in INSTALL_FIX and shutil.which(tool) is None:
+            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {INSTALL_FIX[tool]}"
                               f", or use hot.generator: sclient")
         if cfg.cpus.server_budget_pct:
             try:

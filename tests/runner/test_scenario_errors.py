@@ -47,4 +47,6 @@ def test_missing_generator_tool_is_refused_before_anything_starts(tmp_path: Path
     assert done.returncode == 2
     assert "hot.generator wrk2 is not on PATH" in done.stderr
     assert "use hot.generator: sclient" in done.stderr
+    # wrk2 has no package: the fix says how to build it, and under which name
+    assert "github.com/giltene/wrk2" in done.stderr and "/usr/local/bin/wrk2" in done.stderr
     assert not (tmp_path / "out").exists()
