@@ -27,15 +27,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
+# A value longer than this (a cloud guest's kernel command line: 700 characters, 30 lines at
+# 80 columns) is cut in the table; --json has it whole.
+FOLD_CHARS = 120
+
+
+def folded(value: str) -> str:
+    if len(value) <= FOLD_CHARS:
+        return value
+    return f"{value[:FOLD_CHARS]}… ({len(value) - FOLD_CHARS:,} more characters: --json)"
+
+
 def handle(args: argparse.Namespace) -> int:
     results = run_checks()
-    status = 1 if any(c.essential and not c.ok for c in results) else 0
+    exit_status = 1 if any(c.essential and not c.ok for c in results) else 0
     if args.json:
         json.dump({"checks": [dataclasses.asdict(c) for c in results],
                    "noise_sources": [dataclasses.asdict(s) for s in noise.sources()],
-                   "exit_status": status}, sys.stdout, indent=2)
+                   "exit_status": exit_status}, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return status
+        return exit_status
     table = Table(title="wanbench doctor")
     for column in ("capability", "status", "detail", "fix"):
         table.add_column(column, overflow="fold")
@@ -49,6 +60,6 @@ def handle(args: argparse.Namespace) -> int:
     for column in ("source", "now", "suggestion"):
         noise_table.add_column(column, overflow="fold")
     for source in noise.sources():
-        noise_table.add_row(source.name, source.value, source.suggestion or "—")
+        noise_table.add_row(source.name, folded(source.value), source.suggestion or "—")
     Console().print(noise_table)
-    return status
+    return exit_status

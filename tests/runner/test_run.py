@@ -254,6 +254,27 @@ def test_doctor_lists_every_capability():
     assert done.returncode in (0, 1)
 
 
+def test_doctor_json_is_the_same_checks_for_a_program():
+    done = subprocess.run(WANBENCH + ["doctor", "--json"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    report = json.loads(done.stdout)
+    names = {check["name"] for check in report["checks"]}
+    assert {"network namespaces", "netem (sch_netem)", "wrk2", "io_uring"} <= names
+    assert {"kernel command line", "CPU steal now"} <= {s["name"] for s in
+                                                         report["noise_sources"]}
+    assert all({"ok", "detail", "fix", "essential"} <= set(c) for c in report["checks"])
+    assert done.returncode == report["exit_status"] in (0, 1)
+
+
+def test_doctor_folds_a_long_value_and_keeps_short_ones():
+    from harness.commands.doctor import FOLD_CHARS, folded
+
+    assert folded("quiet panic=1") == "quiet panic=1"
+    long = "x=1 " * 200
+    assert folded(long).startswith(long[:FOLD_CHARS] + "…")
+    assert f"{len(long) - FOLD_CHARS:,} more characters: --json" in folded(long)
+
+
 WAN = """
 name: wan-smoke
 topology: {file: topologies/dumbbell-wan.yaml, set: {links.cold.delay_ms: 20}}
