@@ -205,12 +205,25 @@ class LoadSpec:
     def cold_only(self) -> bool:
         return bool(self.cold_conns) and not self.hot_conns and not self.stream_conns
 
+    def ipv4_only(self) -> str | None:
+        """The tool of this spec that cannot connect to an IPv6 address, if any: wb-sclient
+        (hot, cold and stream connections) and httperf."""
+        if self.generator == "sclient" or self.cold_conns or self.stream_conns:
+            return "wb-sclient"
+        return "httperf" if self.generator == "httperf" else None
+
     def resolved_targets(self) -> list[tuple[str, int]]:
         """(address, port) per target, refusing any outside the load-target policy."""
         out = []
         for t in self.targets:
             host, port = split_host_port(t)
-            out.append((check_target(host, self.allow_any_target, self.cluster_addresses), port))
+            address = check_target(host, self.allow_any_target, self.cluster_addresses)
+            if ":" in address and self.ipv4_only():
+                raise TargetRefused(
+                    f"target {t}: {address} is IPv6 and {self.ipv4_only()} speaks IPv4 only; "
+                    f"fix: an IPv4 address or a name that resolves to one, e.g. "
+                    f"127.0.0.1:{port} or localhost:{port} (wrk, wrk2 and asyncio take IPv6)")
+            out.append((address, port))
         return out
 
     def config(self) -> dict[str, Any]:
