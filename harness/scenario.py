@@ -55,6 +55,15 @@ class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names file:line, field and allowed values."""
 
 
+class SweepPointError(ScenarioError):
+    """A point of the sweep that does not validate, with the document path of the sweep's
+    value that made it (("sweep", key, level) or ("sweep", key) for a range)."""
+
+    def __init__(self, message: str, blamed: tuple[Any, ...]):
+        super().__init__(message)
+        self.blamed = blamed
+
+
 # Bounds of a point's times: a typo of `.inf` or 1e30 must be refused, not run for ever.
 MAX_WAIT_S = 600.0  # any one wait: a timeout, a warm-up, a server getting ready
 MAX_DURATION_S = 3600.0  # a measured window, a cold connection's interval
@@ -606,12 +615,27 @@ def points(scenario: Scenario) -> list[Point]:
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
-            found = summary([str(problem) for problem in problems(exc, Scenario, data)])
-            raise ScenarioError(f"sweep point {quote(axis_values)}: {found}") from None
+            found = problems(exc, Scenario, data)
+            shown = ", ".join(f"{path}={quote(value)}" for path, value in axis_values.items())
+            raise SweepPointError(f"sweep point {shown}: {summary([str(p) for p in found])}",
+                                  _blamed(scenario, axes, combo, found[0].path)) from None
         digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
         result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
                             parameter_columns(config, extra_columns), tuple(swept)))
     return result
+
+
+def _blamed(scenario: Scenario, axes: list, combo: tuple, field: tuple[Any, ...]
+            ) -> tuple[Any, ...]:
+    """The document path of the sweep value that set field (or holds it): its level's own
+    line for a list axis, the axis for a range or values, the sweep when none did."""
+    dotted = ".".join(map(str, field))
+    for key, (paths, levels, _), level in zip(scenario.sweep, axes, combo, strict=True):
+        if any(dotted == p or dotted.startswith(p + ".") or p.startswith(dotted + ".")
+               for p in paths):
+            listed = isinstance(scenario.sweep[key], list)
+            return ("sweep", key, levels.index(level)) if listed else ("sweep", key)
+    return ("sweep",)
 
 
 def sweep_columns(scenario: Scenario) -> list[str]:
@@ -651,7 +675,9 @@ def _validated(document: Document, overrides: list[str] | None) -> tuple[Scenari
     scenario = document.validate(Scenario)
     try:
         return scenario, points(scenario)
-    except ValueError as exc:  # ScenarioError too: a point that does not validate
+    except SweepPointError as exc:
+        raise YamlError(f"{document.where(exc.blamed)}: {exc}") from None
+    except ValueError as exc:  # the sweep's own shape (sizes, axis paths)
         raise YamlError(f"{document.where(('sweep',))}: {exc}") from None
 
 
