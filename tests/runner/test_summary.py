@@ -19,8 +19,15 @@ import harness
 from harness.analysis.numbers import duration, metric, point_label
 from harness.analysis.summary import document, summarise
 from harness.cli import build_parser
-from harness.commands.run import EXIT_INVALID, EXIT_THRESHOLDS, _print_summary, _status
-from harness.scenario import ScenarioError, Threshold, parse
+from harness.commands.run import (
+    EXIT_INVALID,
+    EXIT_THRESHOLDS,
+    _print_summary,
+    _status,
+    _summaries,
+)
+from harness.results.store import RunDir
+from harness.scenario import Scenario, ScenarioError, Threshold, parse
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -203,3 +210,17 @@ def test_shell_completion_comes_from_the_parser():
     parser.prog = "wanbench"
     script = shtab.complete(parser, shell="bash")
     assert "compare" in script and "--allow-invalid" in script and "--json" in script
+
+
+def test_the_readme_quickstart_table_is_what_the_terminal_shows():
+    run = sorted((REPO / "results/reference/quickstart").glob("*/manifest.json"))[-1].parent
+    stored = RunDir(run)
+    scenario = Scenario.model_validate(stored.read_manifest()["scenario"])
+    out = io.StringIO()
+    _print_summary(_summaries(stored, scenario), scenario,
+                   Console(file=out, width=80, color_system=None), to_stderr=True)
+    shown = [line.strip() for line in out.getvalue().splitlines() if line.strip()]
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("quickstart: median over valid repetitions", 1)[1].split("```")[0]
+    assert shown == ["quickstart: median over valid repetitions",
+                     *(line.strip() for line in block.splitlines() if line.strip())]
