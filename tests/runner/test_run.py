@@ -402,3 +402,31 @@ def test_httperf_polling_its_cpu_is_not_called_saturated(tmp_path: Path):
     # it polls: it wants its CPU all along, whatever the rate (ran, or waited beside the suite)
     assert point["cpu_generator_pct"] + point["generator_wait_pct"] > 90, point
     assert "generator CPU saturated" not in (point["invalid_reason"] or ""), point
+
+
+def test_doctor_says_netem_needs_another_kernel_where_no_module_can_load(tmp_path: Path):
+    from harness.doctor import modules_unavailable
+
+    cmdline, modules = tmp_path / "cmdline", tmp_path / "modules"
+    (modules / os.uname().release).mkdir(parents=True)
+    cmdline.write_text("console=ttyS0 quiet\n")
+    assert modules_unavailable(cmdline, modules) is None
+    cmdline.write_text("console=ttyS0 nomodule quiet\n")
+    assert modules_unavailable(cmdline, modules) == "the kernel was booted with nomodule"
+    cmdline.write_text("quiet\n")
+    assert "no modules for this kernel" in modules_unavailable(cmdline, tmp_path / "none")
+
+
+def test_doctor_netem_fix_names_the_fallback(monkeypatch: pytest.MonkeyPatch):
+    from harness import doctor
+
+    monkeypatch.setattr(doctor, "link_backend_here",
+                        lambda: ("userspace", {"netem": {"ok": False, "error": "no qdisc"}}))
+    monkeypatch.setattr(doctor, "modules_unavailable", lambda: "the kernel was booted with "
+                                                               "nomodule")
+    fix = doctor.check_netem().fix
+    assert "nomodule" in fix and "another kernel" in fix and "wb-linkem" in fix
+    assert "linux-modules-extra" not in fix
+    monkeypatch.setattr(doctor, "modules_unavailable", lambda: None)
+    fix = doctor.check_netem().fix
+    assert fix.startswith("modprobe sch_netem") and "wb-linkem" in fix
