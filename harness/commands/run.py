@@ -255,6 +255,10 @@ def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console
         console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
                       f"{check.metric} {metric(check.metric, check.value)}, the scenario "
                       f"asks {check.threshold}", highlight=False)
+    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
+    if unjudged:
+        console.print(f"[yellow]thresholds not judged[/yellow] on {len(unjudged)} point(s) "
+                      f"without a valid repetition", highlight=False)
     invalid = sum(s.total - s.valid for s in summaries)
     if invalid and not allow_invalid:
         console.print(f"[yellow]{invalid} point × repetition(s) invalid[/yellow]: exit "

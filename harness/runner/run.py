@@ -228,8 +228,10 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                 if not record["point"].get("interference_only"):
                     break
                 ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
-                ctx.on_event(f"{point_label(point.sweep_values)} rep {rep} attempt {attempt}: "
-                             f"{record['point']['invalid_reason']}")
+                if attempt < ctx.scenario.interference_retries:  # the last one's follows
+                    ctx.on_event(f"{point_label(point.sweep_values)} rep {rep} attempt "
+                                 f"{attempt}: {record['point']['invalid_reason']}; measuring "
+                                 f"it again")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
             ctx.run_dir.save_session()

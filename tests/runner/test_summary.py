@@ -98,8 +98,10 @@ def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
     assert [(r.repetition, r.codes) for r in e0.reasons] == [(0, ["late_sends"]),
                                                              (1, ["late_sends"])]
     assert all(c.passed is None for c in e0.thresholds)  # nothing valid to judge
+    said = io.StringIO()
+    assert _status(points, allow_invalid=False, console=Console(file=said)) == EXIT_INVALID
+    assert "thresholds not judged on 1 point(s) without a valid repetition" in said.getvalue()
     quiet = Console(file=io.StringIO())
-    assert _status(points, allow_invalid=False, console=quiet) == EXIT_INVALID
     assert _status(points, allow_invalid=True, console=quiet) == 0
 
 
