@@ -192,6 +192,8 @@ def test_sigint_stops_cleanly_and_keeps_finished_points(tmp_path: Path):
     assert f"wanbench run --resume {run}" in "".join(stderr.split("\n"))
     kept = pd.read_parquet(run / "points.parquet")
     assert 1 <= len(kept) < 4
+    summary = json.loads((run / "summary.json").read_text())  # of the points kept
+    assert summary["exit_status"] == 130 and summary["total"] == len(kept)
     assert not leftover_processes(out)
 
 

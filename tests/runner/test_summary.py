@@ -25,6 +25,7 @@ from harness.commands.run import (
     _print_summary,
     _status,
     _summaries,
+    _write_summary,
 )
 from harness.results.store import RunDir
 from harness.scenario import Scenario, ScenarioError, Threshold, parse
@@ -226,3 +227,19 @@ def test_the_readme_quickstart_table_is_what_the_terminal_shows():
     block = readme.split("quickstart: median over valid repetitions", 1)[1].split("```")[0]
     assert shown == ["quickstart: median over valid repetitions",
                      *(line.strip() for line in block.splitlines() if line.strip())]
+
+
+def test_summary_json_goes_to_the_run_to_a_file_and_to_stdout(tmp_path: Path, capsys):
+    from tests.analysis.synthetic import make_points, write_run
+
+    run = RunDir(write_run(tmp_path / "results", make_points(
+        "bmd99-fig8-reply-rate-vs-cold", {"dispatch": ["select", "epoll"]}, noise=0.0)))
+    points = summarise(pd.read_parquet(run.path / "points.parquet"), ["dispatch"], [], {})
+    capsys.readouterr()
+    _write_summary(run, points, 0, str(tmp_path / "ci.json"))
+    _write_summary(run, points, 0, "-")
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "ci.json").read_text()) == \
+        json.loads((run.path / "summary.json").read_text())
+    assert printed["exit_status"] == 0 and len(printed["points"]) == 2
+    assert not (Path.cwd() / "-").exists()
