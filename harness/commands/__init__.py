@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from rich.console import Console
 from rich.highlighter import NullHighlighter
@@ -33,11 +34,18 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
 
 def terminal(verbosity: int = 0) -> Console:
     """The console on standard error that the `wanbench` logger's lines go to: the standard
-    logging module through rich's handler, timed, without source paths (`run.py:171` told a
-    user nothing), at the level -q / -v chose."""
+    logging module through rich's handler on a terminal, timed, without source paths
+    (`run.py:171` told a user nothing), plain lines when piped; at the level -q / -v chose."""
     console = Console(stderr=True)
-    handler = RichHandler(console=console, show_path=False, markup=False,
-                          highlighter=NullHighlighter(), rich_tracebacks=False)
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, markup=False,
+                              highlighter=NullHighlighter(), rich_tracebacks=False)
+    else:  # piped (CI, a file): one unwrapped line per record, to be read by grep
+        console.soft_wrap = True
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                               "%H:%M:%S"))
     log = logging.getLogger(LOGGER)
     log.handlers[:] = [handler]
     log.setLevel({-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}[verbosity])

@@ -217,15 +217,15 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
         source = ClusterPoints(ctx, cluster.client, cluster.placements)
         ctx.topology_manifest.update(file=scenario.topology.file, backend="cluster")
     if not counters:
-        console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
-                      f"from CPU time × TSC frequency and labelled cycles_estimated")
+        log.info("no hardware counters: %s; cycles are estimated from CPU time × TSC "
+                 "frequency and labelled cycles_estimated", reason)
     trace = kernel_trace(scenario)
     if trace is not None and not trace.tracepoints:
-        console.print(f"[yellow]kernel_trace cannot run here[/yellow]: {trace.detail}; the "
-                      f"kernel_* columns are null", highlight=False)
+        log.warning("kernel_trace cannot run here: %s; the kernel_* columns are null",
+                    trace.detail)
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
-    console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
+    log.info("run %s: %d of %d point × repetition to measure", run_dir.path, len(todo), total)
     session = session_manifest(ctx, machine, reason)
     if resumed:
         run_dir.begin_resumption(session)

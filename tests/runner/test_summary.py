@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import subprocess
 import sys
 import warnings
@@ -14,11 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from rich.console import Console
+from rich.logging import RichHandler
 
 import harness
 from harness.analysis.numbers import duration, metric, point_label
 from harness.analysis.summary import document, summarise
 from harness.cli import build_parser
+from harness.commands import LOGGER, terminal
 from harness.commands.run import (
     EXIT_INVALID,
     EXIT_THRESHOLDS,
@@ -243,3 +246,25 @@ def test_summary_json_goes_to_the_run_to_a_file_and_to_stdout(tmp_path: Path, ca
         json.loads((run.path / "summary.json").read_text())
     assert printed["exit_status"] == 0 and len(printed["points"]) == 2
     assert not (Path.cwd() / "-").exists()
+
+
+def test_log_lines_carry_no_source_path_and_q_v_set_the_level(capsys, monkeypatch):
+    log = logging.getLogger(LOGGER)
+    terminal(0)  # piped here (pytest captures stderr): plain lines
+    log.info("dispatch=select cold=0 rep 0: 1,000 replies/s")
+    log.debug("hidden")
+    err = capsys.readouterr().err
+    assert "INFO dispatch=select cold=0 rep 0: 1,000 replies/s" in err
+    assert "hidden" not in err and ".py:" not in err
+    terminal(-1)
+    log.info("hidden")
+    log.warning("kept")
+    err = capsys.readouterr().err
+    assert "kept" in err and "hidden" not in err
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal: rich's handler, still no path
+    terminal(1)
+    (handler,) = log.handlers
+    assert isinstance(handler, RichHandler)
+    log.debug("shown with -v")
+    err = capsys.readouterr().err
+    assert "shown with -v" in err and ".py:" not in err and "summary.py" not in err
