@@ -66,7 +66,7 @@ def summarise(frame: pd.DataFrame, sweep_axes: list[str], point_order: list[str]
     """One PointSummary per point of frame (points.parquet), in point_order (the scenario's
     sweep order; points it does not list come last)."""
     valid = frame["valid"].astype("boolean").fillna(False).astype(bool)
-    metrics = metric_columns(frame)
+    metrics = [m for m in metric_columns(frame) if m not in sweep_axes]
     rank = {point_id: i for i, point_id in enumerate(point_order)}
     summaries = []
     for point_id, group in frame.groupby("point_id", sort=False):
@@ -96,7 +96,10 @@ def _check(metric: str, threshold: Threshold, value: float | None, valid: int) -
 
 
 def _plain(value: Any) -> Any:
-    """A parameter as JSON holds it (numpy scalars to Python ones)."""
+    """A parameter as JSON holds it (numpy scalars to Python ones, a missing one null: JSON
+    has no NaN)."""
+    if not isinstance(value, list | dict) and pd.isna(value):
+        return None
     return value.item() if hasattr(value, "item") else value
 
 
@@ -119,7 +122,7 @@ def document(run: dict[str, Any], summaries: list[PointSummary],
         "total": sum(s.total for s in summaries),
         "thresholds_crossed": len(thresholds_crossed(summaries)),
         "points": [asdict(s) for s in summaries],
-    }
+    }  # every number finite or null: _number and _plain
 
 
 def reason_lines(summaries: list[PointSummary], limit: int = 10) -> list[str]:

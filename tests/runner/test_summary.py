@@ -268,3 +268,15 @@ def test_log_lines_carry_no_source_path_and_q_v_set_the_level(capsys, monkeypatc
     log.debug("shown with -v")
     err = capsys.readouterr().err
     assert "shown with -v" in err and ".py:" not in err and "summary.py" not in err
+
+
+def test_summary_json_is_strict_json_when_a_parameter_or_metric_is_missing():
+    rows = frame(good_rows())
+    rows.loc[rows["point_id"] == "s0", "reply_rate_rps"] = float("nan")
+    rows["one_way_delay_ms"] = float("nan")  # a parameter column of no value here
+    points = summarise(rows, ["dispatch", "one_way_delay_ms"], ORDER, {})
+    text = json.dumps(document({}, points, 0), allow_nan=False)  # raises on NaN
+    first = json.loads(text)["points"][0]
+    assert first["parameters"] == {"dispatch": "select", "one_way_delay_ms": None}
+    assert first["medians"]["reply_rate_rps"] is None
+    assert "one_way_delay_ms" not in first["medians"]  # a sweep axis is not a metric
