@@ -99,13 +99,16 @@ class LoadSpec:
     targets: list[str] = option("--target", native=(), action="append", required=True,
                                 metavar="HOST:PORT",
                                 help="server to load (repeatable for sclient/asyncio)")
-    hot_conns: int = option("--hot-conns", 0, metavar="N")
+    hot_conns: int = option("--hot-conns", 0, metavar="N",
+                            help="busy connections that send the requests")
     rate_rps: float | None = option("--rate", None, metavar="R",
                                     help="requests/s; omit for a closed loop")
-    arrivals: Literal["fixed", "poisson"] = option("--arrivals", "fixed")
+    arrivals: Literal["fixed", "poisson"] = option(
+        "--arrivals", "fixed", help="with --rate: evenly spaced sends, or Poisson arrivals")
     duration_s: float = option("--duration", 10.0, metavar="S",
                                help="measured seconds (0: hold cold connections until Ctrl-C)")
-    warmup_s: float = option("--warmup", 1.0, metavar="S")
+    warmup_s: float = option("--warmup", 1.0, metavar="S",
+                             help="seconds of load before the measured window")
     requests_per_conn: int | None = option("--requests-per-conn", None, metavar="N",
                                            help="default: persistent")
     pick: Literal["last", "random"] = option(
@@ -116,8 +119,13 @@ class LoadSpec:
     path: str = option("--path", "/",
                        help="request path: starts with /, printable ASCII without @ \\ \" "
                             "(percent-encode those); the host goes in --target")
-    connect_timeout_s: float = option("--connect-timeout", 5.0, metavar="S")
-    response_timeout_s: float = option("--response-timeout", 5.0, metavar="S")
+    connect_timeout_s: float = option(
+        "--connect-timeout", 5.0, metavar="S",
+        help="a connect taking longer is an error (S-Client's timeout: the offered load "
+             "never waits for the server)")
+    response_timeout_s: float = option(
+        "--response-timeout", 5.0, metavar="S",
+        help="a reply taking longer is an error and its connection is replaced")
     cold_conns: int = option("--cold", 0, metavar="N", help="idle connections to hold")
     cold_ramp_rps: float | None = option("--cold-ramp", None, metavar="R",
                                          help="cold connects per second")
@@ -128,8 +136,12 @@ class LoadSpec:
         "--source", None, type=source_addrs_arg, metavar="LIST|CIDR",
         help="source addresses (comma list or CIDR)")  # None: automatic
     stream_conns: int = option("--stream", 0, metavar="N", help="stream connections")
-    stream_mbps: float | None = option("--stream-mbps", None, metavar="B")
-    seed: int = option("--seed", 1)
+    stream_mbps: float | None = option(
+        "--stream-mbps", None, metavar="B",
+        help="total Mbit/s shared by the stream connections")
+    seed: int = option("--seed", 1,
+                       help="seed of Poisson arrivals and random picks: the same seed, the "
+                            "same schedule")
     cpu: int | None = option("--cpu", None, help="pin the generator to this CPU")
     json_path: str | None = option("--json", None, load=False, metavar="PATH",
                                    help="write the result document here")
@@ -193,12 +205,25 @@ class LoadSpec:
     def cold_only(self) -> bool:
         return bool(self.cold_conns) and not self.hot_conns and not self.stream_conns
 
+    def ipv4_only(self) -> str | None:
+        """The tool of this spec that cannot connect to an IPv6 address, if any: wb-sclient
+        (hot, cold and stream connections) and httperf."""
+        if self.generator == "sclient" or self.cold_conns or self.stream_conns:
+            return "wb-sclient"
+        return "httperf" if self.generator == "httperf" else None
+
     def resolved_targets(self) -> list[tuple[str, int]]:
         """(address, port) per target, refusing any outside the load-target policy."""
         out = []
         for t in self.targets:
             host, port = split_host_port(t)
-            out.append((check_target(host, self.allow_any_target, self.cluster_addresses), port))
+            address = check_target(host, self.allow_any_target, self.cluster_addresses)
+            if ":" in address and self.ipv4_only():
+                raise TargetRefused(
+                    f"target {t}: {address} is IPv6 and {self.ipv4_only()} speaks IPv4 only; "
+                    f"fix: an IPv4 address or a name that resolves to one, e.g. "
+                    f"127.0.0.1:{port} or localhost:{port} (wrk, wrk2 and asyncio take IPv6)")
+            out.append((address, port))
         return out
 
     def config(self) -> dict[str, Any]:

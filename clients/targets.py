@@ -29,7 +29,8 @@ def resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     except ValueError:
         pass
     try:
-        info = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        # IPv4 first: the generators and wb-server speak IPv4 only (LoadSpec refuses IPv6)
+        info = socket.getaddrinfo(host, None, family=socket.AF_INET, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise TargetRefused(f"target host {host!r} does not resolve: {exc}") from exc
     return ipaddress.ip_address(info[0][4][0])

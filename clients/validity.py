@@ -446,7 +446,7 @@ def late_sends(late: int | None, scheduled: int | None, threshold_us: float | No
     likely cause (another task ran on the generator's CPU)."""
     if not scheduled or late is None or late / scheduled <= LATE_LIMIT:
         return None
-    threshold = f"{threshold_us:,.0f} us" if threshold_us else "the late threshold"
+    threshold = f"{threshold_us:,.0f} µs" if threshold_us else "the late threshold"
     share = 100 * late / scheduled
     waited = (f" (it waited for its CPU {waited_pct:.0f} % of the window)"
               if waited_pct is not None and waited_pct >= 1 else "")

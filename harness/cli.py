@@ -6,7 +6,9 @@ import argparse
 import importlib
 import sys
 
+import harness
 from harness import interrupts
+from harness.commands import add_verbosity
 
 # command -> module defining register(subparsers); the handler is stored as the `func`
 # default and returns the exit code. Only the invoked command's module is imported, so a
@@ -31,11 +33,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="wanbench",
         description="Load generation and WAN emulation for event-driven servers.",
     )
+    parser.add_argument("--version", action="version", version=f"wanbench {harness.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command, module in COMMANDS.items():
         if only is None or command == only:
             importlib.import_module(module).register(sub)
+    for command_parser in sub.choices.values():
+        add_verbosity(command_parser)
+    _describe_from_help(parser)
     return parser
+
+
+def _describe_from_help(parser: argparse.ArgumentParser) -> None:
+    """A (sub)command's --help opens with a description: the line its listing shows, unless
+    it has a longer one of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                command = action.choices[listed.dest]
+                command.description = command.description or listed.help
+                _describe_from_help(command)
 
 
 def main(argv: list[str] | None = None) -> int:

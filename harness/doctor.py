@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clients.drivers.common import INSTALL_FIX
 from clients.paths import BIN_DIR
 from harness.guest import accel, machine
-from harness.manifest import sysctl
+from harness.manifest import read_text, sysctl
 from harness.metrics import ktrace, perf
 from harness.topology.backend_probe import link_backend_here
 from harness.topology.model import TopologyError
@@ -57,10 +58,29 @@ def check_netem() -> Check:
     result = probe.get("netem") or {"ok": False, "error": "not probed"}
     ok = result["ok"]
     detail = "tc qdisc netem works" if ok else f"tc netem: {result['error']}"
-    return Check("netem (sch_netem)", ok, detail,
-                 "" if ok else "load sch_netem (modprobe sch_netem; Debian's linux-image "
-                 "packages ship it as a module; a kernel without modules needs one built with "
-                 "CONFIG_NET_SCH_NETEM); meanwhile the userspace emulator stands in")
+    no_modules = modules_unavailable()
+    if ok:
+        fix = ""
+    elif no_modules:
+        fix = (f"{no_modules}, so sch_netem cannot be loaded: netem needs another kernel (one "
+               f"built with CONFIG_NET_SCH_NETEM=y, or booted with its modules); wanbench "
+               f"falls back to wb-linkem, the userspace emulator")
+    else:
+        fix = ("modprobe sch_netem (Debian's linux-image packages ship it as a module); "
+               "meanwhile wanbench falls back to wb-linkem, the userspace emulator")
+    return Check("netem (sch_netem)", ok, detail, fix)
+
+
+def modules_unavailable(cmdline: Path = Path("/proc/cmdline"),
+                        modules: Path = Path("/lib/modules")) -> str | None:
+    """Why this kernel can load no module (booted with `nomodule`, or none installed for
+    it), or None."""
+    if "nomodule" in (read_text(cmdline) or "").split():
+        return "the kernel was booted with nomodule"
+    release = os.uname().release
+    if not (modules / release).is_dir():
+        return f"there is no {modules / release} (no modules for this kernel)"
+    return None
 
 
 def check_userspace_emulator() -> Check:
@@ -196,9 +216,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_counters,
     check_perf_record,
     check_kernel_trace,
-    lambda: _tool("httperf", "apt-get install httperf"),
-    lambda: _tool("wrk", "apt-get install wrk"),
-    lambda: _tool("wrk2", "build wrk2 from source and put it on PATH (it is not packaged)"),
+    *(lambda tool=tool: _tool(tool, INSTALL_FIX[tool]) for tool in INSTALL_FIX),
     check_nofile, check_sigpending, check_io_uring, check_somaxconn, check_port_range,
 )
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 from clients.paths import REPO_ROOT
 from harness.metrics import noise
 
@@ -147,6 +148,7 @@ def collect() -> dict[str, Any]:
         "sysctls": {name: sysctl(name) for name in SYSCTLS},
         "cpu": cpu_info(),
         "tools": tool_versions(),
+        "wanbench_version": harness.__version__,
         "git_revision": git_revision(),
         "hostname": platform.node(),
         # Other work on the machine skews results: say how busy it was when the run began.

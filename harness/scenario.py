@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import os
 import re
 from dataclasses import dataclass
@@ -22,12 +23,14 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from clients.paths import REPO_ROOT
 from clients.spec import GENERATORS, LoadSpec, check_sclient_only, check_within
 from clients.targets import check_request_path
+from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
@@ -50,6 +53,15 @@ from harness.yamlfile import (
 
 class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names file:line, field and allowed values."""
+
+
+class SweepPointError(ScenarioError):
+    """A point of the sweep that does not validate, with the document path of the sweep's
+    value that made it (("sweep", key, level) or ("sweep", key) for a range)."""
+
+    def __init__(self, message: str, blamed: tuple[Any, ...]):
+        super().__init__(message)
+        self.blamed = blamed
 
 
 # Bounds of a point's times: a typo of `.inf` or 1e30 must be refused, not run for ever.
@@ -347,6 +359,10 @@ ServerSpec = Annotated[
 ]
 
 def _axis_kind(value: Any) -> str:
+    # Serialising asks too, with the model itself: a Range taken for a list was a Pydantic
+    # UserWarning at every run's start (the README's own range syntax).
+    if isinstance(value, Range | Values):
+        return "range" if isinstance(value, Range) else "values"
     if isinstance(value, dict):
         return "values" if "values" in value else "range"
     return "list"
@@ -358,6 +374,57 @@ SweepAxis = Annotated[
     | Annotated[Values, Tag("values")],
     Discriminator(_axis_kind),
 ]
+
+
+# A threshold as k6 writes one: an operator and a number, "< 5", ">= 30000".
+THRESHOLD_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+THRESHOLD_FORM = re.compile(r"\s*(<=|>=|<|>)\s*(\S+)\s*")
+
+
+class Threshold(BaseModel):
+    """A bound a point's median must keep (`thresholds: {resp_time_p99_ms: "< 5"}`), checked
+    after the run; written and read back as its text."""
+
+    model_config = {"frozen": True}
+    operator: Literal["<", "<=", ">", ">="]
+    bound: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            return value
+        match = THRESHOLD_FORM.fullmatch(value)
+        try:
+            bound = float(match.group(2)) if match else math.nan
+        except ValueError:
+            bound = math.nan
+        if not match or not math.isfinite(bound):
+            raise ValueError(f"{quote(value)} is not a threshold; write an operator (<, <=, >, "
+                             f">=) and a number, quoted: \"< 5\", \">= 30000\"")
+        return {"operator": match.group(1), "bound": bound}
+
+    @model_serializer
+    def _text(self) -> str:
+        return str(self)
+
+    def __str__(self) -> str:
+        return f"{self.operator} {self.bound:g}"
+
+    def holds(self, value: float) -> bool:
+        return bool(THRESHOLD_OPERATORS[self.operator](value, self.bound))
+
+
+def check_threshold_metrics(thresholds: dict[str, Threshold]) -> dict[str, Threshold]:
+    """A threshold names a measured column: its name ends with its unit (results' rule)."""
+    for name in thresholds:
+        if name in PARAMETER_COLUMNS or not name.endswith(UNIT_SUFFIXES):
+            raise ValueError(f"{quote(name)} is not a metric; a metric's name ends with its "
+                             f"unit ({', '.join(UNIT_SUFFIXES)}): e.g. resp_time_p99_ms, "
+                             f"reply_rate_rps (docs/results-format.md lists them)")
+    return thresholds
 
 
 class Scenario(Strict):
@@ -397,6 +464,10 @@ class Scenario(Strict):
     interference_retries: int = Field(0, ge=0, le=10)
     # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
     guest: Guest | None = None
+    # metric column -> bound each point's median over valid repetitions must keep, checked
+    # after the run (`wanbench run` exits 99 when one is crossed, as k6 does)
+    thresholds: Annotated[dict[str, Threshold], AfterValidator(check_threshold_metrics)] = \
+        Field(default_factory=dict)
 
 
 # Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).
@@ -425,6 +496,12 @@ class Point:
     config: Scenario
     axis_values: dict[str, Any]  # sweep path -> value
     columns: dict[str, Any]  # parameter columns for points.parquet
+    swept: tuple[str, ...] = ()  # those of columns the sweep sets, in its order
+
+    @property
+    def sweep_values(self) -> dict[str, Any]:
+        """The sweep's columns and their values here, e.g. {dispatch: select, cold_conns: 0}."""
+        return {column: self.columns[column] for column in self.swept}
 
     @property
     def topology_key(self) -> str:
@@ -522,23 +599,43 @@ def points(scenario: Scenario) -> list[Point]:
         data = copy.deepcopy(base)
         axis_values = {}
         extra_columns = {}
+        swept: list[str] = []
         for (paths, _, alias), level in zip(axes, combo, strict=True):
             for path, value in zip(paths, level, strict=True):
                 origin = f"sweep axis {quote(path)}"
                 set_path(data, Override(split_key(path, DOTTED, origin), value, origin), Scenario)
                 axis_values[path] = value
                 if isinstance(value, dict) and alias is None:
-                    continue  # a whole section (e.g. `server`): its parameter columns say it
+                    # a whole section (e.g. `server`): its parameter columns say it
+                    if path in PARAMETER_COLUMNS:
+                        swept.append(path)
+                    continue
                 extra_columns[_column_name(path, alias)] = value
+                swept.append(_column_name(path, alias))
         try:
             config = Scenario.model_validate(data)
         except ValidationError as exc:
-            found = summary([str(problem) for problem in problems(exc, Scenario, data)])
-            raise ScenarioError(f"sweep point {quote(axis_values)}: {found}") from None
+            found = problems(exc, Scenario, data)
+            shown = ", ".join(f"{path}={quote(value)}" for path, value in axis_values.items())
+            raise SweepPointError(f"sweep point {shown}: {summary([str(p) for p in found])}",
+                                  _blamed(scenario, axes, combo, found[0].path)) from None
         digest = hashlib.sha1(json.dumps(axis_values, sort_keys=True, default=str).encode())
         result.append(Point(digest.hexdigest()[:10], index, config, axis_values,
-                            parameter_columns(config, extra_columns)))
+                            parameter_columns(config, extra_columns), tuple(swept)))
     return result
+
+
+def _blamed(scenario: Scenario, axes: list, combo: tuple, field: tuple[Any, ...]
+            ) -> tuple[Any, ...]:
+    """The document path of the sweep value that set field (or holds it): its level's own
+    line for a list axis, the axis for a range or values, the sweep when none did."""
+    dotted = ".".join(map(str, field))
+    for key, (paths, levels, _), level in zip(scenario.sweep, axes, combo, strict=True):
+        if any(dotted == p or dotted.startswith(p + ".") or p.startswith(dotted + ".")
+               for p in paths):
+            listed = isinstance(scenario.sweep[key], list)
+            return ("sweep", key, levels.index(level)) if listed else ("sweep", key)
+    return ("sweep",)
 
 
 def sweep_columns(scenario: Scenario) -> list[str]:
@@ -578,7 +675,9 @@ def _validated(document: Document, overrides: list[str] | None) -> tuple[Scenari
     scenario = document.validate(Scenario)
     try:
         return scenario, points(scenario)
-    except ValueError as exc:  # ScenarioError too: a point that does not validate
+    except SweepPointError as exc:
+        raise YamlError(f"{document.where(exc.blamed)}: {exc}") from None
+    except ValueError as exc:  # the sweep's own shape (sizes, axis paths)
         raise YamlError(f"{document.where(('sweep',))}: {exc}") from None
 
 

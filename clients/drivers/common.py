@@ -9,6 +9,16 @@ from clients.pinning import pin_argv
 from clients.spec import LoadSpec
 from clients.targets import TargetRefused, check_request_path, check_url, resolve
 
+# How to get each external tool: the one place the CLI, the run's preflight and doctor ask.
+# wrk2 has no Debian package; its build names its binary wrk, which would shadow wrk's.
+INSTALL_FIX = {
+    "httperf": "apt-get install httperf (scripts/setup-system.sh does)",
+    "wrk": "apt-get install wrk (scripts/setup-system.sh does)",
+    "wrk2": "wrk2 is not packaged: git clone https://github.com/giltene/wrk2 && make -C wrk2 "
+            "(needs libssl-dev, zlib1g-dev), then install its binary, named wrk, as wrk2: "
+            "install -m755 wrk2/wrk /usr/local/bin/wrk2",
+}
+
 _TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
 
@@ -19,8 +29,8 @@ class Unsupported(ValueError):
 def tool_path(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise FileNotFoundError(f"{name} is not on PATH; fix: install it (scripts/setup-system.sh) "
-                                f"or choose --generator sclient")
+        raise FileNotFoundError(f"{name} is not on PATH; fix: {INSTALL_FIX[name]}; or choose "
+                                f"--generator sclient")
     return path
 
 

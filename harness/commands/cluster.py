@@ -49,7 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "CA's key is discarded, so nobody can sign another. Copy DIR to every host "
                     "and to the machine that runs; whoever holds it can run code as root on "
                     "every worker.")
-    certs.add_argument("directory", type=Path, metavar="DIR")
+    certs.add_argument("directory", type=Path, metavar="DIR",
+                       help="new directory for ca.pem, node.pem and node.key; copy it to every "
+                            "host")
     certs.add_argument("--days", type=int, default=VALID_DAYS,
                        help="how long the certificates are valid (default: %(default)s)")
     certs.set_defaults(func=handle_certs)
@@ -62,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scheduler.add_argument("--host", required=True, metavar="ADDR",
                            help="the one address it listens on (e.g. the server host's), its "
                                 "HTTP endpoints too")
-    scheduler.add_argument("--port", type=int, default=SCHEDULER_PORT)
+    scheduler.add_argument("--port", type=int, default=SCHEDULER_PORT,
+                           help="port to listen on (default: %(default)s)")
     scheduler.add_argument("dask_args", nargs=argparse.REMAINDER,
                            help="after --: more `dask scheduler` options")
     scheduler.set_defaults(func=handle_scheduler)

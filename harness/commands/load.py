@@ -16,8 +16,10 @@ from clients import GeneratorFailed, LoadSpec, command, parse_result, run
 from clients.paths import MissingBinary
 from clients.spec import add_arguments, load_options
 from clients.targets import TargetRefused
+from harness.analysis.numbers import metric
 from harness.cluster import ClusterError
 from harness.cluster.security import Access, access
+from harness.commands import error_text
 from harness.commands.cluster import add_access_options
 from harness.procs import forwarding_signals
 
@@ -27,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "load", help="run a load generator (sclient, asyncio, httperf, wrk, wrk2)",
         description="Run one load generator and write its result document (clients/SCHEMA.md).")
     add_arguments(p, load_options())
-    p.add_argument("--json", type=Path, metavar="PATH", help="write the result document here")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the result document here; - for standard output (the summary "
+                        "then goes to standard error)")
     p.add_argument("--cluster", metavar="tls://HOST:PORT",
                    help="split the load over the Dask workers of --role (several hosts) and "
                         "merge their documents")
@@ -53,27 +57,32 @@ def hold(spec: LoadSpec) -> dict[str, Any]:
 
 
 def summary(doc: dict[str, Any]) -> str:
-    def fmt(v: Any, unit: str = "") -> str:
-        return "n/a" if v is None else (f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}")
-
+    """The result document for people: rates whole, times in their unit (µs, ms, s), only
+    the errors that happened."""
     corrected, uncorrected = doc["latency"]["corrected"], doc["latency"]["uncorrected"]
     cold = doc["cold"]
+    errors = ", ".join(f"{name} {count:,}" for name, count in doc["errors"].items() if count)
     lines = [
         f"{doc['generator']}: {'valid' if doc['valid'] else 'NOT VALID'} over "
-        f"{fmt(doc['duration_s'], ' s')}",
-        f"  offered {fmt(doc['offered_rate_rps'], ' req/s')}, sent "
-        f"{fmt(doc['request_rate_rps'], ' req/s')}, replies {fmt(doc['reply_rate_rps'], ' /s')}",
-        f"  errors {doc['errors']}",
-        f"  latency p50/p99 corrected {fmt(corrected['p50_us'])}/{fmt(corrected['p99_us'])} us, "
-        f"uncorrected {fmt(uncorrected['p50_us'])}/{fmt(uncorrected['p99_us'])} us",
-        f"  late sends {fmt(doc['late_sends'])}, "
-        f"max slip {fmt(doc['max_schedule_slip_us'], ' us')}",
+        f"{metric('duration_s', doc['duration_s'])}",
+        f"  offered {metric('offered_rate_rps', doc['offered_rate_rps'])} req/s, sent "
+        f"{metric('request_rate_rps', doc['request_rate_rps'])} req/s, replies "
+        f"{metric('reply_rate_rps', doc['reply_rate_rps'])}/s",
+        f"  errors: {errors or 'none'}",
     ]
+    for name, latency in (("corrected", corrected), ("uncorrected", uncorrected)):
+        if latency.get("p50_us") is not None:
+            lines.append(f"  latency {name}: p50 {metric('p50_us', latency['p50_us'])}, "
+                         f"p99 {metric('p99_us', latency['p99_us'])}")
+    if doc["late_sends"] is not None:
+        lines.append(f"  late sends {doc['late_sends']:,}, max slip "
+                     f"{metric('max_schedule_slip_us', doc['max_schedule_slip_us'])}")
     if cold.get("requested"):
         lines.append(f"  cold: {cold['established']} established, {cold['held']} held, "
                      f"{cold['reconnected']} reconnected, {cold['failed']} failed")
     if doc.get("stream"):
-        lines.append(f"  stream: {fmt(doc['stream']['achieved_mbps'], ' Mbit/s')}")
+        lines.append(f"  stream: {metric('achieved_mbps', doc['stream']['achieved_mbps'])} "
+                     f"Mbit/s")
     lines += [f"  not valid: {reason}" for reason in doc["invalid_reasons"]]
     return "\n".join(lines)
 
@@ -111,8 +120,17 @@ def handle(args: argparse.Namespace) -> int:
                 MissingBinary, ClusterError) as exc:
             print(f"wanbench load: {exc}", file=sys.stderr)
             return 2
+    text = json.dumps(doc, indent=1) + "\n"
+    if args.json == "-":
+        print(summary(doc), file=sys.stderr)
+        sys.stdout.write(text)
+        return 0 if doc["valid"] else 1
     print(summary(doc))
     if args.json:
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        try:
+            Path(args.json).write_text(text)
+        except OSError as exc:
+            print(f"wanbench load: {error_text(exc)}", file=sys.stderr)
+            return 2
         print(f"result: {args.json}")
     return 0 if doc["valid"] else 1

@@ -10,12 +10,30 @@ from harness.analysis.generic import export_hgrm
 from harness.analysis.prepare import Skipped
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
-from harness.results.runset import read_runs
+from harness.results.runset import find_runs, read_runs
+
+
+def _runs_with_points(given: list[str]) -> list[Path]:
+    """The run directories given, a folder's expanded; a folder's run without a finished
+    point (interrupted before its first) is skipped with a line saying so, not the folder."""
+    dirs: list[Path] = []
+    for path in map(Path, given):
+        found = find_runs(path)
+        if found in ([], [path]):  # a run named on its own: read_runs says what is wrong
+            dirs.append(path)
+            continue
+        for run in found:
+            if (run / "points.parquet").is_file() or any((run / "points").glob("*.json")):
+                dirs.append(run)
+            else:
+                print(f"skipped {run}: no finished point (interrupted before its first; "
+                      f"wanbench run --resume {run} measures them)")
+    return dirs
 
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        runs = read_runs(args.runs)
+        runs = read_runs(_runs_with_points(args.runs))
     except ResultsFormatError as exc:
         print(f"wanbench plot: {exc}", file=sys.stderr)
         return 2

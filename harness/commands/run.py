@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import logging
 import signal
 import sys
 from dataclasses import dataclass
@@ -12,20 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
+from harness.analysis.numbers import metric, point_label, short_name
+from harness.analysis.summary import PointSummary, reason_lines, thresholds_crossed
 from harness.cluster import ClusterError
 from harness.cluster.security import access
+from harness.commands import LOGGER, terminal
 from harness.commands.cluster import add_access_options
 from harness.guest import kernels, record
 from harness.guest.machine import GuestError
 from harness.metrics import perf
 from harness.results.format import ResultsFormatError
-from harness.results.store import RunDir, RunDirError
+from harness.results.store import RunDir, RunDirError, write_json
 from harness.runner.context import RunContext
 from harness.runner.run import (
     MissingTool,
@@ -38,19 +44,16 @@ from harness.runner.run import (
     run_points,
     session_manifest,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load
+from harness.scenario import Point, Scenario, ScenarioError, load, points
 from harness.topology import TopologyError
 from harness.topology.backend_probe import BACKENDS
 
 EXIT_USAGE = 2
-SUMMARY_METRICS = {
-    "reply_rate_rps": "replies/s",
-    "stream_throughput_mbps": "Mbit/s",
-    "cpu_server_pct": "server CPU %",
-    "resp_time_p50_ms": "p50 ms",
-    "resp_time_p99_ms": "p99 ms",
-    "steal_pct": "steal %",
-}
+# The terminal table's metrics (summary.json holds every one); names and formats: numbers.
+SUMMARY_METRICS = ("reply_rate_rps", "stream_throughput_mbps", "cpu_server_pct",
+                   "resp_time_p50_ms", "resp_time_p99_ms", "steal_pct")
+SUMMARY_FILE = "summary.json"
+log = logging.getLogger(LOGGER)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run on the hosts of a Dask scheduler's workers (`wanbench worker "
                              "--role ROLE` on each): the topology's hosts are those machines, "
                              "not brought up here")
+    parser.add_argument("--json", metavar="FILE",
+                        help=f"also write the run's {SUMMARY_FILE} (every run directory holds "
+                             f"one: docs/results-format.md) here; - for standard output")
     add_access_options(parser)
     parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -89,8 +95,11 @@ EXIT_STATUSES = """exit status:
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
+  99   the run finished, but a point's median crossed one of the scenario's thresholds
+       (as k6's thresholds; before 1 when both apply)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 EXIT_INVALID = 1
+EXIT_THRESHOLDS = 99
 KERNELS_EXIT = """
 with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconclusive;
   0 when no pair of kernels has comparable timings), 2 when a kernel failed (the other
@@ -130,7 +139,7 @@ def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
+    console = terminal(args.verbosity)
     if args.kernel and args.cluster:
         print("wanbench run: --kernel boots guests on this machine and --cluster runs on other "
               "hosts; give one of them", file=sys.stderr)
@@ -199,7 +208,7 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
                      run_id=run_dir.run_id, tsc_hz=machine["cpu"]["tsc_hz"],
                      hardware_counters=counters,
-                     backend=args.backend, on_event=lambda m: console.log(m, highlight=False),
+                     backend=args.backend, on_event=log.info,
                      guest=record.current(), cluster=cluster.manifest if cluster else {})
     source = None
     if cluster is not None:
@@ -208,37 +217,87 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
         source = ClusterPoints(ctx, cluster.client, cluster.placements)
         ctx.topology_manifest.update(file=scenario.topology.file, backend="cluster")
     if not counters:
-        console.print(f"[yellow]no hardware counters[/yellow]: {reason}; cycles are estimated "
-                      f"from CPU time × TSC frequency and labelled cycles_estimated")
+        log.info("no hardware counters: %s; cycles are estimated from CPU time × TSC "
+                 "frequency and labelled cycles_estimated", reason)
     trace = kernel_trace(scenario)
     if trace is not None and not trace.tracepoints:
-        console.print(f"[yellow]kernel_trace cannot run here[/yellow]: {trace.detail}; the "
-                      f"kernel_* columns are null", highlight=False)
+        log.warning("kernel_trace cannot run here: %s; the kernel_* columns are null",
+                    trace.detail)
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
-    console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")
+    log.info("run %s: %d of %d point × repetition to measure", run_dir.path, len(todo), total)
     session = session_manifest(ctx, machine, reason)
     if resumed:
         run_dir.begin_resumption(session)
     else:
         run_dir.begin_run(run_manifest(ctx), session)
-    stopped = _run_with_progress(ctx, todo, console, source)
+    stopped = _run_with_progress(ctx, todo, console, source, quiet=args.verbosity < 0)
     run_dir.save_session()
-    _print_summary(run_dir, scenario, console)
+    summaries = _summaries(run_dir, scenario)
+    _print_summary(summaries, scenario, console, to_stderr=args.json == "-")
     done = len(run_dir.finished())
     if stopped is not None:
         why, status = stopped
         console.print(f"[yellow]{why}[/yellow]: {done} of {total} finished points kept in "
                       f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}",
                       highlight=False)
-        return status
-    console.print(f"results: {run_dir.path}")
-    invalid = _invalid_count(run_dir)
-    if invalid and not args.allow_invalid:
+    else:
+        console.print(f"results: {run_dir.path}")
+        status = _status(summaries, args.allow_invalid, console)
+    _write_summary(run_dir, summaries, status, args.json)
+    return status
+
+
+def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console) -> int:
+    """A finished run's exit status: a crossed threshold, then invalid repetitions."""
+    crossed = thresholds_crossed(summaries)
+    for point, check in crossed:
+        console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
+                      f"{check.metric} {metric(check.metric, check.value)}, the scenario "
+                      f"asks {check.threshold}", highlight=False)
+    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
+    if unjudged:
+        console.print(f"[yellow]thresholds not judged[/yellow] on {len(unjudged)} point(s) "
+                      f"without a valid repetition", highlight=False)
+    invalid = sum(s.total - s.valid for s in summaries)
+    if invalid and not allow_invalid:
         console.print(f"[yellow]{invalid} point × repetition(s) invalid[/yellow]: exit "
                       f"{EXIT_INVALID} (--allow-invalid to exit 0)", highlight=False)
-        return EXIT_INVALID
-    return 0
+    if crossed:
+        console.print(f"{len(crossed)} threshold check(s) crossed: exit {EXIT_THRESHOLDS}",
+                      highlight=False)
+        return EXIT_THRESHOLDS
+    return EXIT_INVALID if invalid and not allow_invalid else 0
+
+
+def _summaries(run_dir: RunDir, scenario: Scenario) -> list[PointSummary]:
+    import pandas as pd  # only here: validation errors should come back fast
+
+    from harness.analysis.summary import summarise
+
+    path = run_dir.path / "points.parquet"
+    if not path.is_file():
+        return []
+    axes = run_dir.read_manifest()["sweep_axes"]
+    return summarise(pd.read_parquet(path), axes, [p.point_id for p in points(scenario)],
+                     scenario.thresholds)
+
+
+def _write_summary(run_dir: RunDir, summaries: list[PointSummary], status: int,
+                   also: str | None) -> None:
+    """summary.json in the run directory, and where --json asks (- : standard output)."""
+    from harness.analysis.summary import document
+
+    doc = document(run_dir.read_manifest(), summaries, status)
+    write_json(run_dir.path / SUMMARY_FILE, doc)
+    if also == "-":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif also:
+        try:
+            write_json(Path(also), doc)
+        except OSError as exc:
+            log.error("--json %s: %s; the summary is in %s", also, exc.strerror,
+                      run_dir.path / SUMMARY_FILE)
 
 
 def _run_kernels(args: argparse.Namespace, console: Console) -> int:
@@ -260,8 +319,7 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
     try:
         with interrupts.raising():  # SIGTERM too stops the guest (its `finally`) and the run
             outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out,
-                                           args.set, args.backend,
-                                           lambda m: console.log(m, highlight=False))
+                                           args.set, args.backend, log.info)
     except interrupts.Interrupted as exc:
         console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
                       f"{args.out}", highlight=False)
@@ -275,25 +333,21 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
     return EXIT_USAGE if failed else status
 
 
-def _invalid_count(run_dir: RunDir) -> int:
-    return sum(not record["point"].get("valid", False) for record in run_dir.records())
-
-
 def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console,
-                       source: PointSource | None) -> tuple[str, int] | None:
+                       source: PointSource | None, quiet: bool) -> tuple[str, int] | None:
     """Runs the points; returns why it stopped early (a signal, a refused topology) and the
     exit status that says so, or None."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
+    with Progress(*columns, console=console, transient=False, disable=quiet) as bar:
         task = bar.add_task("points", total=len(todo))
 
         def advance(point: Point, rep: int, row: dict[str, Any]) -> None:
-            rate, mbps = row.get("reply_rate_rps"), row.get("stream_throughput_mbps")
-            shown = (f"{rate:,.0f} replies/s" if rate is not None
-                     else f"{mbps:,.1f} Mbit/s" if mbps is not None
-                     else row.get("invalid_reason"))
-            bar.console.log(f"{_label(point)} rep {rep}: {shown}", highlight=False)
+            shown = next((f"{metric(m, row[m])} {short_name(m)}" for m in
+                          ("reply_rate_rps", "stream_throughput_mbps")
+                          if row.get(m) is not None), "")
+            invalid = "" if row.get("valid") else " (invalid: the reason follows the table)"
+            log.info("%s rep %d: %s%s", point_label(point.sweep_values), rep, shown, invalid)
             bar.advance(task)
 
         received: list[int] = []
@@ -326,49 +380,33 @@ def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: 
     return None
 
 
-def _label(point: Point) -> str:
-    return " ".join(f"{k.split('.')[-1]}={_short(v)}"
-                    for k, v in point.axis_values.items()) or "point"
-
-
-def _short(value: Any) -> Any:
-    """A whole section swept (e.g. a server) by its name, else its first field."""
-    if isinstance(value, dict):
-        return value.get("name") or next(iter(value.values()), "{}")
-    return value
-
-
-def _print_summary(run_dir: RunDir, scenario: Scenario, console: Console) -> None:
-    import pandas as pd  # only here: validation errors should come back fast
-
-    path = run_dir.path / "points.parquet"
-    if not path.is_file():
+def _print_summary(summaries: list[PointSummary], scenario: Scenario, console: Console,
+                   to_stderr: bool) -> None:
+    """The table of medians over valid repetitions, in the sweep's order, at 80 columns; a
+    point without a valid repetition shows what its invalid ones measured, marked, and every
+    invalid repetition's reason is listed below."""
+    if not summaries:
         return
-    frame = pd.read_parquet(path)
-    keys = [c for c in run_dir.read_manifest()["sweep_axes"] if c in frame] or ["scenario"]
-    metrics = [m for m in SUMMARY_METRICS if m in frame and frame[m].notna().any()]
-    valid = frame["valid"].astype("boolean").fillna(False).astype(bool)
-    table = Table(title=f"{scenario.name}: median over valid repetitions")
-    for column in keys:
-        table.add_column(column)
-    for metric in metrics:
-        table.add_column(SUMMARY_METRICS[metric], justify="right")
-    table.add_column("valid", justify="right")
-    for key, group in frame.groupby(keys, dropna=False, sort=True):
-        values = key if isinstance(key, tuple) else (key,)
-        cells = [str(v) for v in values]
-        kept = group[valid[group.index]]
-        for metric in metrics:
-            median = kept[metric].median()  # an invalid repetition measured something else
-            cells.append("—" if pd.isna(median) else f"{median:,.1f}")
-        cells.append(f"{len(kept)}/{len(group)}")
-        table.add_row(*cells)
-    Console(file=sys.stdout).print(table)
-    invalid = frame[~valid]
-    for _, row in invalid.head(10).iterrows():
-        where = ", ".join(f"{k}={row[k]}" for k in keys if k != "scenario")
-        console.print(f"[yellow]invalid[/yellow] {where or 'point'} rep {row['repetition']}: "
-                      f"{row['invalid_reason']}", highlight=False)
-    if len(invalid) > 10:
-        console.print(f"… and {len(invalid) - 10} more invalid (points.parquet, column "
-                      f"invalid_reason)", highlight=False)
+    axes = list(summaries[0].parameters)
+    shown = [m for m in SUMMARY_METRICS
+             if any(s.medians.get(m) is not None for s in summaries)]
+    # Borderless (rich's SIMPLE_HEAD): a sweep of two axes and six metrics fits 80 columns.
+    table = Table(title=f"{scenario.name}: median over valid repetitions",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in axes:
+        table.add_column(short_name(column), no_wrap=True)
+    for column in shown:
+        table.add_column(short_name(column), justify="right", no_wrap=True)
+    table.add_column("valid", justify="right", no_wrap=True)
+    for point in summaries:
+        cells = [metric(axis, point.parameters[axis]) for axis in axes]
+        cells += [metric(m, point.medians.get(m)) + ("*" if point.medians_of_invalid else "")
+                  for m in shown]
+        table.add_row(*cells, f"{point.valid}/{point.total}",
+                      style="yellow" if point.medians_of_invalid else None)
+    (console if to_stderr else Console(file=sys.stdout)).print(table)
+    if any(point.medians_of_invalid for point in summaries):
+        console.print("* no valid repetition: the median of the invalid ones, not a result",
+                      highlight=False)
+    for line in reason_lines(summaries):
+        console.print(f"[yellow]invalid[/yellow] {line}", highlight=False)

@@ -28,7 +28,9 @@ def register(subparsers) -> None:
 
     up = sub.add_parser("up", help="build a topology and leave it up")
     up.add_argument("file", help="topology YAML, e.g. topologies/dumbbell-wan.yaml")
-    up.add_argument("--backend", choices=BACKENDS, default="auto")
+    up.add_argument("--backend", choices=BACKENDS, default="auto",
+                    help="how links are emulated (default: auto, the best this machine has: "
+                         "`wanbench doctor`)")
     up.add_argument("--set", dest="overrides", action="append", default=[],
                     metavar="KEY=VALUE", help="override a field, e.g. links.cold.delay_ms=50")
     up.add_argument("--prefix", help="run prefix (wb + 2-8 lowercase letters/digits)")
@@ -36,12 +38,16 @@ def register(subparsers) -> None:
     up.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     up.set_defaults(func=cmd_up)
 
-    sub.add_parser("status", help="list topologies wanbench has up").set_defaults(func=cmd_status)
+    status = sub.add_parser("status", help="list topologies wanbench has up")
+    status.add_argument("--json", action="store_true",
+                        help="print them as JSON (a list, one object per ledger)")
+    status.set_defaults(func=cmd_status)
 
     ex = sub.add_parser("exec", help="run a command in a host's namespace")
-    ex.add_argument("host")
+    ex.add_argument("host", help="a host of the topology, e.g. server")
     ex.add_argument("--prefix", help="which topology, when more than one is up")
-    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                    help="the command, after --")
     ex.set_defaults(func=cmd_exec)
 
     down = sub.add_parser("down", help="tear a topology down")
@@ -109,8 +115,34 @@ def _describe(ledger: Ledger, present: set[str]) -> dict:
 def cmd_status(args: argparse.Namespace) -> int:
     ledgers = Ledger.load_all()
     present = set(netns.names())
-    print(json.dumps([_describe(ledger, present) for ledger in ledgers], indent=1))
+    described = [_describe(ledger, present) for ledger in ledgers]
+    if args.json:
+        print(json.dumps(described, indent=1))
+    elif not described:
+        print("no topology up")
+    else:
+        _print_status(described)
     return 0
+
+
+def _print_status(described: list[dict]) -> None:
+    """One row per ledger: what `topo down --prefix` and `topo clean` would act on."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="topologies up", box=None, pad_edge=False)
+    for column in ("prefix", "topology", "backend", "owner", "hosts", "emulators", "cgroups"):
+        table.add_column(column, overflow="fold")
+    for entry in described:
+        if "ignored" in entry:
+            table.add_row("?", entry["ledger"], "", "", f"ignored: {entry['ignored']}", "", "")
+            continue
+        table.add_row(entry["prefix"], entry["topology"] or "—", entry["backend"],
+                      entry["owner"],
+                      "\n".join(f"{h}: {ns}" for h, ns in entry["hosts"].items()) or "—",
+                      "\n".join(f"{link}: {p}" for link, p in entry["emulators"].items())
+                      or "—", "\n".join(entry["cgroups"]) or "—")
+    Console().print(table, highlight=False)
 
 
 def _pick(prefix: str | None) -> Ledger:

@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "it leaves nothing behind) and TLS with the cluster's certificates: anyone "
                     "holding a certificate of the cluster's CA can run code as root here. "
                     "Needs the cluster extra: pip install 'wanbench[cluster]'.")
-    p.add_argument("--scheduler", required=True, metavar="tls://HOST:PORT")
+    p.add_argument("--scheduler", required=True, metavar="tls://HOST:PORT",
+                   help="the scheduler's address (`wanbench cluster scheduler`)")
     add_access_options(p)
     p.add_argument("--role", required=True,
                    help=f"{', '.join(LOAD_ROLES)} or a topology host name")

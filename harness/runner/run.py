@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clients import pinning
+from clients.drivers.common import INSTALL_FIX
 from clients.paths import binary
 from harness import interrupts, topology
+from harness.analysis.numbers import point_label
 from harness.metrics import ktrace
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
@@ -31,11 +33,6 @@ class MissingTool(RuntimeError):
     """A program the scenario needs is not installed; the message names the fix."""
 
 
-GENERATOR_FIX = {
-    "httperf": "apt-get install httperf",
-    "wrk": "apt-get install wrk",
-    "wrk2": "wrk2 is not packaged: build it from source and put it on PATH",
-}
 
 
 def preflight(scenario: Scenario) -> None:
@@ -49,8 +46,8 @@ def preflight(scenario: Scenario) -> None:
         if cfg.cold.conns or cfg.stream or cfg.hot.generator == "sclient":
             binary("wb-sclient")
         tool = cfg.hot.generator
-        if tool in GENERATOR_FIX and shutil.which(tool) is None:
-            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {GENERATOR_FIX[tool]}"
+        if tool in INSTALL_FIX and shutil.which(tool) is None:
+            raise MissingTool(f"hot.generator {tool} is not on PATH; fix: {INSTALL_FIX[tool]}"
                               f", or use hot.generator: sclient")
         if cfg.cpus.server_budget_pct:
             try:
@@ -213,7 +210,7 @@ async def measure_point(ctx: RunContext, source: PointSource, point: Point, repe
     try:
         measured = await source.measure(point, repetition, attempt)
     except PointFailed as exc:
-        ctx.on_event(f"point {point.axis_values} rep {repetition} failed: {exc}")
+        ctx.on_event(f"{point_label(point.sweep_values)} rep {repetition} failed: {exc}")
         return recorder.failed(exc.reason, exc.lost_host)
     return recorder.record(measured)
 
@@ -231,8 +228,10 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                 if not record["point"].get("interference_only"):
                     break
                 ctx.run_dir.write_attempt(point.point_id, rep, attempt, record)
-                ctx.on_event(f"{point.axis_values} rep {rep} attempt {attempt}: "
-                             f"{record['point']['invalid_reason']}")
+                if attempt < ctx.scenario.interference_retries:  # the last one's follows
+                    ctx.on_event(f"{point_label(point.sweep_values)} rep {rep} attempt "
+                                 f"{attempt}: {record['point']['invalid_reason']}; measuring "
+                                 f"it again")
             ctx.run_dir.write_record(point.point_id, rep, record)
             ctx.run_dir.rebuild_tables()
             ctx.run_dir.save_session()

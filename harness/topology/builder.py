@@ -319,6 +319,6 @@ def bring_up(topology: Topology, backend: str = "auto", run_prefix: str | None =
 
 def lateness_note(counters: dict) -> str:
     """How late the emulator released packets: tells its own delay from the machine's."""
-    parts = [f"{link} {d} mean {c[d]['late_us_mean']:.0f} us, max {c[d]['late_us_max']:.0f} us"
+    parts = [f"{link} {d} mean {c[d]['late_us_mean']:.0f} µs, max {c[d]['late_us_max']:.0f} µs"
              for link, c in counters.items() for d in ("a_to_b", "b_to_a") if d in c]
     return f" [emulator release lateness: {'; '.join(parts)}]" if parts else ""

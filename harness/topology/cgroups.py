@@ -41,8 +41,8 @@ def check_budget(pct: float, period_us: int) -> None:
     quota = period_us * pct / 100
     if quota < MIN_QUOTA_US:
         shortest = -(-MIN_QUOTA_US * 100 // pct)
-        raise ValueError(f"a {pct:g} % budget of a {period_us} us period is a {quota:g} us "
-                         f"quota, under the kernel's {MIN_QUOTA_US} us minimum: make "
+        raise ValueError(f"a {pct:g} % budget of a {period_us} µs period is a {quota:g} µs "
+                         f"quota, under the kernel's {MIN_QUOTA_US} µs minimum: make "
                          f"budget_period_us at least {shortest:.0f}")
 
 

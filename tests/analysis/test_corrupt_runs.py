@@ -113,3 +113,28 @@ def test_the_undamaged_run_is_plotted_and_checked(tmp_path: Path, capsys):
     assert run_command("harness.commands.reproduce",
                        ["reproduce", "--check", str(tmp_path / "results")]) in (0, 1)
     assert not capsys.readouterr().err
+
+
+def interrupted_before_its_first_point(root: Path) -> Path:
+    points = make_points(FIG8, {"dispatch": ["select"], "cold_conns": [0]}, noise=0.0,
+                         run_id="20260101T000000-6.18.0-synthetic")
+    run = write_run(root, points)
+    for table in run.glob("*.parquet"):
+        table.unlink()
+    for record in (run / "points").glob("*.json"):
+        record.unlink()
+    return run
+
+
+def test_a_folder_skips_a_run_without_points_saying_why(tmp_path: Path, capsys):
+    fig8_run(tmp_path / "results")
+    empty = interrupted_before_its_first_point(tmp_path / "results")
+    assert run_command("harness.commands.plot", ["plot", str(tmp_path / "results"),
+                                                 "--figures", "papers",
+                                                 "--out", str(tmp_path / "figures")]) == 0
+    said = capsys.readouterr()
+    assert f"skipped {empty}: no finished point" in said.out and not said.err
+    # named on its own, the same run is refused: there is nothing to plot
+    assert run_command("harness.commands.plot", ["plot", str(empty), "--figures", "papers",
+                                                 "--out", str(tmp_path / "figures")]) == 2
+    one_line(capsys.readouterr().err, "wanbench plot:", "no finished points")

@@ -82,6 +82,24 @@ def test_cli_runs_and_writes_the_document(server, sclient, tmp_path):
     assert doc["reply_rate_rps"] == pytest.approx(500, rel=0.05)
 
 
+def test_cli_json_dash_is_standard_output_and_the_summary_is_readable(server, sclient, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "load", "--generator", "sclient",
+                        "--target", server.address, "--hot-conns", "5", "--rate", "300",
+                        "--duration", "1", "--warmup", "0.2", "--cpu", str(GENERATOR_CPU),
+                        "--json", "-"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    doc = json.loads(r.stdout)  # the document alone on stdout, no file named "-"
+    validate(doc)
+    assert not (tmp_path / "-").exists()
+    assert r.returncode == (0 if doc["valid"] else 1)
+    said = r.stderr
+    assert "sclient:" in said and "{" not in said and "n/a" not in said
+    errors = [name for name, count in doc["errors"].items() if count]
+    assert ("errors: none" in said) == (not errors)
+    (latency,) = [line for line in said.splitlines() if "latency corrected: p50 " in line]
+    assert " us" not in latency and any(unit in latency for unit in ("µs,", "ms,", " s,"))
+
+
 def test_cli_reports_unsupported_combinations():
     r = wanbench("--generator", "wrk", "--target", "127.0.0.1:9", "--hot-conns", "2",
                  "--rate", "100", "--duration", "1")

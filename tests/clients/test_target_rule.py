@@ -15,6 +15,7 @@ import pytest
 import clients
 from clients import LoadSpec
 from clients.spec import GENERATORS
+from clients.targets import TargetRefused
 from tests.conftest import REPO, free_port
 
 # Load for 127.0.0.1:P with this path went to 127.0.0.2:Q through wrk's URL (userinfo '@').
@@ -168,3 +169,25 @@ def test_asyncgen_refuses_a_bad_path_itself():
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 2 and "must start with '/'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("generator", ["sclient", "httperf"])
+def test_an_ipv6_target_of_an_ipv4_only_tool_is_one_line_naming_the_fix(generator):
+    spec = _spec(generator, targets=["[::1]:8080"])
+    with pytest.raises(TargetRefused, match=r"\[::1\]:8080: ::1 is IPv6 and .* IPv4 only; "
+                                            r"fix: .*127\.0\.0\.1:8080 or localhost:8080"):
+        spec.resolved_targets()
+
+
+def test_an_ipv6_target_of_wrk_and_a_name_of_loopback_are_taken():
+    assert _spec("wrk", targets=["[::1]:8080"]).resolved_targets() == [("::1", 8080)]
+    assert _spec("sclient", targets=["localhost:8080"]).resolved_targets() == \
+        [("127.0.0.1", 8080)]
+
+
+def test_load_refuses_an_ipv6_target_in_one_line_not_a_usage_dump():
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "load", "--target", "[::1]:9",
+                           "--hot-conns", "1", "--rate", "10", "--duration", "1"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "IPv6" in done.stderr and "usage" not in done.stderr

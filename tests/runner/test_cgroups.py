@@ -100,7 +100,7 @@ def test_a_quota_under_the_kernels_minimum_is_refused_not_clamped(tmp_path: Path
         CpuBudget(pct, period_us, v1_root(tmp_path))
     text = f"name: b\ncpus: {{server: 0, generator: 1, server_budget_pct: {pct}, " \
            f"budget_period_us: {period_us}}}\n"
-    with pytest.raises(ScenarioError, match="under the kernel's 1000 us minimum"):
+    with pytest.raises(ScenarioError, match="under the kernel's 1000 µs minimum"):
         parse(text)
     parse(text.replace(f"budget_period_us: {period_us}", f"budget_period_us: {shortest}"))
 

@@ -113,6 +113,16 @@ def test_run_writes_a_complete_results_directory(tmp_path: Path):
     assert {"symbol", "layer", "samples", "pct"} <= set(profiles.columns)
     assert set(profiles["point_id"]) == set(points["point_id"])
     assert "small: median over valid repetitions" in stdout
+    assert manifest["wanbench_version"]
+    summary = json.loads((run / "summary.json").read_text())  # read without pandas
+    assert [p["parameters"] for p in summary["points"]] == [{"dispatch": "select"},
+                                                            {"dispatch": "epoll"}]
+    assert summary["total"] == 2 and summary["valid"] == int(points["valid"].sum())
+    assert summary["exit_status"] == (0 if points["valid"].all() else 1)
+    for point, (_, row) in zip(summary["points"], points.set_index("dispatch")
+                               .loc[["select", "epoll"]].iterrows(), strict=True):
+        if point["valid"]:
+            assert point["medians"]["reply_rate_rps"] == pytest.approx(row["reply_rate_rps"])
     hot_docs = list((run / "raw").glob("*/hot.json"))
     assert len(hot_docs) == 2
     assert all(json.loads(d.read_text())["config"]["spin_us"] == 100 for d in hot_docs)
@@ -182,6 +192,8 @@ def test_sigint_stops_cleanly_and_keeps_finished_points(tmp_path: Path):
     assert f"wanbench run --resume {run}" in "".join(stderr.split("\n"))
     kept = pd.read_parquet(run / "points.parquet")
     assert 1 <= len(kept) < 4
+    summary = json.loads((run / "summary.json").read_text())  # of the points kept
+    assert summary["exit_status"] == 130 and summary["total"] == len(kept)
     assert not leftover_processes(out)
 
 
@@ -242,6 +254,27 @@ def test_doctor_lists_every_capability():
         assert name in done.stdout, name
     assert "KVM" in done.stdout or "TCG only" in done.stdout or "vng" in done.stdout
     assert done.returncode in (0, 1)
+
+
+def test_doctor_json_is_the_same_checks_for_a_program():
+    done = subprocess.run(WANBENCH + ["doctor", "--json"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    report = json.loads(done.stdout)
+    names = {check["name"] for check in report["checks"]}
+    assert {"network namespaces", "netem (sch_netem)", "wrk2", "io_uring"} <= names
+    assert {"kernel command line", "CPU steal now"} <= {s["name"] for s in
+                                                         report["noise_sources"]}
+    assert all({"ok", "detail", "fix", "essential"} <= set(c) for c in report["checks"])
+    assert done.returncode == report["exit_status"] in (0, 1)
+
+
+def test_doctor_folds_a_long_value_and_keeps_short_ones():
+    from harness.commands.doctor import FOLD_CHARS, folded
+
+    assert folded("quiet panic=1") == "quiet panic=1"
+    long = "x=1 " * 200
+    assert folded(long).startswith(long[:FOLD_CHARS] + "…")
+    assert f"{len(long) - FOLD_CHARS:,} more characters: --json" in folded(long)
 
 
 WAN = """
@@ -371,3 +404,31 @@ def test_httperf_polling_its_cpu_is_not_called_saturated(tmp_path: Path):
     # it polls: it wants its CPU all along, whatever the rate (ran, or waited beside the suite)
     assert point["cpu_generator_pct"] + point["generator_wait_pct"] > 90, point
     assert "generator CPU saturated" not in (point["invalid_reason"] or ""), point
+
+
+def test_doctor_says_netem_needs_another_kernel_where_no_module_can_load(tmp_path: Path):
+    from harness.doctor import modules_unavailable
+
+    cmdline, modules = tmp_path / "cmdline", tmp_path / "modules"
+    (modules / os.uname().release).mkdir(parents=True)
+    cmdline.write_text("console=ttyS0 quiet\n")
+    assert modules_unavailable(cmdline, modules) is None
+    cmdline.write_text("console=ttyS0 nomodule quiet\n")
+    assert modules_unavailable(cmdline, modules) == "the kernel was booted with nomodule"
+    cmdline.write_text("quiet\n")
+    assert "no modules for this kernel" in modules_unavailable(cmdline, tmp_path / "none")
+
+
+def test_doctor_netem_fix_names_the_fallback(monkeypatch: pytest.MonkeyPatch):
+    from harness import doctor
+
+    monkeypatch.setattr(doctor, "link_backend_here",
+                        lambda: ("userspace", {"netem": {"ok": False, "error": "no qdisc"}}))
+    monkeypatch.setattr(doctor, "modules_unavailable", lambda: "the kernel was booted with "
+                                                               "nomodule")
+    fix = doctor.check_netem().fix
+    assert "nomodule" in fix and "another kernel" in fix and "wb-linkem" in fix
+    assert "linux-modules-extra" not in fix
+    monkeypatch.setattr(doctor, "modules_unavailable", lambda: None)
+    fix = doctor.check_netem().fix
+    assert fix.startswith("modprobe sch_netem") and "wb-linkem" in fix

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.scenario import ScenarioError, parse
+
 MALFORMED = sorted((Path(__file__).parent / "malformed").glob("*.yaml"))
 
 
@@ -47,4 +49,19 @@ def test_missing_generator_tool_is_refused_before_anything_starts(tmp_path: Path
     assert done.returncode == 2
     assert "hot.generator wrk2 is not on PATH" in done.stderr
     assert "use hot.generator: sclient" in done.stderr
+    # wrk2 has no package: the fix says how to build it, and under which name
+    assert "github.com/giltene/wrk2" in done.stderr and "/usr/local/bin/wrk2" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_value_in_a_sweep_list_is_blamed_on_its_own_line():
+    text = ("name: s\nsweep:\n  server.dispatch:\n    - select\n    - epol\n"
+            "  cold.conns: {start: 0, stop: 10, step: 10}\n")
+    with pytest.raises(ScenarioError) as caught:
+        parse(text, "mine.yaml")
+    assert str(caught.value).startswith(
+        "mine.yaml:5: sweep point server.dispatch='epol', cold.conns=0: server.dispatch: "
+        "dispatch 'epol' is not one of")
+    # a range has no line per value: its axis is blamed
+    with pytest.raises(ScenarioError, match=r"^mine.yaml:6: sweep point .*cold.conns=-10"):
+        parse(text.replace("start: 0", "start: -10").replace("- epol", "- epoll"), "mine.yaml")

@@ -174,10 +174,12 @@ def test_cli_up_status_exec_down(no_leftovers):
     # a live run's CPU budget: listed by status, but not a topology exec or down could pick
     budget = Ledger.create(f"wb{secrets.token_hex(3)}", None, None)
     budget.add({"kind": "cgroup", "name": budget.prefix})
-    status = {s["prefix"]: s for s in json.loads(topo("status").stdout)}
+    status = {s["prefix"]: s for s in json.loads(topo("status", "--json").stdout)}
     assert set(status) == {prefix, budget.prefix} and status[prefix]["owner"] == "detached"
     assert len(status[budget.prefix]["cgroups"]) == 1
     assert status[budget.prefix]["cgroups"][0].endswith(f"{budget.prefix} (gone)")
+    table = topo("status").stdout  # for people: a table, one row per ledger
+    assert "topologies up" in table and prefix in table and "detached" in table
     status = status[prefix]
     assert set(status["emulators"]) == {"cold"}  # the unshaped hot link is veth
     assert all(v.endswith("(running)") for v in status["emulators"].values())
