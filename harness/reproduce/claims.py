@@ -367,6 +367,8 @@ def every_level_within(metric: str, column: str, low: float, high: float) -> Tes
 
     def test(m: Measured) -> Outcome:
         levels = m.levels(column, recorded=True)
+        if len(levels) < 2:
+            raise Unmeasured(f"{column}: one level only ({levels}): a flat curve needs two")
         parts, passed = [], True
         for level in levels[1:]:
             ratios = m.round_ratios(metric, {column: level}, {column: levels[0]})

@@ -146,6 +146,14 @@ def test_cpp_fig4_every_bandwidth_both_ways(rx_at_300, passed):
     assert statuses("cpp-fig4", rows) == [Status.PASS if passed else Status.FAIL]
 
 
+def test_a_flat_curve_of_one_point_is_not_measured():
+    """A --quick run sweeps one bandwidth: nothing to call flat."""
+    (result,) = [evaluate_claim(c, as_read(points([{"stream_mbps": 100,
+                                                    **stack(2000.0, 3000.0)}])), None)
+                 for c in claims.CLAIMS["cpp-fig4"] if c.needs == "kernel_trace"]
+    assert result.status == Status.FAIL and "one level only" in result.detail
+
+
 @pytest.mark.parametrize("syscall,passed", [(1000.0, True), (3000.0, False)])
 def test_cpp_table1_system_call_share_both_ways(syscall, passed):
     assert statuses("cpp-table1", [stack(syscall, 5000.0)]) == [
