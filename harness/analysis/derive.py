@@ -114,8 +114,9 @@ def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     write families, TCP's copy to or from the user included) per packet of the server's
     (packets_in + packets_out, cycles_per_packet's count), and the stack: that plus the receive
     softirq (IP, TCP) per packet received and the transmit softirq per packet sent, machine-wide
-    (each packet is received once and sent once). A transmit softirq that handled no packet
-    cost none. Null where nothing was traced."""
+    (softirqs belong to no process: the generator's ACKs are in them, and behind the userspace
+    link emulator a packet is received twice, TUN and veth). A transmit softirq that handled no
+    packet cost none. Null where nothing was traced."""
     io_ns = sum(_column(points, kernel_column(f, "ns_per_call")).fillna(0)
                 * _column(points, kernel_column(f, "calls")) for f in ("read", "write"))
     packets = _column(points, "packets_in") + _column(points, "packets_out")
