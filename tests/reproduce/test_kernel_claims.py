@@ -82,6 +82,15 @@ def test_bm98_table1_select_share_both_ways(share, passed):
         Status.PASS if passed else Status.FAIL]
 
 
+def test_a_share_over_the_servers_whole_cpu_is_not_measured():
+    """In-kernel time beyond the server's CPU time is the two clocks disagreeing: never a
+    PASS of "at least 10 %"."""
+    (result, _) = [evaluate_claim(c, as_read(points([dispatch("select", 130.0)])), None)
+                   for c in claims.CLAIMS["bm98-table1-2"]]
+    assert result.status == Status.FAIL
+    assert "exceeds the server's CPU time in 3 valid record(s) (up to 130 %)" in result.detail
+
+
 @pytest.mark.parametrize("epoll_share,passed", [(0.5, True), (2.0, False)])
 def test_bmd99_table2_each_share_measured_both_ways(epoll_share, passed):
     rows = [{"dispatch": "select", **dispatch("select", 30.0)},
