@@ -9,7 +9,6 @@ import pandas as pd
 from scipy import stats
 
 from clients.validity import KEEP_UP_FRACTION, server_busy
-from harness.metrics import profile
 from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
@@ -83,6 +82,11 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     )
     out["cycles_source"] = cycles_source(out)
     out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
+    # The dispatch call's share of the server's own CPU time (the papers' "CPU in select" on a
+    # machine the server had to itself): both rates over the same window, in-kernel time / all
+    out["kernel_dispatch_share_pct"] = 100 * _ratio(out["kernel_dispatch_cpu_pct"],
+                                                    _column(out, "cpu_server_pct"))
+    out["kernel_syscall_ns_per_packet"], out["kernel_stack_ns_per_packet"] = _kernel_stack(out)
     out["server_busy"] = _server_busy(out)
     return out
 
@@ -102,6 +106,24 @@ def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
                    index=points.index)
     spent = ns * pd.Series(calls.to_numpy()[rows, chosen], index=points.index)
     return ns, 100 * spent / (1e9 * _column(points, "kernel_trace_window_s"))
+
+
+def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The network stack's in-kernel ns per packet by layer (kernel_trace), as the cycles-per-
+    packet study's layers fall at tracepoint grain: the system-call layer (the server's read and
+    write families, TCP's copy to or from the user included) per packet of the server's
+    (packets_in + packets_out, cycles_per_packet's count), and the stack: that plus the receive
+    softirq (IP, TCP) per packet received and the transmit softirq per packet sent, machine-wide
+    (softirqs belong to no process: the generator's ACKs are in them, and behind the userspace
+    link emulator a packet is received twice, TUN and veth). A transmit softirq that handled no
+    packet cost none. Null where nothing was traced."""
+    io_ns = sum(_column(points, kernel_column(f, "ns_per_call")).fillna(0)
+                * _column(points, kernel_column(f, "calls")) for f in ("read", "write"))
+    packets = _column(points, "packets_in") + _column(points, "packets_out")
+    syscall = _ratio(io_ns, packets)
+    tx = _column(points, kernel_column("tx", "ns_per_packet")).where(
+        _column(points, kernel_column("tx", "packets")) != 0, 0.0)
+    return syscall, syscall + _column(points, kernel_column("rx", "ns_per_packet")) + tx
 
 
 def _server_busy(points: pd.DataFrame) -> pd.Series:
@@ -241,21 +263,6 @@ def profile_share(profiles: pd.DataFrame, pattern: re.Pattern[str]) -> pd.DataFr
     # Points with a profile but no matching symbol spent 0 % there (measured, not missing).
     all_keys = profiles[keys].drop_duplicates().set_index(keys).index
     return share.reindex(all_keys, fill_value=0.0).rename("profile_pct").reset_index()
-
-
-def stack_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.Series:
-    """Per point record (aligned with points): cycles per packet of the network stack's
-    layers (profile.STACK_LAYERS), NaN for a record without a profile."""
-    keys = ["run_id", "point_id", "repetition"]
-    if profiles.empty:
-        return pd.Series(np.nan, index=points.index)
-    layers = layer_cycles_per_packet(points[[*keys, "cycles_per_packet"]], profiles)
-    in_stack = layers["layer"].isin(profile.STACK_LAYERS)
-    # a profiled record with no stack sample spent 0 cycles there (measured, not missing)
-    stack = layers["layer_cycles_per_packet"].where(in_stack, 0.0).groupby(
-        [layers[k] for k in keys]).sum().rename("stack").reset_index()
-    return pd.Series(points[keys].merge(stack, on=keys, how="left")["stack"].to_numpy(),
-                     index=points.index)
 
 
 def layer_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:

@@ -27,10 +27,6 @@ LAYER_PREFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "fd_install", "alloc_fd", "__alloc_fd", "get_unused_fd")),
 )
 
-# The network stack's layers: the cycles-per-packet paper's "Overall Stack" (system call to
-# driver; not user code, not "Other").
-STACK_LAYERS = ("syscall", "tcp", "ip", "link", "driver")
-
 REPORT_LINE = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[(.)\]\s+(\S.*?)\s*$")
 
 

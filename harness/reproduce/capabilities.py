@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 
 from harness.analysis.paper_values import ABSENT_FROM_LINUX
-from harness.metrics import perf
+from harness.metrics import ktrace, perf
 from harness.results.format import topology_backend
 from harness.results.runset import RunSet
 from harness.topology.backend_probe import link_backend_here
@@ -52,9 +52,34 @@ def _emulated_link_at_load(runs: RunSet | None) -> str | None:
             "starved it)")
 
 
+def _traced(runs: RunSet | None) -> list[ktrace.Support]:
+    """What wb-ktrace could do where runs were made (each manifest's kernel_trace, recorded
+    when the scenario asked to trace), else on this machine."""
+    if runs is not None and runs.raw_manifests:
+        recorded = [m.get("kernel_trace") for m in runs.raw_manifests.values()]
+        return [ktrace.Support(**r) for r in recorded if r]
+    return [ktrace.support()]
+
+
+def _kernel_trace(runs: RunSet | None) -> str | None:
+    """The kernel_* columns (wb-ktrace's tracepoints). A run that did not ask for them lacks
+    nothing: its claims find no columns and say so."""
+    lacking = sorted({s.detail for s in _traced(runs) if not s.tracepoints})
+    return f"eBPF tracing of the kernel ({'; '.join(lacking)})" if lacking else None
+
+
+def _function_grain(runs: RunSet | None) -> str | None:
+    """In-kernel time of one kernel function (fentry), not only of a system call or softirq."""
+    lacking = sorted({s.detail for s in _traced(runs) if not s.fentry})
+    return (f"in-kernel time per kernel function: fentry programs ({'; '.join(lacking)})"
+            if lacking else None)
+
+
 PROBES: dict[str, Callable[[RunSet | None], str | None]] = {
     "hardware_counters": _hardware_counters,
     "emulated_link_at_load": _emulated_link_at_load,
+    "kernel_trace": _kernel_trace,
+    "function_grain": _function_grain,
     **{name: (lambda runs, why=why: why) for name, why in ABSENT_FROM_LINUX.items()},
 }
 

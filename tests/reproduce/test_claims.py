@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis import derive
 from harness.reproduce import claims
 from harness.reproduce.verdict import (
     Claim,
@@ -226,25 +225,6 @@ def test_idle_regression_leaves_out_a_server_that_kept_up_on_its_whole_budget():
         test(only_busy)
 
 
-def profiled(select_pct: float, epoll_pct: float) -> Measured:
-    measured = as_read(points([{"dispatch": "select"}, {"dispatch": "epoll"}], repetitions=1))
-    measured.profiles = pd.DataFrame([
-        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "do_select",
-         "pct": select_pct, "layer": "syscall"},
-        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "tcp_sendmsg",
-         "pct": 5.0, "layer": "tcp"},
-        {"run_id": "r", "point_id": "p1", "repetition": 0, "symbol": "ep_poll",
-         "pct": epoll_pct, "layer": "syscall"},
-    ])
-    return measured
-
-
-def test_select_share_both_ways():
-    test = claims.select_share_of_cpu(dispatch_ratio=10)
-    assert test(profiled(20.0, 0.5)).passed
-    assert not test(profiled(2.0, 0.5)).passed
-
-
 def test_below_both_knees_compares_only_rates_both_kept_up_with():
     test = claims.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5)
     good = test(rate_sweep(99.0, behind_at_top=True))  # epoll 0.2 ms, select 5 ms
@@ -288,32 +268,6 @@ def test_idle_lower_with_cold_both_ways():
     assert not test(idle_points([89.0, 59.0, 0.5])).passed  # never 10 points lower
 
 
-def test_select_share_of_busy_samples_leaves_the_idle_loop_out():
-    measured = profiled(5.0, 0.5)
-    measured.profiles = pd.concat([measured.profiles, pd.DataFrame([
-        {"run_id": "r", "point_id": "p0", "repetition": 0, "symbol": "cpu_idle_poll",
-         "pct": 90.0, "layer": "idle"}])])
-    of_cpu = claims.select_share_of_cpu(at_least_pct=20)(measured)
-    of_busy = claims.select_share_of_cpu(at_least_pct=20, of_busy=True)(measured)
-    assert not of_cpu.passed and "select 5.00 %" in of_cpu.numbers  # idle's "poll" not counted
-    assert of_busy.passed and "select 50.00 %" in of_busy.numbers  # 5 of 10 busy %
-
-
-def bandwidth_sweep(cycles_at_400: float) -> Measured:
-    return as_read(points([{"stream_mbps": mbps, "cycles_per_packet": c} for mbps, c in
-                            ((100, 10_000.0), (400, cycles_at_400))]))
-
-
-@pytest.mark.parametrize("cycles_at_400,passed", [
-    (11_800.0, True),   # the paper's +18 % near line rate
-    (14_000.0, False),  # rising
-    (1_400.0, False),   # falling 7×: a per-wake-up cost spread over more packets, not flat
-])
-def test_flat_cycles_with_bandwidth_is_checked_both_ways(cycles_at_400, passed):
-    result = outcome("cpp-fig4", bandwidth_sweep(cycles_at_400))[0]
-    assert (result.status == Status.PASS) is passed, result
-
-
 BM98_RATES = (500.0, 1000.0, 2000.0, 4000.0, 8000.0)
 
 
@@ -341,45 +295,3 @@ def test_bm98_modified_kernel_curve_both_ways(epoll_knee, modified_beats_unmodif
     # the unmodified kernel's claim looks at select's curves only, whatever epoll did
     assert cold_costs.status == Status.PASS, cold_costs.detail
     assert (beats.status == Status.PASS) is modified_beats_unmodified, beats.detail
-
-
-def stack_sweep(stack_share_at_2048: float) -> Measured:
-    """Cycles per packet 20,000 at 4 and 2,048 connections; the stack layers' share of the
-    busy samples 10 % at 4 connections and stack_share_at_2048 at 2,048 (idle samples,
-    which cycles do not count, beside them)."""
-    rows = [{"stream_conns": conns, "cycles_per_packet": 20_000.0} for conns in (4, 2048)]
-    frame = points(rows)
-    profiles = []
-    for record in frame.itertuples():
-        share = 10.0 if record.stream_conns == 4 else stack_share_at_2048
-        ids = {"run_id": record.run_id, "point_id": record.point_id,
-               "repetition": record.repetition}
-        profiles += [{**ids, "symbol": "tcp_v4_rcv", "layer": "tcp", "samples": share * 5,
-                      "pct": share / 2},
-                     {**ids, "symbol": "handle_softirqs", "layer": "other",
-                      "samples": (100 - share) * 5, "pct": (100 - share) / 2},
-                     {**ids, "symbol": "pv_native_safe_halt", "layer": "idle", "samples": 500,
-                      "pct": 50.0}]
-    return as_read(frame, pd.DataFrame(profiles))
-
-
-def test_the_stacks_cycles_per_packet_come_from_its_layers_share():
-    measured = stack_sweep(25.0)
-    stack = derive.stack_cycles_per_packet(measured.all, measured.profiles)
-    by_conns = stack.groupby(measured.all["stream_conns"]).median()
-    # the idle loop's samples are left out: 10 % of the busy ones, of 20,000 cycles
-    assert by_conns[4] == pytest.approx(2000) and by_conns[2048] == pytest.approx(5000)
-    unprofiled = derive.stack_cycles_per_packet(measured.all, pd.DataFrame())
-    assert unprofiled.isna().all()
-
-
-def test_the_stacks_rise_with_connections_both_ways():
-    (claim, *_) = claims.CLAIMS["cpp-fig5"]
-    assert claim.needs == "hardware_counters"  # only a cycles profile splits by layer
-    rising = evaluate_claim(claim, stack_sweep(25.0), None)
-    assert rising.status == Status.PASS, rising.detail
-    assert "stack_cycles_per_packet at stream_conns=2048 / at 4 = 2.5" in rising.detail
-    # the CPU's cycles per packet are the same in both: only the stack's share tells
-    assert evaluate_claim(claim, stack_sweep(11.0), None).status == Status.FAIL
-    unprofiled = evaluate_claim(claim, as_read(stack_sweep(25.0).all), None)
-    assert unprofiled.status == Status.FAIL and "not measured: no profiles" in unprofiled.detail

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import perf
+from harness.metrics import ktrace, perf
 from harness.reproduce.status import BEGIN, END
 from tests.analysis.conftest import run_command
 from tests.analysis.synthetic import make_points, write_run
@@ -59,15 +59,18 @@ def test_a_claim_about_what_linux_lacks_is_not_possible_here(tmp_path, capsys):
             "(CM01 §3.1.2, Fig. 4): /dev/poll (Solaris") in out
 
 
-@pytest.mark.parametrize("counters,status", [(False, "NOT POSSIBLE HERE"), (True, "NOT RUN")])
-def test_an_unrun_target_needing_counters_depends_on_the_machine(tmp_path, capsys, monkeypatch,
-                                                                 counters, status):
-    monkeypatch.setattr(perf, "hardware_counters", lambda: (counters, "probe says so"))
+@pytest.mark.parametrize("tracing,status", [(False, "NOT POSSIBLE HERE"), (True, "NOT RUN")])
+def test_an_unrun_target_needing_the_kernel_traced_depends_on_the_machine(
+        tmp_path, capsys, monkeypatch, tracing, status):
+    """cpp Table 1: its layers need kernel_trace, its instructions hardware counters."""
+    monkeypatch.setattr(perf, "hardware_counters", lambda: (False, "probe says so"))
+    monkeypatch.setattr(ktrace, "support", lambda: ktrace.Support(tracing, False, "no BPF"))
     _, out = check([str(write_fig8(tmp_path, select_falls=True))], capsys)
     line = next(ln for ln in out.splitlines() if "cpp-table1:" in ln)
     assert line.startswith(status)
-    if not counters:
-        assert "needs hardware counters (probe says so)" in out
+    if not tracing:
+        assert "eBPF tracing of the kernel (no BPF)" in out
+        assert "hardware counters (probe says so)" in out
 
 
 def test_status_table_is_written_between_the_markers(tmp_path, capsys):
