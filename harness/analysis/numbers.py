@@ -5,6 +5,7 @@ hyperfine print them); and the short names a terminal table's headers and point 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 MISSING = "—"
@@ -26,6 +27,7 @@ SHORT_NAMES = {
     "resp_time_p50_ms": "p50",
     "resp_time_p99_ms": "p99",
     "steal_pct": "steal %",
+    "kernel_dispatch_ns_per_call": "kernel/call",
     "cold_conns": "cold",
     "hot_conns": "hot",
     "offered_rate_rps": "offered/s",
@@ -65,9 +67,11 @@ def duration(seconds: float | None) -> str:
 
 
 def time_scale(column: str) -> float | None:
-    """Seconds per unit of a time column (resp_time_p99_ms: 1e-3), None for any other."""
+    """Seconds per unit of a time column (resp_time_p99_ms: 1e-3), or of a time per event
+    (kernel_select_ns_per_call: 1e-9), None for any other."""
+    time = re.sub(r"_per_[a-z]+$", "", column)
     return next((scale for suffix, scale in SECONDS_PER_UNIT.items()
-                 if column.endswith(suffix)), None)
+                 if time.endswith(suffix)), None)
 
 
 def metric(column: str, value: Any) -> str:

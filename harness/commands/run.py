@@ -21,6 +21,7 @@ from rich.table import Table
 
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
+from harness.analysis import derive
 from harness.analysis.numbers import metric, point_label, short_name
 from harness.analysis.summary import PointSummary, reason_lines, thresholds_crossed
 from harness.cluster import ClusterError
@@ -50,8 +51,10 @@ from harness.topology.backend_probe import BACKENDS
 
 EXIT_USAGE = 2
 # The terminal table's metrics (summary.json holds every one); names and formats: numbers.
+# The in-kernel time per dispatch call shows only where kernel_trace measured it.
 SUMMARY_METRICS = ("reply_rate_rps", "stream_throughput_mbps", "cpu_server_pct",
-                   "resp_time_p50_ms", "resp_time_p99_ms", "steal_pct")
+                   "resp_time_p50_ms", "resp_time_p99_ms", "kernel_dispatch_ns_per_call",
+                   "steal_pct")
 SUMMARY_FILE = "summary.json"
 log = logging.getLogger(LOGGER)
 
@@ -279,7 +282,7 @@ def _summaries(run_dir: RunDir, scenario: Scenario) -> list[PointSummary]:
     if not path.is_file():
         return []
     axes = run_dir.read_manifest()["sweep_axes"]
-    return summarise(pd.read_parquet(path), axes, [p.point_id for p in points(scenario)],
+    return summarise(derive.add_derived(pd.read_parquet(path)), axes, [p.point_id for p in points(scenario)],
                      scenario.thresholds)
 
 

@@ -4,6 +4,7 @@ BPF cannot run the run completes all the same, the columns null, and it says why
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -52,7 +53,7 @@ def run(tmp_path: Path, text: str, env: dict[str, str] | None = None
 
 def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null(
         tmp_path: Path, ktrace_bin: Path):
-    points, manifest, _ = run(tmp_path, SCENARIO + "sweep: {kernel_trace: [false, true]}\n")
+    points, manifest, printed = run(tmp_path, SCENARIO + "sweep: {kernel_trace: [false, true]}\n")
     assert manifest["kernel_trace"]["tracepoints"] is True
     traced = points[points["kernel_trace"]].iloc[0]
     untraced = points[~points["kernel_trace"]].iloc[0]
@@ -67,6 +68,16 @@ def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null
     assert 0 < traced["kernel_select_ready_per_call"] < 300
     # traced over the samplers' window, give or take their own start and stop
     assert abs(traced["kernel_trace_window_s"] - traced["sampled_window_s"]) < 0.1
+    # the run's table shows the in-kernel time per dispatch call: the traced point's, and a
+    # dash for the untraced one
+    header = next(line for line in printed.splitlines() if "kernel/call" in line)
+    assert header.index("kernel/call") > header.index("CPU %")
+    rows = {line.split()[0]: line for line in printed.splitlines()
+            if line.split()[:1] in (["True"], ["False"])}
+    assert "—" in rows["False"]
+    def times(row: str) -> int:  # p50, p99 and, when traced, kernel/call
+        return len(re.findall(r"\d (?:ns|µs|ms|s)\b", row))
+    assert (times(rows["True"]), times(rows["False"])) == (3, 2)
 
 
 @pytest.mark.skipif(shutil.which("capsh") is None or os.geteuid() != 0,
