@@ -282,8 +282,8 @@ def _summaries(run_dir: RunDir, scenario: Scenario) -> list[PointSummary]:
     if not path.is_file():
         return []
     axes = run_dir.read_manifest()["sweep_axes"]
-    return summarise(derive.add_derived(pd.read_parquet(path)), axes, [p.point_id for p in points(scenario)],
-                     scenario.thresholds)
+    return summarise(derive.add_derived(pd.read_parquet(path)), axes,
+                     [p.point_id for p in points(scenario)], scenario.thresholds)
 
 
 def _write_summary(run_dir: RunDir, summaries: list[PointSummary], status: int,

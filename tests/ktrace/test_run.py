@@ -4,8 +4,8 @@ BPF cannot run the run completes all the same, the columns null, and it says why
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
