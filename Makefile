@@ -44,7 +44,7 @@ demo: deps all
 
 test: deps all
 	@bash scripts/setup-system.sh test
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 # Every `timing` test 20 times beside the rest of the suite: each must pass 20 of 20.
 test-flaky: deps all
