@@ -214,6 +214,8 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     if trace is not None and not trace.tracepoints:
         console.print(f"[yellow]kernel_trace cannot run here[/yellow]: {trace.detail}; the "
                       f"kernel_* columns are null", highlight=False)
+    elif trace is not None:
+        console.print(f"kernel_trace: {trace.function_grain()}", highlight=False)
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
     console.print(f"run {run_dir.path} — {len(todo)} of {total} point × repetition to measure")

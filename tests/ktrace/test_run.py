@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from clients.paths import BIN_DIR
-from harness.results.format import KERNEL_TRACE_COLUMNS
+from harness.metrics import ktrace
+from harness.results.format import KERNEL_FUNCTIONS, KERNEL_TRACE_COLUMNS, kernel_function_column
 from tests.conftest import REPO, build
 
 SCENARIO = """
@@ -52,8 +53,10 @@ def run(tmp_path: Path, text: str, env: dict[str, str] | None = None
 
 def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null(
         tmp_path: Path, ktrace_bin: Path):
-    points, manifest, _ = run(tmp_path, SCENARIO + "sweep: {kernel_trace: [false, true]}\n")
+    points, manifest, said = run(tmp_path, SCENARIO + "sweep: {kernel_trace: [false, true]}\n")
     assert manifest["kernel_trace"]["tracepoints"] is True
+    # what function grain this machine gives is said once (the two points share it)
+    assert said.count("kernel_trace: ") == 1
     traced = points[points["kernel_trace"]].iloc[0]
     untraced = points[~points["kernel_trace"]].iloc[0]
     assert untraced[list(KERNEL_TRACE_COLUMNS)].isna().all()
@@ -67,6 +70,21 @@ def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null
     assert 0 < traced["kernel_select_ready_per_call"] < 300
     # traced over the samplers' window, give or take their own start and stop
     assert abs(traced["kernel_trace_window_s"] - traced["sampled_window_s"]) < 0.1
+
+
+def test_where_fentry_is_refused_the_function_columns_are_null_and_the_run_says_why_once(
+        tmp_path: Path, ktrace_bin: Path):
+    if ktrace.support().fentry:
+        pytest.skip("fentry works here: tests/guest/test_ktrace_functions.py times functions")
+    points, manifest, said = run(tmp_path, SCENARIO + "kernel_trace: true\n")
+    function_columns = [kernel_function_column(f, m) for f in KERNEL_FUNCTIONS
+                        for m in ("calls", "ns_per_call", "ns_per_packet")]
+    assert points[function_columns].isna().all().all()
+    assert points["kernel_select_calls"].gt(0).all()  # the layers are measured all the same
+    assert manifest["kernel_trace"]["fentry"] is False
+    assert said.count("kernel_trace: no function grain: fentry refused (loading an fentry "
+                      "program on do_select: Operation not permitted)") == 1
+    assert "measured at layer grain" in said
 
 
 @pytest.mark.skipif(shutil.which("capsh") is None or os.geteuid() != 0,
