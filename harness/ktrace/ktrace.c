@@ -128,10 +128,20 @@ static const enum kt_context FUNCTION_CONTEXTS[KT_FUNCTIONS] = {
 #undef KT_FUNCTION_CONTEXT
 static const char *const CONTEXTS[] = {[KT_IN_PROCESS] = "process", [KT_IN_SOFTIRQ] = "softirq"};
 
-/* One function's fentry/fexit pair here: loaded (why empty) or skipped (why says why). */
+/* Where a function became an inline wrapper, the function its body now is: timed in its
+ * stead where the named one is not in the kernel's BTF. Since Linux 5.19 dev_queue_xmit(skb)
+ * is `return __dev_queue_xmit(skb, NULL);` (dev_queue_xmit_accel, macvlan's offload, is its
+ * only other caller). */
+static const char *const FUNCTION_BODIES[KT_FUNCTIONS] = {
+    [KT_FN_dev_queue_xmit] = "__dev_queue_xmit",
+};
+
+/* One function's fentry/fexit pair here: loaded (why empty) or skipped (why says why);
+ * timed_as: the kernel function it is attached to. */
 struct function {
     struct bpf_program *entry, *exit;
     struct bpf_link *links[2];
+    const char *timed_as;
     char why[1024];
 };
 
@@ -308,7 +318,8 @@ static bool fentry_allowed(void)
 }
 
 /* Before the object loads: each function's pair stays unloaded unless fentry is allowed and
- * an fentry program loads and attaches on it here. */
+ * an fentry program loads and attaches on it (or, where it is not in the BTF, on its body)
+ * here. */
 static void choose_functions(struct ktrace_bpf *skel, struct function *functions,
                              bool fentry)
 {
@@ -320,9 +331,19 @@ static void choose_functions(struct ktrace_bpf *skel, struct function *functions
     struct btf *vmlinux = fentry ? btf__load_vmlinux_btf() : NULL;
     for (int f = 0; f < KT_FUNCTIONS; f++) {
         struct function *fn = &functions[f];
+        fn->timed_as = FUNCTION_NAMES[f];
+        const char *body = FUNCTION_BODIES[f];
+        if (fentry && body &&
+            btf__find_by_name_kind(vmlinux, fn->timed_as, BTF_KIND_FUNC) < 0) {
+            char whole[sizeof fn->why];
+            if (fentry_loads(vmlinux, body, whole, sizeof whole) &&
+                bpf_program__set_attach_target(fn->entry, 0, body) == 0 &&
+                bpf_program__set_attach_target(fn->exit, 0, body) == 0)
+                fn->timed_as = body;
+        }
         if (!fentry)
             snprintf(fn->why, sizeof fn->why, "fentry refused here (%s)", fentry_detail);
-        else if (fentry_loads(vmlinux, FUNCTION_NAMES[f], fn->why, sizeof fn->why))
+        else if (fentry_loads(vmlinux, fn->timed_as, fn->why, sizeof fn->why))
             fn->why[0] = '\0';
         bpf_program__set_autoload(fn->entry, fn->why[0] == '\0');
         bpf_program__set_autoload(fn->exit, fn->why[0] == '\0');
@@ -420,6 +441,17 @@ static void print_skipped(const struct function *functions, bool fentry)
     printf("}");
 }
 
+/* The functions timed in the stead of one not in the BTF: {name: body}. */
+static void print_timed_as(const struct function *functions)
+{
+    printf("{");
+    for (int f = 0, printed = 0; f < KT_FUNCTIONS; f++)
+        if (!functions[f].why[0] && functions[f].timed_as != FUNCTION_NAMES[f])
+            printf("%s\"%s\": \"%s\"", printed++ ? ", " : "", FUNCTION_NAMES[f],
+                   functions[f].timed_as);
+    printf("}");
+}
+
 static void attach_window(struct ktrace_bpf *skel, struct function *functions,
                           struct window_links *held)
 {
@@ -470,7 +502,8 @@ static void sum_cpus(void *total, const void *per_cpu, size_t size, int cpus)
             sum[i] += value[c * (size / sizeof *sum) + i];
 }
 
-/* The traced functions' calls, CPUs summed: {name: {context, calls, kernel_ns, untimed}}. */
+/* The traced functions' calls, CPUs summed: {name: {timed_as, context, calls, kernel_ns,
+ * untimed}}. */
 static void print_functions(struct ktrace_bpf *skel, const struct function *functions, int cpus)
 {
     struct kt_fn *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
@@ -484,9 +517,10 @@ static void print_functions(struct ktrace_bpf *skel, const struct function *func
             die(EXIT_FAILED, "reading the functions map: %s", strerror(errno));
         struct kt_fn sum;
         sum_cpus(&sum, per_cpu, sizeof sum, cpus);
-        printf("%s\"%s\": {\"context\": \"%s\", \"calls\": %llu, \"kernel_ns\": %llu, "
-               "\"untimed\": %llu}", printed++ ? ", " : "", FUNCTION_NAMES[f],
-               CONTEXTS[FUNCTION_CONTEXTS[f]], sum.calls, sum.kernel_ns, sum.untimed);
+        printf("%s\"%s\": {\"timed_as\": \"%s\", \"context\": \"%s\", \"calls\": %llu, "
+               "\"kernel_ns\": %llu, \"untimed\": %llu}", printed++ ? ", " : "",
+               FUNCTION_NAMES[f], functions[f].timed_as, CONTEXTS[FUNCTION_CONTEXTS[f]],
+               sum.calls, sum.kernel_ns, sum.untimed);
     }
     printf("}");
     free(per_cpu);
@@ -667,12 +701,17 @@ int main(int argc, char **argv)
         print_json_string(fentry_detail);
         printf(", \"functions_skipped\": ");
         print_skipped(functions, fentry);
+        printf(", \"functions_timed_as\": ");
+        print_timed_as(functions);
         printf("}\n");
         return EXIT_OK;
     }
     for (int f = 0; f < KT_FUNCTIONS && fentry; f++)
         if (functions[f].why[0])
             fprintf(stderr, "wb-ktrace: %s skipped: %s\n", FUNCTION_NAMES[f], functions[f].why);
+        else if (functions[f].timed_as != FUNCTION_NAMES[f])
+            fprintf(stderr, "wb-ktrace: %s timed as %s (not in this kernel's BTF: an inline "
+                    "wrapper of it)\n", FUNCTION_NAMES[f], functions[f].timed_as);
     fill_families(bpf_map__fd(skel->maps.kt_syscall_family));
     /* forks followed before the trees are walked: none slips between the two */
     struct bpf_link *follow = bpf_program__attach(skel->progs.kt_follow_fork);

@@ -45,12 +45,15 @@ class KernelTraceFailed(RuntimeError):
 class Support:
     """What this machine allows: tracepoints (the kernel columns) and fentry (function grain:
     the kernel_fn_* columns); detail says why not, or what works; functions_skipped: where
-    fentry works, the functions it cannot time here and why (not in this kernel's BTF ...)."""
+    fentry works, the functions it cannot time here and why (not in this kernel's BTF ...);
+    functions_timed_as: those timed through the function their body now is (dev_queue_xmit,
+    an inline wrapper of __dev_queue_xmit since Linux 5.19)."""
 
     tracepoints: bool
     fentry: bool
     detail: str
     functions_skipped: dict[str, str] = field(default_factory=dict)
+    functions_timed_as: dict[str, str] = field(default_factory=dict)
 
     def function_grain(self) -> str:
         """What the kernel_fn_* columns will hold here, in a sentence."""
@@ -62,8 +65,10 @@ class Support:
                     "calls, softirqs)")
         timed = [f for f in KERNEL_FUNCTIONS if f not in self.functions_skipped]
         skipped = "; ".join(f"{f} skipped: {why}" for f, why in self.functions_skipped.items())
+        renamed = "; ".join(f"{f} timed as {body}" for f, body in self.functions_timed_as.items())
         return (f"function grain (fentry) for {len(timed)} of {len(KERNEL_FUNCTIONS)} "
-                f"functions" + (f" ({skipped}; their columns are null)" if skipped else ""))
+                f"functions" + (f" ({skipped}; their columns are null)" if skipped else "")
+                + (f" ({renamed}: an inline wrapper of it here)" if renamed else ""))
 
 
 def _loader() -> Path:
@@ -98,7 +103,7 @@ def support() -> Support:
                        f"not its JSON line; fix: rebuild it (make)")
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
     return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}",
-                   probed["functions_skipped"])
+                   probed["functions_skipped"], probed["functions_timed_as"])
 
 
 def loaded_objects() -> list[str]:

@@ -5,8 +5,10 @@ What the kernel's source makes exact is asserted exactly:
 - each send() is one tcp_sendmsg and each recv() of a whole 100-byte message one tcp_recvmsg;
 - every packet received on loopback (netif_receive_skb) is IPv4 TCP: one ip_rcv and one
   tcp_v4_rcv each, give or take the packets in flight at the window's edges (PACKETS_AT_EDGES);
-- a function not in this kernel's BTF (6.12 inlines ep_poll; dev_queue_xmit is an inline
-  wrapper of __dev_queue_xmit) is skipped, named, and its columns are null;
+  every packet loopback sent (net_dev_xmit) went through one dev_queue_xmit;
+- a function not in this kernel's BTF (6.12 inlines ep_poll, and has __netif_receive_skb_core
+  only as a .constprop clone) is skipped, named, and its columns are null; dev_queue_xmit, an
+  inline wrapper of __dev_queue_xmit since 5.19, is timed as that;
 - nothing of wb-ktrace is loaded afterwards (bpftool)."""
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ def measured(guest_kernel, tmp_path_factory):
                          Guest(cpus=2, memory_mb=1024, timeout_s=400), mode, [out])
     print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
     assert result.status == 0, result.console[-3000:]
-    return json.loads((out / "ktrace.json").read_text())
+    measured = json.loads((out / "ktrace.json").read_text())
+    for window in ("select", "tcp"):
+        for function, timed in measured[window]["functions"].items():
+            if timed["calls"]:
+                print(f"{window}: {function} (as {timed['timed_as']}) {timed['calls']} calls, "
+                      f"{timed['kernel_ns'] / timed['calls']:.0f} ns per call")
+    return measured
 
 
 def test_fentry_works_in_the_guest(measured):
@@ -55,6 +63,10 @@ def test_each_function_is_timed_or_skipped_and_named(measured):
     assert skipped == set(measured["probe"]["functions_skipped"])
     for function in skipped:
         assert f"wb-ktrace: {function} skipped: " in measured["loader_said"]
+    renamed = {f: t["timed_as"] for f, t in document["functions"].items() if t["timed_as"] != f}
+    assert renamed == measured["probe"]["functions_timed_as"]
+    for function, body in renamed.items():
+        assert f"wb-ktrace: {function} timed as {body} " in measured["loader_said"]
     row = ktrace.columns(document)
     for function in skipped:
         assert row[kernel_function_column(function, "calls")] is None
@@ -81,6 +93,8 @@ def test_loopback_round_trips_give_known_calls_and_one_receive_per_packet(measur
     for function in ("ip_rcv", "tcp_v4_rcv"):
         assert abs(functions[function]["calls"] - packets) <= PACKETS_AT_EDGES, function
         assert row[kernel_function_column(function, "ns_per_packet")] > 0
+    sent = row["kernel_tx_packets"]
+    assert abs(functions["dev_queue_xmit"]["calls"] - sent) <= PACKETS_AT_EDGES
     # tcp_v4_rcv is called by ip_rcv (through ip_local_deliver): inside its time
     assert row["kernel_fn_tcp_v4_rcv_ns_per_call"] < row["kernel_fn_ip_rcv_ns_per_call"]
 

@@ -78,6 +78,10 @@ def test_where_fentry_works_it_names_what_it_skipped():
     assert said.startswith(f"function grain (fentry) for {len(KERNEL_FUNCTIONS) - 1} of "
                            f"{len(KERNEL_FUNCTIONS)} functions")
     assert "ep_poll skipped: no ep_poll in this kernel's BTF" in said
+    renamed = ktrace.Support(True, True, "tracepoints (tp_btf) work; fentry allowed", {},
+                             {"dev_queue_xmit": "__dev_queue_xmit"})
+    assert renamed.function_grain().endswith("(dev_queue_xmit timed as __dev_queue_xmit: an "
+                                             "inline wrapper of it here)")
     every = ktrace.Support(True, True, "tracepoints (tp_btf) work; fentry allowed")
     assert every.function_grain() == (f"function grain (fentry) for {len(KERNEL_FUNCTIONS)} "
                                       f"of {len(KERNEL_FUNCTIONS)} functions")
