@@ -150,7 +150,8 @@ def check_kernel_trace() -> Check:
         return Check(name, False, f"neither tracepoints nor fentry: {problem}; the kernel_* "
                      "columns are null", fix)
     if allowed.fentry:
-        return Check(name, True, "tracepoints and fentry (kernel_trace: true works)")
+        return Check(name, True, f"tracepoints and fentry (kernel_trace: true works): "
+                     f"{allowed.function_grain()}")
     return Check(name, True, f"tracepoints only (kernel_trace: true works, at the grain of "
                  f"system calls and softirqs): {allowed.detail.partition('; ')[2]}",
                  "function grain would need fentry: a kernel that does not lock function "

@@ -450,7 +450,8 @@ class Scenario(Strict):
     cpus: Cpus = Field(default_factory=Cpus)
     profile: bool = False
     # In-kernel time of the server's system calls and of the network softirqs, timed inside
-    # the kernel by wb-ktrace (eBPF) over each point's window: the kernel_* columns. Off by
+    # the kernel by wb-ktrace (eBPF) over each point's window: the kernel_* columns (and,
+    # where the kernel allows fentry, the papers' functions: kernel_fn_*). Off by
     # default: it costs the server CPU on every system call and context switch
     # (docs/bench-ktrace.md); where the machine cannot run it the columns are null.
     kernel_trace: bool = False

@@ -226,6 +226,8 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
     if trace is not None and not trace.tracepoints:
         log.warning("kernel_trace cannot run here: %s; the kernel_* columns are null",
                     trace.detail)
+    elif trace is not None:
+        log.info("kernel_trace: %s", trace.function_grain())
     todo = pending(scenario, run_dir.finished())
     total = len(todo) + len(run_dir.finished())
     log.info("run %s: %d of %d point × repetition to measure", run_dir.path, len(todo), total)

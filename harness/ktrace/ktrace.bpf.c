@@ -6,7 +6,11 @@
  * BTF-typed raw tracepoints (tp_btf) throughout: they need BTF, which CO-RE needs anyway,
  * but no tracefs, and they load where fentry is refused. sys_enter/sys_exit fire for every
  * system call of the machine; an array lookup by number drops the untraced ones, a hash
- * lookup by tgid the other processes. */
+ * lookup by tgid the other processes.
+ *
+ * Where the kernel allows fentry (the loader probes it), also the functions the papers timed
+ * (ktrace.h's KT_FUNCTION_LIST), one fentry/fexit pair each; the loader leaves them unloaded
+ * where fentry is refused or the function is not in this kernel's BTF. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -48,6 +52,9 @@ struct task_state {
     __u32 slot; /* of kt_calls: role * KT_FAMILIES + family */
     __u16 membership;
     __u16 role;
+    /* process-context functions (KT_IN_PROCESS): entered at; 0: not inside one */
+    __u64 fn_entered_ns[KT_FUNCTIONS];
+    __u64 fn_away_ns[KT_FUNCTIONS]; /* off_cpu_ns + softirq_ns when it was entered */
 };
 
 struct {
@@ -77,6 +84,21 @@ struct {
     __type(key, __u32);
     __type(value, struct kt_events);
 } kt_events SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, KT_FUNCTIONS);
+    __type(key, __u32);
+    __type(value, struct kt_fn);
+} kt_fns SEC(".maps");
+
+/* softirq-context functions' calls in progress, per CPU */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, KT_FUNCTIONS);
+    __type(key, __u32);
+    __type(value, struct kt_fn_stack);
+} kt_fn_stacks SEC(".maps");
 
 static __always_inline struct kt_events *counted_run(void)
 {
@@ -124,6 +146,25 @@ int BPF_PROG(kt_follow_fork, struct task_struct *parent, struct task_struct *chi
     return 0;
 }
 
+/* The current thread's state if it belongs to a measured tree (learnt once, then kept). */
+static __always_inline struct task_state *member_state(struct kt_events *e)
+{
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, task, 0,
+                                                    BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!state) {
+        e->untimed++;
+        return NULL;
+    }
+    if (state->membership == UNKNOWN) {
+        __u32 tgid = task->tgid;
+        __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
+        state->membership = role ? MEMBER : STRANGER;
+        state->role = role ? *role : 0;
+    }
+    return state->membership == MEMBER ? state : NULL;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 {
@@ -134,20 +175,8 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
     __u32 *family = bpf_map_lookup_elem(&kt_syscall_family, &nr);
     if (!family || *family == 0)
         return 0;
-    struct task_struct *task = bpf_get_current_task_btf();
-    struct task_state *state = bpf_task_storage_get(&kt_tasks, task, 0,
-                                                    BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (!state) {
-        e->untimed++;
-        return 0;
-    }
-    if (state->membership == UNKNOWN) {
-        __u32 tgid = task->tgid;
-        __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
-        state->membership = role ? MEMBER : STRANGER;
-        state->role = role ? *role : 0;
-    }
-    if (state->membership != MEMBER)
+    struct task_state *state = member_state(e);
+    if (!state)
         return 0;
     state->slot = state->role * KT_FAMILIES + (*family - 1);
     state->off_since_ns = state->off_cpu_ns = state->softirq_ns = 0;
@@ -287,3 +316,85 @@ int BPF_PROG(kt_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
     }
     return 0;
 }
+
+/* Function grain (fentry/fexit): each call's time from entry to return, its callees included.
+ * A process-context function counts for the measured trees only, and what it spent switched
+ * out or in network softirqs inside a traced system call is taken off, as for the calls
+ * above; a softirq-context one counts machine-wide, per CPU, nested calls of itself each
+ * timed (their time is inside the outer call's too). */
+static __always_inline void add_call(struct kt_events *e, __u32 fn, __u64 ns)
+{
+    struct kt_fn *f = bpf_map_lookup_elem(&kt_fns, &fn);
+    if (!f)
+        return;
+    f->calls++;
+    f->kernel_ns += ns;
+    traced(e);
+}
+
+static __always_inline int function_entered(__u32 fn, enum kt_context context)
+{
+    struct kt_events *e = counted_run();
+    if (!e || fn >= KT_FUNCTIONS)
+        return 0;
+    if (context == KT_IN_PROCESS) {
+        struct task_state *state = member_state(e);
+        if (state) {
+            state->fn_away_ns[fn] = state->off_cpu_ns + state->softirq_ns;
+            state->fn_entered_ns[fn] = bpf_ktime_get_ns();
+        }
+        return 0;
+    }
+    struct kt_fn_stack *stack = bpf_map_lookup_elem(&kt_fn_stacks, &fn);
+    if (!stack)
+        return 0;
+    __u64 depth = stack->depth;
+    if (depth < KT_FN_DEPTH)
+        stack->entered_ns[depth & (KT_FN_DEPTH - 1)] = bpf_ktime_get_ns();
+    stack->depth = depth + 1;
+    return 0;
+}
+
+static __always_inline int function_returned(__u32 fn, enum kt_context context)
+{
+    struct kt_events *e = counted_run();
+    if (!e || fn >= KT_FUNCTIONS)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    if (context == KT_IN_PROCESS) {
+        struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(),
+                                                        0, 0);
+        if (!state || !state->fn_entered_ns[fn])
+            return 0; /* a stranger's, or entered before the window */
+        __u64 elapsed = now - state->fn_entered_ns[fn];
+        __u64 away = state->off_cpu_ns + state->softirq_ns - state->fn_away_ns[fn];
+        state->fn_entered_ns[fn] = 0;
+        add_call(e, fn, elapsed > away ? elapsed - away : 0);
+        return 0;
+    }
+    struct kt_fn_stack *stack = bpf_map_lookup_elem(&kt_fn_stacks, &fn);
+    if (!stack || stack->depth == 0)
+        return 0; /* entered before the window (or on another CPU) */
+    __u64 depth = --stack->depth;
+    if (depth < KT_FN_DEPTH) {
+        add_call(e, fn, now - stack->entered_ns[depth & (KT_FN_DEPTH - 1)]);
+    } else {
+        struct kt_fn *f = bpf_map_lookup_elem(&kt_fns, &fn);
+        if (f)
+            f->untimed++;
+    }
+    return 0;
+}
+
+#define KT_FUNCTION_PROGRAMS(name, context)                  \
+    SEC("fentry/" #name)                                     \
+    int BPF_PROG(kt_in_##name)                               \
+    {                                                        \
+        return function_entered(KT_FN_##name, context);      \
+    }                                                        \
+    SEC("fexit/" #name)                                      \
+    int BPF_PROG(kt_out_##name)                              \
+    {                                                        \
+        return function_returned(KT_FN_##name, context);     \
+    }
+KT_FUNCTION_LIST(KT_FUNCTION_PROGRAMS)

@@ -12,6 +12,10 @@
  * kernel frees them when it exits, however it exits (SIGKILL included). tracefs and bpffs
  * are never needed (tp_btf programs attach by BTF name), so nothing is mounted.
  *
+ * Function grain (fentry/fexit on ktrace.h's KT_FUNCTION_LIST) is loaded only where an fentry
+ * program loads and attaches here (fentry_loads); a function this kernel lacks (inlined,
+ * renamed) or will not trace is skipped and named, never fatal.
+ *
  * Why it cannot run is one line on stderr and its own exit status (kt_exit below). */
 #include <errno.h>
 #include <dirent.h>
@@ -114,6 +118,33 @@ static const struct family FAMILIES[KT_FAMILIES] = {
 
 static const char *const ROLES[KT_ROLES] = {"server", "generator"};
 
+/* The functions' names and contexts, in enum kt_function's order. */
+#define KT_FUNCTION_NAME(name, context) #name,
+static const char *const FUNCTION_NAMES[KT_FUNCTIONS] = {KT_FUNCTION_LIST(KT_FUNCTION_NAME)};
+#undef KT_FUNCTION_NAME
+#define KT_FUNCTION_CONTEXT(name, context) context,
+static const enum kt_context FUNCTION_CONTEXTS[KT_FUNCTIONS] = {
+    KT_FUNCTION_LIST(KT_FUNCTION_CONTEXT)};
+#undef KT_FUNCTION_CONTEXT
+static const char *const CONTEXTS[] = {[KT_IN_PROCESS] = "process", [KT_IN_SOFTIRQ] = "softirq"};
+
+/* Where a function became an inline wrapper, the function its body now is: timed in its
+ * stead where the named one is not in the kernel's BTF. Since Linux 5.19 dev_queue_xmit(skb)
+ * is `return __dev_queue_xmit(skb, NULL);` (dev_queue_xmit_accel, macvlan's offload, is its
+ * only other caller). */
+static const char *const FUNCTION_BODIES[KT_FUNCTIONS] = {
+    [KT_FN_dev_queue_xmit] = "__dev_queue_xmit",
+};
+
+/* One function's fentry/fexit pair here: loaded (why empty) or skipped (why says why);
+ * timed_as: the kernel function it is attached to. */
+struct function {
+    struct bpf_program *entry, *exit;
+    struct bpf_link *links[2];
+    const char *timed_as;
+    char why[1024];
+};
+
 /* Every tracepoint the programs attach to (its BTF type is btf_trace_NAME). */
 static const char *const TRACEPOINTS[] = {
     "sched_process_fork", "sys_enter", "sys_exit", "sched_switch", "softirq_entry",
@@ -145,6 +176,19 @@ static void die(enum kt_exit status, const char *format, ...)
     exit(status);
 }
 
+/* s as a JSON string (the reasons quote libbpf and strerror) */
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}
+
 static void usage(void)
 {
     fputs("usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
@@ -174,6 +218,10 @@ static void describe(void)
         printf("%s{\"name\": \"%s\", \"syscalls\": \"%s\", \"returned\": \"%s\", "
                "\"dispatch\": %s}", f ? ", " : "", FAMILIES[f].name, FAMILIES[f].syscall_names,
                FAMILIES[f].returns, f <= KT_LAST_DISPATCH ? "true" : "false");
+    printf("], \"functions\": [");
+    for (int f = 0; f < KT_FUNCTIONS; f++)
+        printf("%s{\"name\": \"%s\", \"context\": \"%s\"}", f ? ", " : "", FUNCTION_NAMES[f],
+               CONTEXTS[FUNCTION_CONTEXTS[f]]);
     printf("], \"roles\": [\"%s\", \"%s\"], \"hist_buckets\": %d, \"exit\": {\"failed\": %d, "
            "\"usage\": %d, \"no_capability\": %d, \"no_btf\": %d, \"no_tracepoint\": %d}}\n",
            ROLES[0], ROLES[1], KT_HIST_BUCKETS, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CAPABILITY,
@@ -224,14 +272,13 @@ static void check_machine(void)
     btf__free(vmlinux);
 }
 
-/* Whether fentry programs may be loaded and attached here, tried on do_select; why not. */
-static bool fentry_allowed(char *why, size_t size)
+/* Whether an fentry program may be loaded on function and attached here; why not. */
+static bool fentry_loads(const struct btf *vmlinux, const char *function, char *why,
+                         size_t size)
 {
-    struct btf *vmlinux = btf__load_vmlinux_btf();
-    int id = vmlinux ? btf__find_by_name_kind(vmlinux, "do_select", BTF_KIND_FUNC) : -1;
-    btf__free(vmlinux);
+    int id = vmlinux ? btf__find_by_name_kind(vmlinux, function, BTF_KIND_FUNC) : -1;
     if (id < 0) {
-        snprintf(why, size, "no do_select in the kernel's BTF to try it on");
+        snprintf(why, size, "no %s in this kernel's BTF (inlined or renamed)", function);
         return false;
     }
     struct bpf_insn return_zero[] = {
@@ -243,19 +290,65 @@ static bool fentry_allowed(char *why, size_t size)
     int prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "wb_ktrace_probe", "GPL", return_zero, 2,
                              &opts);
     if (prog < 0) {
-        snprintf(why, size, "loading an fentry program on do_select: %s", strerror(errno));
+        snprintf(why, size, "loading an fentry program on %s: %s", function, strerror(errno));
         return false;
     }
     int link = bpf_link_create(prog, 0, BPF_TRACE_FENTRY, NULL);
     int saved = errno;
     close(prog);
     if (link < 0) {
-        snprintf(why, size, "attaching an fentry program to do_select: %s", strerror(saved));
+        snprintf(why, size, "attaching an fentry program to %s: %s", function, strerror(saved));
         return false;
     }
     close(link);
-    snprintf(why, size, "fentry loads and attaches (do_select)");
+    snprintf(why, size, "fentry loads and attaches (%s)", function);
     return true;
+}
+
+/* fentry here at all, tried on do_select (every kernel the papers' select runs on has it);
+ * fentry_detail says what was found. */
+static char fentry_detail[256];
+
+static bool fentry_allowed(void)
+{
+    struct btf *vmlinux = btf__load_vmlinux_btf();
+    bool allowed = fentry_loads(vmlinux, "do_select", fentry_detail, sizeof fentry_detail);
+    btf__free(vmlinux);
+    return allowed;
+}
+
+/* Before the object loads: each function's pair stays unloaded unless fentry is allowed and
+ * an fentry program loads and attaches on it (or, where it is not in the BTF, on its body)
+ * here. */
+static void choose_functions(struct ktrace_bpf *skel, struct function *functions,
+                             bool fentry)
+{
+#define KT_FUNCTION_PAIR(name, context)                                  \
+    functions[KT_FN_##name] = (struct function){                        \
+        .entry = skel->progs.kt_in_##name, .exit = skel->progs.kt_out_##name};
+    KT_FUNCTION_LIST(KT_FUNCTION_PAIR)
+#undef KT_FUNCTION_PAIR
+    struct btf *vmlinux = fentry ? btf__load_vmlinux_btf() : NULL;
+    for (int f = 0; f < KT_FUNCTIONS; f++) {
+        struct function *fn = &functions[f];
+        fn->timed_as = FUNCTION_NAMES[f];
+        const char *body = FUNCTION_BODIES[f];
+        if (fentry && body &&
+            btf__find_by_name_kind(vmlinux, fn->timed_as, BTF_KIND_FUNC) < 0) {
+            char whole[sizeof fn->why];
+            if (fentry_loads(vmlinux, body, whole, sizeof whole) &&
+                bpf_program__set_attach_target(fn->entry, 0, body) == 0 &&
+                bpf_program__set_attach_target(fn->exit, 0, body) == 0)
+                fn->timed_as = body;
+        }
+        if (!fentry)
+            snprintf(fn->why, sizeof fn->why, "fentry refused here (%s)", fentry_detail);
+        else if (fentry_loads(vmlinux, fn->timed_as, fn->why, sizeof fn->why))
+            fn->why[0] = '\0';
+        bpf_program__set_autoload(fn->entry, fn->why[0] == '\0');
+        bpf_program__set_autoload(fn->exit, fn->why[0] == '\0');
+    }
+    btf__free(vmlinux);
 }
 
 /* pid and every descendant it has now into the tgids map (forks later: follow_fork). */
@@ -303,7 +396,64 @@ struct window_links {
     int count;
 };
 
-static void attach_window(struct ktrace_bpf *skel, struct window_links *held)
+/* The loaded functions' pairs; one that will not attach is skipped and named, not fatal. */
+static void attach_functions(struct function *functions)
+{
+    for (int f = 0; f < KT_FUNCTIONS; f++) {
+        struct function *fn = &functions[f];
+        if (fn->why[0])
+            continue;
+        struct bpf_program *pair[2] = {fn->entry, fn->exit};
+        for (int i = 0; i < 2 && !fn->why[0]; i++) {
+            fn->links[i] = bpf_program__attach(pair[i]);
+            if (!fn->links[i]) {
+                snprintf(fn->why, sizeof fn->why, "attaching %s: %s (%s)",
+                         bpf_program__name(pair[i]), strerror(errno), libbpf_said);
+                fprintf(stderr, "wb-ktrace: %s skipped: %s\n", FUNCTION_NAMES[f], fn->why);
+            }
+        }
+        if (fn->why[0]) {
+            bpf_link__destroy(fn->links[0]); /* NULL-safe */
+            fn->links[0] = fn->links[1] = NULL;
+        }
+    }
+}
+
+static void detach_functions(struct function *functions)
+{
+    for (int f = 0; f < KT_FUNCTIONS; f++)
+        for (int i = 0; i < 2; i++) {
+            bpf_link__destroy(functions[f].links[i]);
+            functions[f].links[i] = NULL;
+        }
+}
+
+/* Where fentry works: the functions skipped for a reason of their own (else: none). */
+static void print_skipped(const struct function *functions, bool fentry)
+{
+    printf("{");
+    for (int f = 0, printed = 0; f < KT_FUNCTIONS; f++) {
+        if (!fentry || !functions[f].why[0])
+            continue;
+        printf("%s\"%s\": ", printed++ ? ", " : "", FUNCTION_NAMES[f]);
+        print_json_string(functions[f].why);
+    }
+    printf("}");
+}
+
+/* The functions timed in the stead of one not in the BTF: {name: body}. */
+static void print_timed_as(const struct function *functions)
+{
+    printf("{");
+    for (int f = 0, printed = 0; f < KT_FUNCTIONS; f++)
+        if (!functions[f].why[0] && functions[f].timed_as != FUNCTION_NAMES[f])
+            printf("%s\"%s\": \"%s\"", printed++ ? ", " : "", FUNCTION_NAMES[f],
+                   functions[f].timed_as);
+    printf("}");
+}
+
+static void attach_window(struct ktrace_bpf *skel, struct function *functions,
+                          struct window_links *held)
 {
     struct bpf_program *window[] = {
         skel->progs.kt_sys_enter, skel->progs.kt_sys_exit, skel->progs.kt_sched_switch,
@@ -317,15 +467,18 @@ static void attach_window(struct ktrace_bpf *skel, struct window_links *held)
                 strerror(errno), libbpf_said);
         held->links[held->count++] = link;
     }
+    attach_functions(functions);
     skel->bss->counting = 1;
 }
 
-static void detach_window(struct ktrace_bpf *skel, struct window_links *held)
+static void detach_window(struct ktrace_bpf *skel, struct function *functions,
+                          struct window_links *held)
 {
     skel->bss->counting = 0;
     for (int i = 0; i < held->count; i++)
         bpf_link__destroy(held->links[i]);
     held->count = 0;
+    detach_functions(functions);
 }
 
 static void print_calls(const struct kt_calls *c)
@@ -349,7 +502,32 @@ static void sum_cpus(void *total, const void *per_cpu, size_t size, int cpus)
             sum[i] += value[c * (size / sizeof *sum) + i];
 }
 
-static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool generator)
+/* The traced functions' calls, CPUs summed: {name: {timed_as, context, calls, kernel_ns,
+ * untimed}}. */
+static void print_functions(struct ktrace_bpf *skel, const struct function *functions, int cpus)
+{
+    struct kt_fn *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
+    if (!per_cpu)
+        die(EXIT_FAILED, "out of memory");
+    printf("{");
+    for (__u32 f = 0, printed = 0; f < KT_FUNCTIONS; f++) {
+        if (functions[f].why[0])
+            continue;
+        if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_fns), &f, per_cpu) != 0)
+            die(EXIT_FAILED, "reading the functions map: %s", strerror(errno));
+        struct kt_fn sum;
+        sum_cpus(&sum, per_cpu, sizeof sum, cpus);
+        printf("%s\"%s\": {\"timed_as\": \"%s\", \"context\": \"%s\", \"calls\": %llu, "
+               "\"kernel_ns\": %llu, \"untimed\": %llu}", printed++ ? ", " : "",
+               FUNCTION_NAMES[f], functions[f].timed_as, CONTEXTS[FUNCTION_CONTEXTS[f]],
+               sum.calls, sum.kernel_ns, sum.untimed);
+    }
+    printf("}");
+    free(per_cpu);
+}
+
+static void print_document(struct ktrace_bpf *skel, const struct function *functions,
+                           bool fentry, uint64_t window_ns, bool generator)
 {
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0)
@@ -359,8 +537,14 @@ static void print_document(struct ktrace_bpf *skel, uint64_t window_ns, bool gen
     struct kt_events *event_values = calloc((size_t)cpus, sizeof *event_values);
     if (!per_cpu || !cpu_values || !event_values)
         die(EXIT_FAILED, "out of memory");
-    printf("{\"window_ns\": %llu, \"attach\": \"tp_btf\", \"roles\": {",
-           (unsigned long long)window_ns);
+    printf("{\"window_ns\": %llu, \"attach\": \"tp_btf\", \"fentry\": %s, \"fentry_detail\": ",
+           (unsigned long long)window_ns, fentry ? "true" : "false");
+    print_json_string(fentry_detail);
+    printf(", \"functions\": ");
+    print_functions(skel, functions, cpus);
+    printf(", \"functions_skipped\": ");
+    print_skipped(functions, fentry);
+    printf(", \"roles\": {");
     int calls_fd = bpf_map__fd(skel->maps.kt_calls);
     for (int role = 0; role < (generator ? KT_ROLES : 1); role++) {
         printf("%s\"%s\": {", role ? ", " : "", ROLES[role]);
@@ -497,6 +681,9 @@ int main(int argc, char **argv)
     struct ktrace_bpf *skel = ktrace_bpf__open();
     if (!skel)
         die(EXIT_FAILED, "opening the BPF object: %s", strerror(errno));
+    bool fentry = fentry_allowed();
+    struct function functions[KT_FUNCTIONS];
+    choose_functions(skel, functions, fentry);
     if (ktrace_bpf__load(skel) != 0) {
         int saved = errno;
         if (saved == EPERM || saved == EACCES)
@@ -506,15 +693,25 @@ int main(int argc, char **argv)
     if (probe) {
         /* the window's programs attach and detach once: what a point would do */
         struct window_links held = {.count = 0};
-        attach_window(skel, &held);
-        detach_window(skel, &held);
+        attach_window(skel, functions, &held);
+        detach_window(skel, functions, &held);
         ktrace_bpf__destroy(skel);
-        char why[256];
-        bool fentry = fentry_allowed(why, sizeof why);
-        printf("{\"tracepoints\": true, \"fentry\": %s, \"fentry_detail\": \"%s\"}\n",
-               fentry ? "true" : "false", why);
+        printf("{\"tracepoints\": true, \"fentry\": %s, \"fentry_detail\": ",
+               fentry ? "true" : "false");
+        print_json_string(fentry_detail);
+        printf(", \"functions_skipped\": ");
+        print_skipped(functions, fentry);
+        printf(", \"functions_timed_as\": ");
+        print_timed_as(functions);
+        printf("}\n");
         return EXIT_OK;
     }
+    for (int f = 0; f < KT_FUNCTIONS && fentry; f++)
+        if (functions[f].why[0])
+            fprintf(stderr, "wb-ktrace: %s skipped: %s\n", FUNCTION_NAMES[f], functions[f].why);
+        else if (functions[f].timed_as != FUNCTION_NAMES[f])
+            fprintf(stderr, "wb-ktrace: %s timed as %s (not in this kernel's BTF: an inline "
+                    "wrapper of it)\n", FUNCTION_NAMES[f], functions[f].timed_as);
     fill_families(bpf_map__fd(skel->maps.kt_syscall_family));
     /* forks followed before the trees are walked: none slips between the two */
     struct bpf_link *follow = bpf_program__attach(skel->progs.kt_follow_fork);
@@ -530,7 +727,7 @@ int main(int argc, char **argv)
     struct window_links held = {.count = 0};
     uint64_t started, stopped;
     if (duration > 0) {
-        attach_window(skel, &held);
+        attach_window(skel, functions, &held);
         started = now_ns();
         count_for(duration);
     } else {
@@ -538,15 +735,15 @@ int main(int argc, char **argv)
         printf("ready\n");
         if (!await_command("start"))
             return EXIT_OK;
-        attach_window(skel, &held);
+        attach_window(skel, functions, &held);
         started = now_ns();
         printf("started\n");
         if (!await_command("stop"))
             return EXIT_OK;
     }
     stopped = now_ns();
-    detach_window(skel, &held);
-    print_document(skel, stopped - started, root_count[KT_GENERATOR] > 0);
+    detach_window(skel, functions, &held);
+    print_document(skel, functions, fentry, stopped - started, root_count[KT_GENERATOR] > 0);
     bpf_link__destroy(follow);
     ktrace_bpf__destroy(skel);
     return EXIT_OK;

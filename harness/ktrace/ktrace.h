@@ -62,4 +62,46 @@ struct kt_events {
     __u64 followed;      /* processes added by fork */
 };
 
+/* The functions the papers timed (fentry/fexit, where this kernel allows it), in the order of
+ * the loader's JSON and harness/results/format.py's KERNEL_FUNCTIONS. X(name, context):
+ * process-context ones are timed for the measured trees only, in their task's storage;
+ * softirq-context ones (they also run from a sender's bottom-half-disabled transmit) per CPU,
+ * machine-wide, as the softirqs are. */
+#define KT_FUNCTION_LIST(X)                    \
+    X(do_select, KT_IN_PROCESS)                \
+    X(do_sys_poll, KT_IN_PROCESS)              \
+    X(ep_poll, KT_IN_PROCESS)                  \
+    X(alloc_fd, KT_IN_PROCESS)                 \
+    X(tcp_sendmsg, KT_IN_PROCESS)              \
+    X(tcp_recvmsg, KT_IN_PROCESS)              \
+    X(tcp_v4_rcv, KT_IN_SOFTIRQ)               \
+    X(ip_rcv, KT_IN_SOFTIRQ)                   \
+    X(__netif_receive_skb_core, KT_IN_SOFTIRQ) \
+    X(dev_queue_xmit, KT_IN_SOFTIRQ)
+
+enum kt_context { KT_IN_PROCESS, KT_IN_SOFTIRQ };
+
+#define KT_FUNCTION_INDEX(name, context) KT_FN_##name,
+enum kt_function { KT_FUNCTION_LIST(KT_FUNCTION_INDEX) KT_FUNCTIONS };
+#undef KT_FUNCTION_INDEX
+
+/* Calls of one function nested in one of its own on a CPU (dev_queue_xmit of an ACK sent by
+ * the receive softirq that ran as the outer one enabled bottom halves) timed up to this depth;
+ * deeper ones are not timed and counted as such. */
+#define KT_FN_DEPTH 4
+
+/* One function's calls that both entered and returned inside the window, per CPU. */
+struct kt_fn {
+    __u64 calls;
+    __u64 kernel_ns; /* entry to return, callees included; process context: on a CPU, less the
+                      * network softirqs that ran inside (as kt_calls.kernel_ns) */
+    __u64 untimed;   /* softirq context: entered deeper than KT_FN_DEPTH */
+};
+
+/* A softirq-context function's calls in progress on one CPU. */
+struct kt_fn_stack {
+    __u64 depth;
+    __u64 entered_ns[KT_FN_DEPTH];
+};
+
 #endif

@@ -1,7 +1,9 @@
 """In-kernel time over exactly a point's window, measured inside the kernel by wb-ktrace (eBPF,
 harness/ktrace/): the server tree's event-dispatch and I/O system calls (calls, time on a CPU inside
 them, ready descriptors per dispatch call) and every CPU's network softirqs per packet. Exact
-counts, not samples; the columns are harness.results.format's KERNEL_TRACE_COLUMNS.
+counts, not samples; the columns are harness.results.format's KERNEL_TRACE_COLUMNS. Where the
+kernel allows fentry, also the functions the papers timed (do_select ... dev_queue_xmit), per call
+and per packet; where it does not, those columns are null and the layers above stand.
 
 Like perfctl's perf, the loader starts before the window (it loads and verifies its programs
 during the warm-up) and is switched on and off over a control channel, here its stdin."""
@@ -13,7 +15,7 @@ import functools
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,13 @@ from clients import pinning
 from clients.paths import MissingBinary, binary
 from harness import procs
 from harness.results.format import (
+    KERNEL_DIRECTIONS,
     KERNEL_FAMILIES,
+    KERNEL_FUNCTIONS,
     KERNEL_READY_FAMILIES,
     KERNEL_TRACE_COLUMNS,
     kernel_column,
+    kernel_function_column,
 )
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -38,12 +43,32 @@ class KernelTraceFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Support:
-    """What this machine allows: tracepoints (the kernel columns) and fentry (function grain,
-    which wb-ktrace does not use yet); detail says why not, or what works."""
+    """What this machine allows: tracepoints (the kernel columns) and fentry (function grain:
+    the kernel_fn_* columns); detail says why not, or what works; functions_skipped: where
+    fentry works, the functions it cannot time here and why (not in this kernel's BTF ...);
+    functions_timed_as: those timed through the function their body now is (dev_queue_xmit,
+    an inline wrapper of __dev_queue_xmit since Linux 5.19)."""
 
     tracepoints: bool
     fentry: bool
     detail: str
+    functions_skipped: dict[str, str] = field(default_factory=dict)
+    functions_timed_as: dict[str, str] = field(default_factory=dict)
+
+    def function_grain(self) -> str:
+        """What the kernel_fn_* columns will hold here, in a sentence."""
+        if not self.tracepoints:
+            return "no function grain (no kernel tracing at all)"
+        if not self.fentry:
+            return (f"no function grain: {self.detail.partition('; ')[2]}; the kernel_fn_* "
+                    "columns are null and the kernel is measured at layer grain (system "
+                    "calls, softirqs)")
+        timed = [f for f in KERNEL_FUNCTIONS if f not in self.functions_skipped]
+        skipped = "; ".join(f"{f} skipped: {why}" for f, why in self.functions_skipped.items())
+        renamed = "; ".join(f"{f} timed as {body}" for f, body in self.functions_timed_as.items())
+        return (f"function grain (fentry) for {len(timed)} of {len(KERNEL_FUNCTIONS)} "
+                f"functions" + (f" ({skipped}; their columns are null)" if skipped else "")
+                + (f" ({renamed}: an inline wrapper of it here)" if renamed else ""))
 
 
 def _loader() -> Path:
@@ -77,7 +102,8 @@ def support() -> Support:
         return Support(False, False, f"wb-ktrace --probe said {done.stdout.strip()[:200]!r}, "
                        f"not its JSON line; fix: rebuild it (make)")
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
-    return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}")
+    return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}",
+                   probed["functions_skipped"], probed["functions_timed_as"])
 
 
 def loaded_objects() -> list[str]:
@@ -186,11 +212,18 @@ def columns(document: dict[str, Any] | None) -> dict[str, Any]:
             row[kernel_column(family, "ready_per_call")] = _per(calls["returned"],
                                                                 calls["calls"])
     cpus = document["cpus"]
-    for direction in ("rx", "tx"):
-        packets = sum(cpu[f"{direction}_packets"] for cpu in cpus)
-        row[kernel_column(direction, "packets")] = packets
+    packets = {d: sum(cpu[f"{d}_packets"] for cpu in cpus) for d in KERNEL_DIRECTIONS}
+    for direction in KERNEL_DIRECTIONS:
+        row[kernel_column(direction, "packets")] = packets[direction]
         row[kernel_column(direction, "ns_per_packet")] = _per(
-            sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets)
+            sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets[direction])
+    # only the functions timed here are in the document (fentry refused: none)
+    for function, calls in document.get("functions", {}).items():
+        row[kernel_function_column(function, "calls")] = calls["calls"]
+        row[kernel_function_column(function, "ns_per_call")] = _per(calls["kernel_ns"],
+                                                                    calls["calls"])
+        row[kernel_function_column(function, "ns_per_packet")] = _per(
+            calls["kernel_ns"], packets[KERNEL_FUNCTIONS[function]])
     row["kernel_events_traced"] = document["events"]["traced"]
     row["kernel_trace_window_s"] = document["window_ns"] / 1e9
     return row

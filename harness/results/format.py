@@ -78,10 +78,29 @@ def kernel_column(family_or_direction: str, metric: str) -> str:
     return f"kernel_{family_or_direction}_{metric}"
 
 
+# Function grain (fentry/fexit, where the kernel allows it; null where it does not or where
+# the function is not in the kernel's BTF): the functions the papers timed, in wb-ktrace's
+# order (its --describe; tests/ktrace/test_describe.py), each with the direction of the
+# packets its time is counted per (the received ones for dispatch and receive, the sent ones
+# for transmit).
+KERNEL_FUNCTIONS = {
+    "do_select": "rx", "do_sys_poll": "rx", "ep_poll": "rx", "alloc_fd": "rx",
+    "tcp_sendmsg": "tx", "tcp_recvmsg": "rx", "tcp_v4_rcv": "rx", "ip_rcv": "rx",
+    "__netif_receive_skb_core": "rx", "dev_queue_xmit": "tx",
+}
+KERNEL_FUNCTION_METRICS = ("calls", "ns_per_call", "ns_per_packet")
+
+
+def kernel_function_column(function: str, metric: str) -> str:
+    """e.g. kernel_fn_do_select_ns_per_call, kernel_fn_tcp_v4_rcv_ns_per_packet."""
+    return f"kernel_fn_{function}_{metric}"
+
+
 KERNEL_TRACE_COLUMNS = (
     *(kernel_column(f, m) for f in KERNEL_FAMILIES for m in KERNEL_FAMILY_METRICS),
     *(kernel_column(f, "ready_per_call") for f in KERNEL_READY_FAMILIES),
     *(kernel_column(d, m) for d in KERNEL_DIRECTIONS for m in ("packets", "ns_per_packet")),
+    *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",
     "kernel_trace_window_s",
 )

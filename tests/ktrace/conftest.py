@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.metrics import ktrace
+from harness.metrics.ktrace import loaded_objects
 from tests.conftest import REPO, build
 
 WORKLOAD = Path(__file__).with_name("workload.py")
@@ -116,3 +118,11 @@ def median_bucket(family: dict) -> int:
         if 2 * seen >= sum(hist):
             return bucket
     raise AssertionError("an empty histogram")
+
+
+def gone_within(seconds: float) -> list[str]:
+    """What is left once the kernel has freed what it frees (after an RCU grace period)."""
+    deadline = time.monotonic() + seconds
+    while (left := loaded_objects()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left

@@ -16,18 +16,10 @@ import pytest
 
 from harness.metrics.ktrace import loaded_objects
 from tests.conftest import REPO, build
-from tests.ktrace.conftest import Loader, Workload, traced
+from tests.ktrace.conftest import Loader, Workload, gone_within, traced
 
 pytestmark = pytest.mark.skipif(shutil.which("bpftool") is None,
                                 reason="bpftool is not installed (apt-get install bpftool)")
-
-
-def gone_within(seconds: float) -> list[str]:
-    """What is left once the kernel has freed what it frees (after an RCU grace period)."""
-    deadline = time.monotonic() + seconds
-    while (left := loaded_objects()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
 
 
 def test_a_window_leaves_nothing_behind(ktrace_bin: Path):

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from clients.paths import BIN_DIR
-from harness.results.format import KERNEL_TRACE_COLUMNS
+from harness.metrics import ktrace
+from harness.results.format import KERNEL_FUNCTIONS, KERNEL_TRACE_COLUMNS, kernel_function_column
 from tests.conftest import REPO, build
 
 SCENARIO = """
@@ -55,6 +56,8 @@ def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null
         tmp_path: Path, ktrace_bin: Path):
     points, manifest, printed = run(tmp_path, SCENARIO + "sweep: {kernel_trace: [false, true]}\n")
     assert manifest["kernel_trace"]["tracepoints"] is True
+    # what function grain this machine gives is said once (the two points share it)
+    assert printed.count("kernel_trace: ") == 1
     traced = points[points["kernel_trace"]].iloc[0]
     untraced = points[~points["kernel_trace"]].iloc[0]
     assert untraced[list(KERNEL_TRACE_COLUMNS)].isna().all()
@@ -78,6 +81,21 @@ def test_a_traced_point_has_its_kernel_columns_and_an_untraced_one_has_them_null
     def times(row: str) -> int:  # p50, p99 and, when traced, kernel/call
         return len(re.findall(r"\d (?:ns|µs|ms|s)\b", row))
     assert (times(rows["True"]), times(rows["False"])) == (3, 2)
+
+
+def test_where_fentry_is_refused_the_function_columns_are_null_and_the_run_says_why_once(
+        tmp_path: Path, ktrace_bin: Path):
+    if ktrace.support().fentry:
+        pytest.skip("fentry works here: tests/guest/test_ktrace_functions.py times functions")
+    points, manifest, said = run(tmp_path, SCENARIO + "kernel_trace: true\n")
+    function_columns = [kernel_function_column(f, m) for f in KERNEL_FUNCTIONS
+                        for m in ("calls", "ns_per_call", "ns_per_packet")]
+    assert points[function_columns].isna().all().all()
+    assert points["kernel_select_calls"].gt(0).all()  # the layers are measured all the same
+    assert manifest["kernel_trace"]["fentry"] is False
+    assert said.count("kernel_trace: no function grain: fentry refused (loading an fentry "
+                      "program on do_select: Operation not permitted)") == 1
+    assert "measured at layer grain" in said
 
 
 @pytest.mark.skipif(shutil.which("capsh") is None or os.geteuid() != 0,

@@ -1,19 +1,37 @@
 """A known workload for wb-ktrace's tests: CALLS dispatch calls over FDS idle descriptors.
 
-    workload.py select|epoll|spin FDS CALLS [--fork]
+    workload.py select|epoll|tcp|spin FDS CALLS [--fork]
 
 Prints its pid, waits for a line on stdin, makes the calls (in a child it forks then, with
 --fork), prints "done", waits for another line and exits. `spin` prints its pid and makes
 select calls until it is killed (a busy process outside the measured tree). Idle descriptors
 are eventfds that nothing writes: never ready, so every call scans them all and returns
-none."""
+none. `tcp` makes CALLS round trips of 100 bytes each way over one loopback TCP connection it
+opened before (FDS unused): 2 x CALLS sends and 2 x CALLS receives."""
 
 from __future__ import annotations
 
 import os
 import resource
 import select
+import socket
 import sys
+
+MESSAGE = 100  # bytes each way per round trip
+
+
+def round_trips(count: int) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    print(os.getpid(), flush=True)  # connected: the window sees the round trips only
+    sys.stdin.readline()
+    for _ in range(count):
+        for sender, receiver in ((client, server), (server, client)):
+            sender.sendall(b"x" * MESSAGE)
+            receiver.recv(MESSAGE, socket.MSG_WAITALL)
+    print("done", flush=True)
+    sys.stdin.readline()
 
 
 def calls(kind: str, fds: list[int], count: int) -> None:
@@ -31,6 +49,8 @@ def calls(kind: str, fds: list[int], count: int) -> None:
 def main() -> None:
     kind, fd_count, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     fork = "--fork" in sys.argv[4:]
+    if kind == "tcp":
+        return round_trips(count)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     fds = [os.eventfd(0) for _ in range(fd_count)]  # select takes descriptors below 1024

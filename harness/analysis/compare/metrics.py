@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.results.format import KERNEL_DIRECTIONS, KERNEL_FAMILIES, kernel_column
+from harness.results.format import (
+    KERNEL_DIRECTIONS,
+    KERNEL_FAMILIES,
+    KERNEL_FUNCTIONS,
+    kernel_column,
+    kernel_function_column,
+)
 
 # A CPU percentage is compared as a difference in percentage points, never as a relative
 # change: its run-to-run noise is additive (CPU time the server is charged for whatever its
@@ -66,11 +72,13 @@ _CATALOGUE = (
     Metric("timeouts_total", False),
     Metric("sigio_overflows", False),
 )
-# In-kernel time (kernel_trace: true), per call of each family and per packet each way: a
-# regression names the call or the layer that grew. Repetition means only (no per-second
-# series); a run without kernel_trace has none, so the defaults leave them out there.
+# In-kernel time (kernel_trace: true), per call of each family, per packet each way and, where
+# fentry works, per call of each function the papers timed: a regression names the call, the
+# layer or the function that grew. Repetition means only (no per-second series); a run without
+# kernel_trace (or without fentry) has none, so the defaults leave them out there.
 KERNEL_METRICS = (*(kernel_column(f, "ns_per_call") for f in KERNEL_FAMILIES),
-                  *(kernel_column(d, "ns_per_packet") for d in KERNEL_DIRECTIONS))
+                  *(kernel_column(d, "ns_per_packet") for d in KERNEL_DIRECTIONS),
+                  *(kernel_function_column(f, "ns_per_call") for f in KERNEL_FUNCTIONS))
 METRICS: dict[str, Metric] = {m.name: m for m in (
     *_CATALOGUE, *(Metric(name, False) for name in KERNEL_METRICS))}
 
