@@ -92,7 +92,7 @@ def test_a_status_file_without_markers_is_refused(tmp_path, capsys, content):
                        ["reproduce", "--check", str(write_fig8(tmp_path / "r", True)),
                         "--write-status", str(status)])
     assert code == 2
-    assert "no generated-status markers" in capsys.readouterr().err
+    assert "no generated-block markers" in capsys.readouterr().err
     assert status.read_text() == content
 
 
