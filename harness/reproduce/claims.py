@@ -713,8 +713,8 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                "CM01 §4.2, Table 1", overflow_regimes,
                quote="As can be seen from the table, under low loads, there are no SIGIOs and "
                      "hence, no signal queue overflows. On the other hand, at high loads, all "
-                     "the sigwaitinfo() calls result in SIGIOs. (Table 1: 0 SIGIOs at 2800-3000 "
-                     "req/s; 40 of 40 at 3400-4000, 252 idle)",
+                     "the sigwaitinfo() calls result in SIGIOs. (Table 1, 252 idle: 0 SIGIOs at "
+                     "2800-3000 req/s; as many SIGIOs as sigwaitinfos, 39-40, at 3400-4000)",
                bound="paper's 0 below saturation (≤ 0.1 % of dequeues) and > 0 above, set "
                      "before data in 7c7e009; 'below saturation' means with CPU to spare since "
                      "a593f84"),
