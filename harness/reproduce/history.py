@@ -19,8 +19,8 @@ from harness.reproduce.claims import (
     knee_order,
     peak_ratio,
     ratio_across,
-    select_share_of_cpu,
 )
+from harness.reproduce.retired import select_share_of_cpu
 from harness.reproduce.verdict import ClaimResult, Measured, Outcome, evaluate_claim
 
 FIRST = "7c7e009"
@@ -78,13 +78,40 @@ _CPP_FIG2_RATIO = ratio_across("content_throughput_mbps", "client_conns", low=1.
                                one_way_delay_ms=0)
 _REMOVED = "its combinator (compare_series, at the highest rate both served) is gone"
 
+_KERNEL_COST = "fc1a84a"  # kernel cost measured inside the kernel (the kernel-cost work)
+_KERNEL_WHY = ("'Kernel cost measured inside the kernel where the papers measured it (#30, "
+               "#31)'")
+_SHARE_DEFECT = ("a dispatch share over 100 % of the server's CPU is not measured (473ba22, a "
+                 "defect in the check)")
+_ONE_LEVEL_DEFECT = ("a flat-curve check of one level is not measured (9abc488, a defect in the "
+                     "check)")
+
+
+def _defect(commit: str, what: str) -> Change:
+    """A fix inside the kernel-cost work's own combinator: the form before it is that
+    combinator's defect, not a check to rebuild."""
+    return Change(commit, "2026-11-26", what, "a defect in the check", None,
+                  "the defect was inside the combinator it fixed")
+
+
 HISTORY: dict[str, tuple[Change, ...]] = {
-    "bm98-fig1": (),
+    "bm98-fig1": (
+        Change(_KERNEL_COST, "2026-11-26",
+               "server CPU at 2000 cold ≥ 2× at 0 → select's in-kernel share of the server's "
+               "CPU rising at every step (≥ 2×) and flattening (traced)", _KERNEL_WHY,
+               ratio_across("cpu_server_pct", "cold_conns", low=2.0, each=("hot_conns",))),
+        _defect("473ba22", _SHARE_DEFECT),
+    ),
     "bm98-table1-2": (
         Change("9169b16", "2026-11-25",
                "select functions ≥ 10 % of the CPU → ≥ 20 % of the busy samples",
                "the paper's machine had no idle time, so its Table 1 counts busy samples",
                select_share_of_cpu(at_least_pct=10)),
+        Change(_KERNEL_COST, "2026-11-26",
+               "select functions' share of the busy profile samples → the dispatch call's "
+               "in-kernel share of the server's CPU (traced)", _KERNEL_WHY,
+               select_share_of_cpu(at_least_pct=20, of_busy=True)),
+        _defect("473ba22", _SHARE_DEFECT),
     ),
     "bm98-fig3-5": (
         Change("4eecaee", "2026-11-25",
@@ -137,7 +164,12 @@ HISTORY: dict[str, tuple[Change, ...]] = {
                "the paper's Tables 4-5 compare the old kernel with the new",
                among(idle_regression(("reply_bytes",)), dispatch="select")),
     ),
-    "bm98-ufalloc": (),
+    "bm98-ufalloc": (
+        Change(_KERNEL_COST, "2026-11-26",
+               "epoll's CPU per accepted connection ≤ 1.5× → accept's in-kernel ns per call "
+               "rising at every step (the old kernel's linear search; traced)", _KERNEL_WHY,
+               ratio_across("cpu_us_per_conn", "cold_conns", high=1.5, dispatch="epoll")),
+    ),
     "bmd99-fig8": (
         Change("b72f9ab", "2026-11-26", "select's bound 0.6 → 0.75",
                "'BMD99 Fig 8's select bound is BM98 Fig 9's for the same measure (the text "
@@ -170,7 +202,13 @@ HISTORY: dict[str, tuple[Change, ...]] = {
                       below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select",
                                        high=0.5))),
     ),
-    "bmd99-table2": (),
+    "bmd99-table2": (
+        Change(_KERNEL_COST, "2026-11-26",
+               "select functions' profile share ≥ 10× epoll's (epoll's floored at 0.01 %) → "
+               "the dispatch call's in-kernel share of the server's CPU (traced)", _KERNEL_WHY,
+               select_share_of_cpu(dispatch_ratio=10)),
+        _defect("473ba22", _SHARE_DEFECT),
+    ),
     "cm01-fig3-5": (
         Change("cd660a1", "2026-11-26", "swept over total connections, not cold ones",
                "the scenario's connections became persistent ones that rotate, as the "
@@ -211,6 +249,11 @@ HISTORY: dict[str, tuple[Change, ...]] = {
         Change("fe10b62", "2026-11-25", "highest / lowest ≤ 1.3 → within 1.3× either way",
                "'flat' bounds a fall as well as a rise",
                ratio_across("cycles_per_packet", "stream_mbps", high=1.3, pooled=True)),
+        Change(_KERNEL_COST, "2026-11-26",
+               "the CPU's estimated cycles per packet → the stack's in-kernel ns per packet "
+               "(traced)", _KERNEL_WHY,
+               ratio_across("cycles_per_packet", "stream_mbps", low=1 / 1.3, high=1.3)),
+        _defect("9abc488", _ONE_LEVEL_DEFECT),
     ),
     "cpp-fig5": (
         Change("c2b9dfb", "2026-11-26",
@@ -219,6 +262,10 @@ HISTORY: dict[str, tuple[Change, ...]] = {
                "the paper's cycles are the stack's functions'; a guest's busy time is mostly "
                "the wake-up per packet",
                ratio_across("cycles_per_packet", "stream_conns", low=1.5, pooled=True)),
+        Change(_KERNEL_COST, "2026-11-26",
+               "the stack's cycles from a cycles profile (NOT POSSIBLE HERE) → the stack's "
+               "in-kernel ns per packet (traced)", _KERNEL_WHY, None,
+               "it needed hardware counters, which this machine has not"),
     ),
     "cpp-fig6": (
         Change("c2b9dfb", "2026-11-26",
@@ -226,6 +273,11 @@ HISTORY: dict[str, tuple[Change, ...]] = {
                "profile (NOT POSSIBLE HERE without counters)",
                "as cpp Fig 5", ratio_across("cycles_per_packet", "one_way_delay_ms",
                                             low=1.15, pooled=True)),
+        Change(_KERNEL_COST, "2026-11-26",
+               "the stack's cycles from a cycles profile (NOT POSSIBLE HERE) → the system-call "
+               "layer's in-kernel ns per packet (traced)", _KERNEL_WHY, None,
+               "it needed hardware counters, which this machine has not"),
+        _defect("9abc488", _ONE_LEVEL_DEFECT),
     ),
     "cpp-fig2": (
         Change("3833afd", "2026-11-26", "the scenario sweeps from 1 connection, not 4",
@@ -242,7 +294,12 @@ HISTORY: dict[str, tuple[Change, ...]] = {
                                       pooled=True,
                                       client_conns=max(m.levels("client_conns", True)))(m)),
     ),
-    "cpp-table1": (),
+    "cpp-table1": (
+        Change(_KERNEL_COST, "2026-11-26",
+               "per-layer counters (NOT POSSIBLE HERE) → per-layer in-kernel ns per packet "
+               "(traced)", _KERNEL_WHY, None, "it needed hardware counters, which this "
+                                             "machine has not"),
+    ),
 }
 
 
