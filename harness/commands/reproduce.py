@@ -7,9 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.reproduce.check import check_all
+from harness.reproduce.check import check_all, history_all
 from harness.reproduce.run import ReproduceError, prune_raw, reproduce
 from harness.reproduce.status import StatusFileError, lines, write_status
+from harness.reproduce.summary import reference_summary
 from harness.reproduce.verdict import Status
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
@@ -67,7 +68,9 @@ def handle(args: argparse.Namespace) -> int:
     print("\n".join(lines(results)))
     if args.write_status:
         try:
-            write_status(args.write_status, results, " ".join(map(str, args.results)))
+            summary = reference_summary(Path(args.results[0]), runs) if args.results else None
+            write_status(args.write_status, results, " ".join(map(str, args.results)),
+                         history_all(runs), summary)
         except (StatusFileError, OSError) as exc:
             return _fail(str(exc))
         print(f"status table: {args.write_status}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.analysis.figures import SPECS, FigureSpec
 from harness.reproduce.capabilities import missing
 from harness.reproduce.claims import CLAIMS
+from harness.reproduce.history import PastVerdict, judge_history
 from harness.reproduce.verdict import (
     ClaimResult,
     Measured,
@@ -29,11 +30,18 @@ def _not_run(spec: FigureSpec) -> TargetResult:
                         note=f"no run of {spec.scenario}")
 
 
-def check_target(spec: FigureSpec, runs: RunSet | None) -> TargetResult:
+def newest_run(spec: FigureSpec, runs: RunSet | None) -> RunSet | None:
+    """The run a target is judged on: the newest of its scenario (None: no run)."""
     mine = runs.scenario(spec.scenario) if runs is not None else None
     if mine is None or mine.manifests.empty:
+        return None
+    return mine.newest()
+
+
+def check_target(spec: FigureSpec, runs: RunSet | None) -> TargetResult:
+    run = newest_run(spec, runs)
+    if run is None:
         return _not_run(spec)
-    run = mine.newest()
     measured = Measured(run.points, run.profiles)
     results = [evaluate_claim(claim, measured, missing(claim.needs, run))
                for claim in CLAIMS[spec.id]]
@@ -43,3 +51,14 @@ def check_target(spec: FigureSpec, runs: RunSet | None) -> TargetResult:
 
 def check_all(runs: RunSet | None) -> list[TargetResult]:
     return [check_target(spec, runs) for spec in SPECS]
+
+
+def history_all(runs: RunSet | None) -> dict[str, list[PastVerdict]]:
+    """Per target, each change of its check with its previous form's verdict on the run the
+    target is judged on today."""
+    out = {}
+    for spec in SPECS:
+        run = newest_run(spec, runs)
+        out[spec.id] = judge_history(spec.id, None if run is None
+                                     else Measured(run.points, run.profiles))
+    return out

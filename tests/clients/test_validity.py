@@ -131,6 +131,27 @@ def test_no_replies_short_window_refused_and_cold_lost():
     assert validity.cold_lost(999, 1000) and validity.cold_lost(1000, 1000) is None
 
 
+def test_a_point_that_sent_nothing_of_its_window_measured_nothing():
+    """BM98 Figs 3-6's realistic select at 12,000 req/s (reference run 20261126T122829,
+    8 KB, repetition 0): 24,000 sends scheduled in the 2 s window, 92 of them late, none sent
+    (each waited for a connection the server held), 2,989 replies to the warm-up's requests:
+    it was judged valid. The same facts with the window's requests sent stay valid."""
+    def facts(sent: int) -> validity.Facts:
+        generator = validity.GeneratorFacts(
+            "sclient", asked_s=2, hot_conns=50, window_s=2, offered_rps=12000, scheduled=24000,
+            sent=sent, late=92, late_threshold_us=1000, replies=2989, refused=0)
+        window = validity.WindowFacts(server_cpu_pct=19.9, reply_rps=1494.5, server_cpus=0.2,
+                                      cold_asked=750, cold_held=750)
+        return validity.Facts({"": generator}, window=window)
+
+    verdict = validity.judge(facts(0))
+    assert [r.code for r in verdict.reasons] == [validity.Code.NOTHING_SENT]
+    assert verdict.reasons[0].kind is validity.Kind.SERVER
+    assert validity.judge(facts(2989)).valid  # behind the offered rate, but it measured
+    assert validity.nothing_sent(0, 0) is None  # cold-only or stream: nothing to send
+    assert validity.nothing_sent(50, None) is None  # a generator that does not count sends
+
+
 def test_server_saturation_means_the_server_was_the_bottleneck():
     # BM98 Fig 9's false positive: replies behind the offered rate with the server at 37 %
     assert validity.server_saturated(20000, 30000, 37.0) is False

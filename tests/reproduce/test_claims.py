@@ -234,21 +234,32 @@ def test_below_both_knees_compares_only_rates_both_kept_up_with():
     assert not test(as_read(frame)).passed
 
 
-def mechanisms(multi_peak: float) -> Measured:
+def mechanisms(multi_peak: float, rtsig_signals_up_to: float = 5000.0) -> Measured:
+    """Multi-accept select peaking at multi_peak, the RT-signal server at 6,000 req/s: on
+    signals up to rtsig_signals_up_to, past it on its fallback (every dequeue an overflow)."""
     rows = [{"dispatch": d, "accept": a, "cold_conns": 252, "reply_bytes": 1,
-             "offered_rate_rps": rate, "reply_rate_rps": min(rate, peak)}
+             "offered_rate_rps": rate, "reply_rate_rps": min(rate, peak),
+             "signals_dequeued": 10_000.0 if d == "rtsig" and rate <= rtsig_signals_up_to
+             else 40.0, "sigio_overflows": 0.0 if rate <= rtsig_signals_up_to else 40.0}
             for d, a, peak in (("select", "multi", multi_peak), ("rtsig", "multi", 6000.0),
                                ("select", "single", 1000.0))
             for rate in (2000.0, 5000.0, 10000.0)]
     return as_read(points(rows))
 
 
-def test_multi_accept_select_against_rt_signals_both_ways():
+def test_multi_accept_select_against_rt_signals_while_they_are_signals_both_ways():
     (claim, *_) = claims.CLAIMS["cm01-fig6-9"]
     good = evaluate_claim(claim, mechanisms(5800.0), None)
     assert good.status == Status.PASS, good.detail
-    assert "peak select/multi 5,800 / rtsig/multi 6,000" in good.detail
+    assert "at 2,000: 1, 5,000: 1 (fallback, not compared: 10,000)" in good.detail
+    # below RT signals' throughput where they were still signals
     assert evaluate_claim(claim, mechanisms(3000.0), None).status == Status.FAIL
+    # far below them where the RT-signal server ran on its fallback: not compared
+    fallback_only_gap = evaluate_claim(claim, mechanisms(5000.0), None)
+    assert fallback_only_gap.status == Status.PASS, fallback_only_gap.detail
+    # on its fallback at every rate: nothing compares RT signals
+    never = evaluate_claim(claim, mechanisms(5800.0, rtsig_signals_up_to=0.0), None)
+    assert never.status == Status.FAIL and "fallback at every rate" in never.detail
 
 
 def idle_points(idle_750: list[float], idle_0: list[float] | None = None) -> Measured:
@@ -287,11 +298,122 @@ def bm98_curves(epoll_knee: float) -> Measured:
 
 @pytest.mark.parametrize("epoll_knee,modified_beats_unmodified", [
     (4000.0, True),   # the paper's modified kernel
-    (2000.0, True),   # as good as select at 750 cold
+    (2000.0, False),  # a tie with select at 750 cold: not "a higher saturation request rate"
     (1000.0, False),  # worse than the unmodified kernel
 ])
 def test_bm98_modified_kernel_curve_both_ways(epoll_knee, modified_beats_unmodified):
-    cold_costs, _, beats = outcome("bm98-fig3-5", bm98_curves(epoll_knee))
+    cold_costs, _, beats, _ = outcome("bm98-fig3-5", bm98_curves(epoll_knee))
     # the unmodified kernel's claim looks at select's curves only, whatever epoll did
     assert cold_costs.status == Status.PASS, cold_costs.detail
     assert (beats.status == Status.PASS) is modified_beats_unmodified, beats.detail
+
+
+@pytest.mark.parametrize("target", sorted(claims.CLAIMS))
+def test_every_claim_quotes_its_paper_and_says_where_its_bound_comes_from(target):
+    for claim in claims.CLAIMS[target]:
+        assert claim.quote.strip() and claim.bound.strip(), claim.text
+
+
+def test_the_status_table_shows_the_papers_number_beside_ours():
+    from harness.reproduce.status import markdown
+    from harness.reproduce.verdict import TargetResult
+    claim = claims.CLAIMS["bmd99-fig9"][0]
+    row = markdown([TargetResult("bmd99-fig9", "BMD99 Fig. 9", "s", Status.PASS,
+                                 claims=[ClaimResult(claim, Status.PASS, "peak 5,609 / 4,284")])],
+                   "here").splitlines()[-1]
+    assert "peak 5,609 / 4,284" in row and "1348 requests/sec., vs. 1291" in row
+    assert "bound: paper's 1348 / 1291 = 1.044" in row
+
+
+def flat_sweep(at_1000: float) -> Measured:
+    """epoll's reply rate at 0, 500, 1000 and 2000 cold: 16,000 everywhere but 1000."""
+    return by_round({0: [16_000] * 3, 500: [16_000] * 3, 1000: [at_1000] * 3,
+                     2000: [15_800] * 3})
+
+
+def test_an_interior_point_breaks_independence():
+    """BMD99 Fig 8's reference run: epoll at 1,000 cold read 0.84-0.88 in every round while
+    the ends agreed within 3 %: the paper's claim is about the whole curve."""
+    epoll = claims.CLAIMS["bmd99-fig8"][1]
+    assert evaluate_claim(epoll, flat_sweep(15_500), None).status == Status.PASS
+    dip = evaluate_claim(epoll, flat_sweep(13_500), None)
+    assert dip.status == Status.FAIL
+    assert "at cold_conns=1000 / at 0 = 0.844 (rounds 0.844-0.844, 3 of 3 beyond the " \
+           "bound) ✗" in dip.detail
+
+
+def test_a_flat_curve_is_flat_both_ways_at_every_point():
+    flat = claims.ratio_across("reply_rate_rps", "cold_conns", low=1 / 1.5, high=1.5,
+                               every=True)
+    assert flat(flat_sweep(15_000)).passed
+    assert not flat(flat_sweep(30_000)).passed  # an interior bump
+    assert not flat(flat_sweep(9_000)).passed  # an interior dip
+
+
+def peaks(epoll_peak: float, select_peak: float = 4284.0) -> Measured:
+    rows = [{"dispatch": d, "offered_rate_rps": rate, "reply_rate_rps": min(rate, peak)}
+            for d, peak in (("epoll", epoll_peak), ("select", select_peak))
+            for rate in (1000.0, 4000.0, 9000.0)]
+    return as_read(points(rows))
+
+
+def test_a_tie_never_passes_a_higher_than_claim():
+    higher = claims.CLAIMS["bmd99-fig9"][0]
+    assert evaluate_claim(higher, peaks(5609.0), None).status == Status.PASS
+    tie = evaluate_claim(higher, peaks(4284.0), None)
+    assert tie.status == Status.FAIL and "= 1 ✗" in tie.detail
+    assert evaluate_claim(higher, peaks(3000.0), None).status == Status.FAIL
+
+
+def test_lower_response_time_is_strict():
+    lower = claims.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select",
+                                    high=1.0, strict=True)
+    assert lower(rate_sweep(99.0, behind_at_top=True)).passed
+    frame = rate_sweep(99.0, behind_at_top=True).all
+    frame["resp_time_mean_ms"] = 5.0
+    assert not lower(as_read(frame)).passed
+
+
+def throughput_curve(values: list[float]) -> Measured:
+    rows = [{"hot_conns": conns, "one_way_delay_ms": 0, "stream_throughput_mbps": v}
+            for conns, v in zip((4, 64, 256, 1024), values, strict=True)]
+    return as_read(points(rows))
+
+
+@pytest.mark.parametrize("values,passed,says", [
+    ([100.0, 300.0, 280.0, 260.0], True, "then falls to 0.867× the peak"),
+    ([100.0, 200.0, 300.0, 320.0], False, "no fall after it ✗"),  # rises only
+    ([100.0, 300.0, 150.0, 100.0], False, "(≥ 0.75 ✗)"),  # falls fast
+    ([100.0, 120.0, 110.0, 105.0], False, "≥ 1.5 ✗"),  # never rises rapidly
+    ([100.0, 300.0, 310.0, 290.0], True, "peak at 256"),  # the peak inside the sweep
+    ([300.0, 280.0, 260.0, 250.0], False, "peak at 4"),  # falls from the start
+])
+def test_cpp_fig2_rises_then_falls_slowly_both_ways(values, passed, says):
+    result = outcome("cpp-fig2", throughput_curve(values))[0]
+    assert (result.status == Status.PASS) is passed, result.detail
+    assert says in result.detail
+
+
+def kernels(select_idle: list[float], epoll_idle: list[float]) -> Measured:
+    """Idle (of a 20 % budget) and kernel-mode CPU at 100-400 req/s below saturation."""
+    rows = [{"dispatch": d, "cold_conns": 750, "reply_bytes": 1259, "offered_rate_rps": rate,
+             "request_rate_rps": rate, "reply_rate_rps": rate, "server_budget_pct": 20.0,
+             "cpu_server_pct": 0.2 * (100 - idle), "cpu_server_sys_pct": 0.15 * (100 - idle)}
+            for d, idles in (("select", select_idle), ("epoll", epoll_idle))
+            for rate, idle in zip((100.0, 200.0, 300.0, 400.0), idles, strict=True)]
+    return as_read(points(rows))
+
+
+def test_bm98_tables_4_5_compare_the_kernels_both_ways():
+    (claim,) = claims.CLAIMS["bm98-tables-4-5"]
+    good = evaluate_claim(claim, kernels([80.0, 60.0, 40.0, 20.0], [90.0, 80.0, 70.0, 60.0]),
+                          None)
+    assert good.status == Status.PASS, good.detail
+    assert "capacity 500 → 1,000 req/s" in good.detail
+    # the same slopes: the modified kernel is not steeper-free
+    same = evaluate_claim(claim, kernels([80.0, 60.0, 40.0, 20.0], [90.0, 70.0, 50.0, 30.0]),
+                          None)
+    assert same.status == Status.FAIL and "not steeper" in same.detail
+    scattered = evaluate_claim(claim, kernels([80.0, 30.0, 60.0, 20.0],
+                                              [90.0, 80.0, 70.0, 60.0]), None)
+    assert scattered.status == Status.FAIL and "|r| < 0.9" in scattered.detail

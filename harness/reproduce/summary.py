@@ -1,0 +1,37 @@
+"""The reference run in numbers, for REPRODUCTION.md's prose: which revision ran, how long it
+took, how many point records it made and how many were valid, and the steal its windows saw.
+Generated from results/<dir>/reproduce.json and the runs it names, never typed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from harness.results.runset import RunSet
+
+RECORD = "reproduce.json"
+STEAL = ("steal_server_cpu_pct", "steal_generator_cpu_pct")
+
+
+def reference_summary(results_dir: Path, runs: RunSet) -> str | None:
+    """One sentence on the `make reproduce` run in results_dir (None: it has no record)."""
+    record_path = results_dir / RECORD
+    if not record_path.is_file():
+        return None
+    record = json.loads(record_path.read_text())
+    run_ids = {Path(s["run_dir"]).name for s in record["scenarios"]}
+    points = runs.points[runs.points["run_id"].isin(run_ids)]
+    valid = int(points["valid"].astype(bool).sum())
+    steal = pd.concat([pd.to_numeric(points[c], errors="coerce") for c in STEAL
+                       if c in points]).dropna()
+    steal_text = ("no steal was sampled" if steal.empty else
+                  f"steal on the server's and the generator's CPUs median {steal.median():.1f} "
+                  f"%, 95th percentile {steal.quantile(0.95):.1f} %, at most {steal.max():.1f} "
+                  "% in one window")
+    return (f"The committed run, from {record['revision'][:7]}, took "
+            f"{record['seconds'] / 60:.1f} minutes for {len(record['scenarios'])} scenarios "
+            f"({'finished' if record['finished'] else 'NOT finished'}); {len(points)} point "
+            f"records, {valid} valid ({100 * valid / max(len(points), 1):.1f} %); "
+            f"{steal_text}.")
