@@ -11,6 +11,7 @@ from scipy import stats
 from clients.validity import KEEP_UP_FRACTION, server_busy
 from harness.metrics import profile
 from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
+from harness.results.runset import RunSet
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
@@ -85,6 +86,13 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
     out["server_busy"] = _server_busy(out)
     return out
+
+
+def derived_points(runs: RunSet) -> pd.DataFrame:
+    """`runs`' points with their verdict and derived columns, derived once per RunSet (every
+    figure and table of a scenario asks; each column is derived row by row, so a subset of
+    these rows is what deriving the subset would give)."""
+    return runs.memo("derived_points", lambda r: add_derived(with_verdict(r.points)))
 
 
 def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
