@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from clients.validity import KEEP_UP_FRACTION, server_busy
 from harness.metrics import profile
@@ -208,6 +207,8 @@ def regressions(
     own round's means for the slope and r (one slope for every round, an offset each); the
     intercept is the line's through the means of all points. Points without rounds are one.
     """
+    from scipy import stats  # here: half a second to import, and only regressions fit
+
     busy = points["server_busy"] if "server_busy" in points else _server_busy(points)
     below_knee = points[(_column(points, "reply_ratio") >= KEEP_UP_FRACTION)
                         & ~busy.fillna(False).astype(bool)]

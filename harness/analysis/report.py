@@ -209,7 +209,11 @@ def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None =
         with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context,
                                  initializer=_inherit, initargs=(runs, cache)) as pool:
             futures = [pool.submit(_in_worker, task, *args) for task, args in tasks]
-            done = [future.result() for future in futures]
+            try:
+                done = [future.result() for future in futures]
+            except BaseException:  # a stop signal (the workers got it too), a failed figure
+                pool.shutdown(cancel_futures=True)  # not every figure still queued
+                raise
     else:
         done = [task(runs, cache, *args) for task, args in tasks]
     results.update({spec.id: result for spec, result in zip(figures, done, strict=False)})
