@@ -24,6 +24,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_analysis_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`wanbench plot` caches under the user's ~/.cache: the tests keep theirs apart."""
+    os.environ["WANBENCH_CACHE"] = str(tmp_path_factory.mktemp("wanbench-cache"))
+
+
 @pytest.fixture
 def port() -> int:
     return free_port()

@@ -6,10 +6,10 @@ import re
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from clients.validity import KEEP_UP_FRACTION, server_busy
 from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
+from harness.results.runset import RunSet
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
 # profiles: the select/poll/epoll syscalls, their scan loops, the per-socket poll callbacks
@@ -89,6 +89,13 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["kernel_syscall_ns_per_packet"], out["kernel_stack_ns_per_packet"] = _kernel_stack(out)
     out["server_busy"] = _server_busy(out)
     return out
+
+
+def derived_points(runs: RunSet) -> pd.DataFrame:
+    """`runs`' points with their verdict and derived columns, derived once per RunSet (every
+    figure and table of a scenario asks; each column is derived row by row, so a subset of
+    these rows is what deriving the subset would give)."""
+    return runs.memo("derived_points", lambda r: add_derived(with_verdict(r.points)))
 
 
 def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -222,6 +229,8 @@ def regressions(
     own round's means for the slope and r (one slope for every round, an offset each); the
     intercept is the line's through the means of all points. Points without rounds are one.
     """
+    from scipy import stats  # here: half a second to import, and only regressions fit
+
     busy = points["server_busy"] if "server_busy" in points else _server_busy(points)
     below_knee = points[(_column(points, "reply_ratio") >= KEEP_UP_FRACTION)
                         & ~busy.fillna(False).astype(bool)]

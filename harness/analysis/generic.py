@@ -69,7 +69,7 @@ def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
             id=f"{scenario}--timeseries", paper=GENERIC, target=scenario, scenario=scenario,
             title="per second", x="t_s", y=TIMESERIES_METRICS, series=series,
             source="timeseries"))
-    derived = derive.add_derived(mine.points)
+    derived = derive.derived_points(mine)
     metrics = tuple(m for m in HEADLINE_METRICS if _has_values(derived, m))
     if not metrics:
         return over_time
@@ -99,7 +99,7 @@ def point_table(scenario: str, runs: RunSet) -> pd.DataFrame:
     """One row per point of `scenario`: its swept parameters, each headline metric's median
     over the valid repetitions, and how many repetitions were valid."""
     mine = runs.scenario(scenario)
-    points = derive.add_derived(derive.with_verdict(mine.points))
+    points = derive.derived_points(mine)
     by = ["run_id", *swept(mine)] if mine.manifests["run_id"].nunique() > 1 else swept(mine)
     by = by or ["point_id"]
     metrics = [m for m in HEADLINE_METRICS if _has_values(points, m)]

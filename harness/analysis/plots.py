@@ -399,7 +399,8 @@ def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = FORMATS) 
     figure = draw(data)
     paths = [out_dir / f"{data.spec.id}.{fmt}" for fmt in formats]
     for path in paths:
-        figure.savefig(path)
+        with matplotlib.rc_context(STYLE):  # svg.hashsalt is read when the SVG is written
+            figure.savefig(path)
         # The first format was laid out; the others keep that layout (the same pixels)
         # rather than pay for constrained layout again.
         figure.set_layout_engine("none")

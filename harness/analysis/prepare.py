@@ -429,13 +429,12 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     mine = runs.scenario(spec.scenario)
     if mine.manifests.empty:
         return Skipped(spec, f"no run of scenario {spec.scenario} among the given runs")
-    points = derive.with_verdict(mine.points)
+    points = derive.derived_points(mine)
     for column, values in spec.only:
         if column in points.columns:
             points = points[points[column].isin(values)]
     if points.empty:
         return Skipped(spec, f"no points to plot in {spec.scenario}")
-    points = derive.add_derived(points)
     data = FigureData(spec, pd.DataFrame(columns=FRAME_COLUMNS))
     data.notes += _validity_notes(spec, points)
     data.notes += [f"not in this figure: {paper_values.ABSENT_FROM_LINUX[key]}"

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import html
 import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from harness.analysis import derive
+from harness.analysis.cache import Cache, identity, scenario_key
 from harness.analysis.figures import PAPERS, SPECS, FigureSpec
 from harness.analysis.generic import GENERIC, generic_specs, point_table
 from harness.analysis.numbers import human
-from harness.analysis.plots import FORMATS, render
+from harness.analysis.plots import render
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.results.runset import RunSet
 
@@ -71,16 +77,19 @@ def _figure_section(result: FigureData | Skipped, figure_dir: str) -> str:
 
 
 def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Path,
-                 figure_dir: str = "figures") -> Path:
-    """Write out_dir/index.html referring to figures under out_dir/figure_dir."""
+                 figure_dir: str = "figures",
+                 point_tables: dict[str, pd.DataFrame] | None = None) -> Path:
+    """Write out_dir/index.html referring to figures under out_dir/figure_dir (point_tables:
+    each scenario's, where already made)."""
     sections = ["<!doctype html><meta charset='utf-8'><title>wanbench report</title>",
                 f"<style>{STYLE}</style><h1>wanbench report</h1>",
                 "<h2>Runs</h2>", table_html(runs.manifests[MANIFEST_COLUMNS])]
     sections.append("<h2>Every run</h2>")
     for scenario in dict.fromkeys(runs.manifests["scenario_name"]):
+        table = (point_tables or {}).get(scenario)
         sections.append(f"<h3 id='{html.escape(scenario)}'>{html.escape(scenario)}</h3>"
                         f"<h4>points: medians over valid repetitions</h4>"
-                        + table_html(point_table(scenario, runs)))
+                        + table_html(point_table(scenario, runs) if table is None else table))
         sections += [_figure_section(r, figure_dir) for r in results
                      if r.spec.paper == GENERIC and r.spec.scenario == scenario]
     for paper, name in PAPERS.items():
@@ -105,10 +114,6 @@ def overlaid_figures(runs: RunSet, out_dir: Path, figure_dir: str = "figures") -
     return "<h2>Figures: every run overlaid</h2>\n" + "\n".join(sections) + "\n"
 
 
-def _render(job: tuple[FigureData, Path, tuple[str, ...]]) -> list[Path]:
-    return render(*job)
-
-
 def applicable(runs: RunSet, generic: bool = True) -> tuple[FigureSpec, ...]:
     """The figures for `runs`: each one's generic figures (unless not `generic`), and the
     paper figures whose scenario is among them."""
@@ -117,27 +122,102 @@ def applicable(runs: RunSet, generic: bool = True) -> tuple[FigureSpec, ...]:
     return (generic_specs(runs) if generic else ()) + papers
 
 
+def default_jobs() -> int:
+    """Drawing processes by default: one per CPU this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def _figure(runs: RunSet, cache: Cache, figure_dir: Path, spec: FigureSpec, key: str | None,
+            cached: FigureData | Skipped | None) -> FigureData | Skipped:
+    """One figure: prepared (unless cached), and drawn unless figure_dir holds its files as
+    drawn for `key`. Drawn into a private folder and moved into place, so that a concurrent
+    plot into the same folder never leaves a file of its own taken for ours."""
+    result = cached if cached is not None else prepare(spec, runs)
+    if cached is None:
+        cache.store(key, result)
+    if isinstance(result, FigureData) and not cache.drawn(key, figure_dir, spec.id):
+        figure_dir.mkdir(parents=True, exist_ok=True)
+        drawn = {}
+        with tempfile.TemporaryDirectory(dir=figure_dir, prefix=".drawing-") as private:
+            for path in render(result, Path(private)):
+                drawn[path.name] = identity(path)
+                os.replace(path, figure_dir / path.name)
+        cache.record_drawn(key, figure_dir, spec.id, drawn)
+    return result
+
+
+def _point_table(runs: RunSet, cache: Cache, scenario: str, key: str | None) -> pd.DataFrame:
+    table = point_table(scenario, runs)
+    cache.store(key, table)
+    return table
+
+
+# What worker processes work on: inherited when they are forked, never pickled.
+_INHERITED: tuple[RunSet, Cache] | None = None
+
+
+def _inherit(runs: RunSet, cache: Cache) -> None:
+    global _INHERITED
+    _INHERITED = (runs, cache)
+
+
+def _in_worker(task: Callable[..., Any], *args: Any) -> Any:
+    assert _INHERITED is not None, "a worker's runs are set by its pool's initializer"
+    return task(*_INHERITED, *args)
+
+
+def _cost(spec: FigureSpec, runs: RunSet) -> int:
+    """A figure's work, roughly, to start the longest first: its panels' points."""
+    mine = runs.scenario(spec.scenario)
+    rows = len(mine.histograms) if spec.source == "latency" else len(mine.points)
+    return len(spec.y) * rows
+
+
 def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None = None,
-             jobs: int = 1) -> list[FigureData | Skipped]:
+             jobs: int | None = None, cache: Cache | None = None) -> list[FigureData | Skipped]:
     """Render `specs` (default: every applicable one) into out_dir/figures, write
     out_dir/index.html.
 
-    Preparing is cheap; drawing is matplotlib-bound, so with jobs > 1 each figure's PNG and
-    SVG are drawn in separate processes (one large figure then also uses two CPUs).
+    Each figure is prepared and drawn in one of `jobs` worker processes (default: one per
+    CPU), the longest first, while the point tables are made beside them; what the cache
+    holds for these runs and this code is taken from it, and figures whose files are as drawn
+    for it are not drawn again.
     """
+    cache = cache or Cache()
+    jobs = jobs or default_jobs()
+    specs = applicable(runs) if specs is None else specs
+    figure_dir = out_dir / "figures"
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = [prepare(spec, runs) for spec in (applicable(runs) if specs is None else specs)]
-    figures = [r for r in results if isinstance(r, FigureData)]
-    if jobs > 1:
-        todo = [(r, out_dir / "figures", (fmt,)) for r in figures for fmt in FORMATS]
-    else:
-        todo = [(r, out_dir / "figures", FORMATS) for r in figures]
-    if jobs > 1 and len(todo) > 1:
+    keys = {spec.id: scenario_key(runs, spec.scenario, repr(spec)) for spec in specs}
+    results: dict[str, FigureData | Skipped | None] = {
+        spec.id: cache.load(keys[spec.id]) for spec in specs}
+    scenarios = list(dict.fromkeys(runs.manifests["scenario_name"]))
+    table_keys = {s: scenario_key(runs, s, "point_table") for s in scenarios}
+    tables: dict[str, pd.DataFrame | None] = {s: cache.load(table_keys[s]) for s in scenarios}
+    figures = sorted((spec for spec in specs if results[spec.id] is None or (
+        isinstance(results[spec.id], FigureData)
+        and not cache.drawn(keys[spec.id], figure_dir, spec.id))),
+        key=lambda spec: -_cost(spec, runs))
+    missing_tables = [s for s in scenarios if tables[s] is None]
+    tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        *((_figure, (figure_dir, spec, keys[spec.id], results[spec.id])) for spec in figures),
+        *((_point_table, (s, table_keys[s])) for s in missing_tables)]
+    for scenario in {spec.scenario for spec in figures} | set(missing_tables):
+        derive.derived_points(runs.scenario(scenario))  # once, inherited by every worker
+    if jobs > 1 and len(tasks) > 1:
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
-            list(pool.map(_render, todo))
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context,
+                                 initializer=_inherit, initargs=(runs, cache)) as pool:
+            futures = [pool.submit(_in_worker, task, *args) for task, args in tasks]
+            try:
+                done = [future.result() for future in futures]
+            except BaseException:  # a stop signal (the workers got it too), a failed figure
+                pool.shutdown(cancel_futures=True)  # not every figure still queued
+                raise
     else:
-        for job in todo:
-            _render(job)
-    write_report(runs, results, out_dir)
-    return results
+        done = [task(runs, cache, *args) for task, args in tasks]
+    results.update({spec.id: result for spec, result in zip(figures, done, strict=False)})
+    tables.update(zip(missing_tables, done[len(figures):], strict=True))
+    final = [results[spec.id] for spec in specs]
+    write_report(runs, final, out_dir, point_tables=tables)
+    return final

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.analysis.cache import Cache, cache_dir
 from harness.analysis.generic import export_hgrm
 from harness.analysis.prepare import Skipped
 from harness.analysis.report import applicable, plot_all
@@ -43,7 +44,8 @@ def handle(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     specs = applicable(runs, generic=args.figures == "all")
-    results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs)
+    results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs,
+                       cache=Cache(read=not args.no_cache))
     for result in results:
         if isinstance(result, Skipped):
             print(f"skipped {result.spec.id}: {result.reason}")
@@ -54,6 +56,12 @@ def handle(args: argparse.Namespace) -> int:
         print(f"wrote {len(export_hgrm(runs, hgrm_dir))} .hgrm files under {hgrm_dir}")
     print(f"report: {Path(out_dir) / 'index.html'}")
     return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of processes, 1 or more")
+    return int(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -68,10 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directory")
     parser.add_argument("--out", type=Path, help="output directory (default: the single RUN)")
-    # Default 1: on a shared, busy machine two drawing processes measured slower
-    # (docs/bench-analysis.md); on an idle one --jobs 2 helps.
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="processes drawing figures (default 1)")
+    parser.add_argument("--jobs", type=_positive, default=None,
+                        help="processes preparing and drawing figures (default: one per CPU "
+                             "this process may use)")
     parser.add_argument("--figures", choices=("all", "papers"), default="all",
                         help="papers: only the papers' reproduction figures (make reproduce "
                              "keeps results/reference to those)")
@@ -79,4 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="also write each point's response-time percentile distribution "
                              "(corrected and uncorrected) as HdrHistogram .hgrm files under "
                              "OUT/hgrm/, for HdrHistogram's plotter and wrk2 users' tools")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="prepare and draw every figure afresh rather than take what the "
+                             f"cache ({cache_dir()}) holds for these runs and this code; the "
+                             "cache is refreshed")
     parser.set_defaults(func=handle)

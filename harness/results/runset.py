@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
@@ -19,10 +24,18 @@ from harness.results.format import (
 )
 from harness.results.store import RunDir
 
+T = TypeVar("T")
 
-@dataclass
+
+@dataclass(eq=False)
 class RunSet:
-    """One or many runs as tidy frames; `manifests` has one row per run."""
+    """One or many runs as tidy frames; `manifests` has one row per run.
+
+    `fingerprints` names each run's content: a hash of the manifest and table bytes that were
+    parsed (None for a run read from its point records), so that what is derived from a run
+    can be cached under it and is never taken for another content's. The frames are not
+    changed after reading, so subsets and what is derived from them are computed once.
+    """
 
     manifests: pd.DataFrame
     points: pd.DataFrame
@@ -30,27 +43,42 @@ class RunSet:
     histograms: pd.DataFrame
     profiles: pd.DataFrame
     raw_manifests: dict[str, dict]
+    fingerprints: dict[str, str | None] = field(default_factory=dict)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def memo(self, key: str, compute: Callable[[RunSet], T]) -> T:
+        """compute(self), computed once per RunSet (a scenario's subset, its derived points)."""
+        if key not in self._memo:
+            self._memo[key] = compute(self)
+        return self._memo[key]
 
     def scenario(self, name: str) -> RunSet:
-        """The subset of runs whose manifest scenario_name is `name`."""
-        return self._subset(set(self.manifests.loc[self.manifests["scenario_name"] == name,
-                                                   "run_id"]))
+        """The subset of runs whose manifest scenario_name is `name` (one object per name)."""
+        return self.memo(f"scenario:{name}", lambda runs: runs._subset(set(
+            runs.manifests.loc[runs.manifests["scenario_name"] == name, "run_id"])))
 
     def newest(self) -> RunSet:
         """The run created last (by its manifest's created_at)."""
         return self._subset({self.manifests.sort_values("created_at").iloc[-1]["run_id"]})
 
-    def _subset(self, run_ids: set[str]) -> RunSet:
-        def keep(frame: pd.DataFrame) -> pd.DataFrame:
-            return frame[frame["run_id"].isin(run_ids)].reset_index(drop=True)
+    def _rows_of(self, name: str, frame: pd.DataFrame, run_ids: set[str]) -> pd.DataFrame:
+        """The rows of `run_ids` in `frame` (one of this RunSet's, called `name`), in order:
+        the frame is split by run once, so each subset costs its own rows only."""
+        pieces: dict[str, pd.DataFrame] = self.memo(
+            f"by run:{name}", lambda _: dict(tuple(frame.groupby("run_id", sort=False))))
+        mine = [piece for run_id, piece in pieces.items() if run_id in run_ids]
+        rows = pd.concat(mine) if len(mine) > 1 else mine[0] if mine else frame.iloc[0:0]
+        return rows.reset_index(drop=True)
 
+    def _subset(self, run_ids: set[str]) -> RunSet:
         return RunSet(
-            manifests=keep(self.manifests),
-            points=keep(self.points),
-            timeseries=keep(self.timeseries),
-            histograms=keep(self.histograms),
-            profiles=keep(self.profiles),
+            manifests=self._rows_of("manifests", self.manifests, run_ids),
+            points=self._rows_of("points", self.points, run_ids),
+            timeseries=self._rows_of("timeseries", self.timeseries, run_ids),
+            histograms=self._rows_of("histograms", self.histograms, run_ids),
+            profiles=self._rows_of("profiles", self.profiles, run_ids),
             raw_manifests={k: v for k, v in self.raw_manifests.items() if k in run_ids},
+            fingerprints={k: v for k, v in self.fingerprints.items() if k in run_ids},
         )
 
 
@@ -73,11 +101,14 @@ def _tables_from_records(run: RunDir) -> dict[str, pd.DataFrame]:
             else frame for name, frame in tables.items()}
 
 
-def _read_table(run: RunDir, name: str) -> pd.DataFrame:
-    """One Parquet table, each column holding the kind of value the format says."""
+def _read_table(run: RunDir, name: str, content: Any) -> pd.DataFrame:
+    """One Parquet table, each column holding the kind of value the format says; its bytes
+    (the ones parsed) go into `content`, the run's fingerprint."""
     path = run.table_path(name)
     try:
-        frame = pd.read_parquet(path)
+        data = path.read_bytes()
+        content.update(data)
+        frame = pd.read_parquet(io.BytesIO(data))
     except (pa.ArrowException, OSError) as exc:
         raise ResultsFormatError(
             f"{path}: not a Parquet file wanbench can read ({str(exc).splitlines()[0]}); "
@@ -90,13 +121,18 @@ def _read_table(run: RunDir, name: str) -> pd.DataFrame:
     return frame
 
 
-def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
-    """The points table and the long tables; absent long tables are empty (nothing sampled)."""
+def _read_tables(run: RunDir, manifest: dict) -> tuple[dict[str, pd.DataFrame], str | None]:
+    """The points table and the long tables (absent long tables are empty: nothing sampled),
+    and the run's fingerprint (None when read from its records)."""
+    content = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode())
+    fingerprint: str | None = None
     if run.table_path("points").is_file():
-        tables = {"points": _read_table(run, "points")}
+        tables = {"points": _read_table(run, "points", content)}
         for name, columns in LONG_TABLE_COLUMNS.items():
-            tables[name] = (_read_table(run, name) if run.table_path(name).is_file()
+            content.update(f"\0{name}\0".encode())  # which table the bytes that follow are
+            tables[name] = (_read_table(run, name, content) if run.table_path(name).is_file()
                             else pd.DataFrame(columns=list(columns)))
+        fingerprint = content.hexdigest()
     else:
         tables = _tables_from_records(run)
     extra = tuple(manifest.get("parameters") or ())
@@ -105,7 +141,7 @@ def _read_tables(run: RunDir, manifest: dict) -> dict[str, pd.DataFrame]:
     for name, frame in tables.items():
         _require_columns(frame, required[name], run.table_path(name))
     tables["points"] = upgrade_points(_with_fixed_budget(tables["points"], manifest), manifest)
-    return tables
+    return tables, fingerprint
 
 
 def _with_fixed_budget(points: pd.DataFrame, manifest: dict) -> pd.DataFrame:
@@ -152,7 +188,7 @@ def find_runs(root: str | Path) -> list[Path]:
 def read_runs(run_dirs: list[str | Path]) -> RunSet:
     """Read and check run directories; each may also be a folder of run directories."""
     dirs = [d for given in run_dirs for d in (find_runs(given) or [Path(given)])]
-    manifests, tables, raw = [], {name: [] for name in TABLES}, {}
+    manifests, tables, raw, fingerprints = [], {name: [] for name in TABLES}, {}, {}
     for run_dir in dirs:
         if not run_dir.is_dir():
             raise ResultsFormatError(f"{run_dir}: no such run directory")
@@ -162,7 +198,8 @@ def read_runs(run_dirs: list[str | Path]) -> RunSet:
             raise ResultsFormatError(f"{run_dir}: run {manifest['run_id']} given twice")
         raw[manifest["run_id"]] = manifest
         manifests.append(_manifest_row(manifest, run_dir))
-        for name, frame in _read_tables(run, manifest).items():
+        run_tables, fingerprints[manifest["run_id"]] = _read_tables(run, manifest)
+        for name, frame in run_tables.items():
             tables[name].append(frame)
     if not manifests:
         raise ResultsFormatError("no run directories given")
@@ -178,4 +215,5 @@ def read_runs(run_dirs: list[str | Path]) -> RunSet:
         histograms=concat(tables["histograms"]),
         profiles=concat(tables["profiles"]),
         raw_manifests=raw,
+        fingerprints=fingerprints,
     )
