@@ -85,8 +85,8 @@ class FigureSpec:
     only: tuple[tuple[str, tuple[object, ...]], ...] = ()  # keep rows whose column is in values
     log_x: bool = False
     # Overload targets: why points the runner marked invalid (a generator that could not
-    # send the offered rate) still measure what is plotted, so that they are drawn as data;
-    # None draws them hollow, apart from the valid ones
+    # send the offered rate) still measure what is plotted. They are drawn hollow all the
+    # same: invalid looks invalid on every figure, and the notes say why it still counts
     keep_invalid: str | None = None
     # Mechanisms of the paper that no Linux has (keys of
     # harness.analysis.paper_values.ABSENT_FROM_LINUX): the figure says what stands in

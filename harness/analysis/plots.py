@@ -240,7 +240,7 @@ def _figure_size(data: FigureData, rows: int, cols: int, title: str,
     them, the legend below them, the title and notes above, never narrower than these."""
     width, height = (size + labels for size, labels in zip(PANEL_SIZE, PANEL_LABELS_IN,
                                                            strict=True))
-    if not data.paper_on_axes.empty:
+    if (data.paper_on_axes["scale"] == "other_units").any():
         width += TWIN_AXIS_IN
     fits = _fit_labels(data)
     if fits:
@@ -320,24 +320,45 @@ def _scale_y(ax: Axes, values: pd.Series, log: bool, from_zero: bool) -> None:
         ax.set_ylim(bottom=0)
 
 
-def _draw_paper(ax: Axes, rows: pd.DataFrame, metric: str, markers: dict[str, str],
+def _draw_paper_line(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
+    for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
+        group = group.sort_values("x")
+        ax.plot(group["x"], group["y"], color=PAPER_COLORS[read_off], marker=markers[series],
+                linestyle=":", linewidth=0.8)
+
+
+def _draw_paper_positions(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
+    """Rates the paper names (a saturation load): vertical lines, told apart by the marker
+    at their top."""
+    for row in rows.itertuples(index=False):
+        color = PAPER_COLORS[row.read_off]
+        ax.axvline(row.y, color=color, linestyle=":", linewidth=0.8)
+        ax.plot([row.y], [1.0], transform=ax.get_xaxis_transform(), color=color,
+                marker=markers[row.series], clip_on=False)
+
+
+def _draw_paper(ax: Axes, rows: pd.DataFrame, x: str, metric: str, markers: dict[str, str],
                 log: bool, from_zero: bool) -> None:
-    """The paper's values on their own right axis: other hardware, so their magnitudes do
-    not compare with ours, their shapes do."""
+    """The paper's values on our axis where the units agree (paper_values' scale); counts in
+    other units on a right axis of their own, whose magnitudes do not compare with ours."""
+    _draw_paper_positions(ax, rows[rows["metric"] == x], markers)
+    values = rows[rows["metric"] == metric]
+    _draw_paper_line(ax, values[values["scale"] != "other_units"], markers)
+    own = values[values["scale"] == "other_units"]
+    if own.empty:
+        return
     twin = ax.twinx()
     twin.grid(False)
     twin.spines["right"].set_visible(True)
-    for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
-        group = group.sort_values("x")
-        twin.plot(group["x"], group["value"], color=PAPER_COLORS[read_off],
-                  marker=markers[series], linestyle=":", linewidth=0.8)
+    _draw_paper_line(twin, own, markers)
     twin.set_ylabel("paper: " + label(metric))
-    _scale_y(twin, rows["value"], log, from_zero)
+    _scale_y(twin, own["y"], log, from_zero)
 
 
 def _paper_rows(data: FigureData, facet: str, metric: str) -> pd.DataFrame:
+    """The paper's values for one panel: its metric's, and positions on the x axis."""
     paper = data.paper_on_axes
-    return paper[(paper["metric"] == metric) & paper["facet"].isin((facet, "all"))]
+    return paper[paper["metric"].isin((metric, data.spec.x)) & paper["facet"].isin((facet, "all"))]
 
 
 def _percentile_axis(ax: Axes) -> None:
@@ -366,7 +387,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         _draw_regression(ax, rows, fits, colors)
         # Each panel has its own fitted lines: their legend sits right of the panel (and of
         # its right axis), where constrained layout keeps room for it.
-        beside = 1.02 + (TWIN_AXIS_IN / PANEL_SIZE[0] if not paper.empty else 0.0)
+        twin = (paper["scale"] == "other_units").any()
+        beside = 1.02 + (TWIN_AXIS_IN / PANEL_SIZE[0] if twin else 0.0)
         ax.legend(loc="upper left", bbox_to_anchor=(beside, 1.0), borderaxespad=0,
                   fontsize=FIT_FONT_SIZE)
     else:
@@ -385,9 +407,10 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
     ax.set_ylabel(ylabel)
     log = log_y(metric, data.frame)
     from_zero = spec.kind == "line"
-    _scale_y(ax, rows["median"], log, from_zero)
+    # the paper's values first: a y limit set from ours alone would cut theirs off
     if not paper.empty:
-        _draw_paper(ax, paper, metric, markers, log, from_zero)
+        _draw_paper(ax, paper, spec.x, metric, markers, log, from_zero)
+    _scale_y(ax, rows["median"], log, from_zero)
 
 
 FORMATS = ("png", "svg")
