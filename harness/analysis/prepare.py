@@ -472,6 +472,9 @@ def _add_paper_values(data: FigureData) -> None:
         data.notes.append(f"paper values unreadable: {error}")
         return
     if paper.empty:
+        if data.spec.words_only:
+            data.notes.append(f"no paper values drawn: the text gives words only, "
+                              f"{data.spec.words_only}")
         return
     data.paper = paper
     data.paper_on_axes = _paper_on_axes(data, paper)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.analysis.generic import export_hgrm
+from harness.analysis.plots import FORMATS, LOOKS
 from harness.analysis.prepare import Skipped
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
@@ -25,7 +26,8 @@ def handle(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     specs = applicable(runs, generic=args.figures == "all")
-    results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs)
+    results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs, formats=args.format,
+                       look=args.style)
     for result in results:
         if isinstance(result, Skipped):
             print(f"skipped {result.spec.id}: {result.reason}")
@@ -36,6 +38,16 @@ def handle(args: argparse.Namespace) -> int:
         print(f"wrote {len(export_hgrm(runs, hgrm_dir))} .hgrm files under {hgrm_dir}")
     print(f"report: {Path(out_dir) / 'index.html'}")
     return 0
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """'svg,pdf' -> ('png', 'svg', 'pdf'): the report always shows the PNG."""
+    asked = [fmt.strip().lower() for fmt in text.split(",") if fmt.strip()]
+    unknown = [fmt for fmt in asked if fmt not in FORMATS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown format {', '.join(unknown)}: choose from {', '.join(FORMATS)}")
+    return tuple(dict.fromkeys(["png", *asked]))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--figures", choices=("all", "papers"), default="all",
                         help="papers: only the papers' reproduction figures (make reproduce "
                              "keeps results/reference to those)")
+    parser.add_argument("--style", choices=tuple(LOOKS), default="screen",
+                        help="paper: single-column width (3.4 in for one panel), serif fonts "
+                             "at caption size; screen (default): larger, for the HTML report")
+    parser.add_argument("--format", type=_formats, default=FORMATS, metavar="FMT[,FMT]",
+                        help="files per figure besides the PNG the report shows: "
+                             f"{', '.join(FORMATS[1:])} (default: all of {', '.join(FORMATS)})")
     parser.add_argument("--hgrm", action="store_true",
                         help="also write each point's response-time percentile distribution "
                              "(corrected and uncorrected) as HdrHistogram .hgrm files under "

@@ -41,7 +41,7 @@ def test_every_spec_renders_from_synthetic_runs(
         _assert_rendered(tmp_path, spec.id)
         assert f"figures/{spec.id}.png" in report
     assert "6.18.0-synthetic" in report  # manifest summary
-    assert "x_intercept" in report  # regression table
+    assert "x at idle = 0" in report and "x_intercept" not in report  # regression table
 
 
 def test_reference_results_render(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ legends off the data, error bars named, and the papers' values on their own axis
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pandas as pd
@@ -78,7 +79,7 @@ def test_invalid_repetitions_are_drawn_hollow_never_joined(tmp_path: Path) -> No
     assert (1000.0, round(at_1000[True])) in joined  # the same point, valid repetitions
     only_invalid = (2000.0, round(at_2000["median"].item()))
     assert only_invalid in hollow and only_invalid not in joined
-    assert "hollow: invalid repetitions (see notes)" in _legend_texts(figure)
+    assert "hollow: invalid repetitions (see the report)" in _legend_texts(figure)
 
 
 def _frame(metric_spans: dict[str, float]) -> pd.DataFrame:
@@ -208,10 +209,10 @@ def test_paper_values_in_our_units_sit_on_our_axis(
     assert len(markers) == 2 and "o" not in markers  # one per paper series, none of ours
     assert figure.axes[0].get_ylim()[1] >= 300.0  # never cut off by our values' limits
     legend = _legend_texts(figure)
-    assert "paper: dispatch=select, read off its plot" in legend
-    assert "paper: dispatch=epoll, printed" in legend
+    assert "paper: select, read off its plot" in legend
+    assert "paper: epoll, printed" in legend
 
-    report = write_report(fig8_runs, [figure_data], tmp_path).read_text()
+    report = html.unescape(write_report(fig8_runs, [figure_data], tmp_path).read_text())
     assert "paper's values" in report
     assert "read off a plot" in report and "Fig. 8" in report
 
@@ -269,7 +270,10 @@ def test_no_paper_values_no_right_axis(fig8_runs: RunSet,
     assert len(figure.axes) == 1
     assert _paper_lines(figure.axes[0]) == set()
     assert not any(text.startswith("paper") for text in _legend_texts(figure))
-    assert not any("paper" in note for note in figure_data.notes)
+    # the paper's words, where it gives no number, and nothing else about the paper
+    assert [note for note in figure_data.notes if "paper" in note] == [
+        "no paper values drawn: the text gives words only, "
+        + BY_ID["bmd99-fig8"].words_only]
 
 
 def test_paper_values_go_to_their_facet_only(tmp_path: Path,
@@ -279,8 +283,8 @@ def test_paper_values_go_to_their_facet_only(tmp_path: Path,
     points = make_points("bm98-fig3-6-naive-vs-realistic", repetitions=2)
     figure = draw(_prepared("bm98-fig3-5", read_runs([write_run(tmp_path, points)])))
     drawn = {ax.get_title(): _paper_lines(ax) for ax in figure.axes if ax.get_visible()}
-    assert drawn["reply_bytes=8192"] == {(100.0, 200.0)}
-    assert drawn["reply_bytes=1259"] == set()
+    assert drawn["reply 8192 bytes"] == {(100.0, 200.0)}
+    assert drawn["reply 1259 bytes"] == set()
 
 
 def test_profile_paper_values_go_to_the_report_table(tmp_path: Path,
