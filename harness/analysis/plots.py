@@ -87,6 +87,7 @@ class Look:
 
     rc: dict[str, object]
     panel_size: tuple[float, float]
+    dpi: int = DPI
 
 
 LOOKS = {
@@ -97,7 +98,7 @@ LOOKS = {
                    "mathtext.fontset": "dejavuserif", "font.size": 7, "axes.titlesize": 7,
                    "axes.labelsize": 7, "xtick.labelsize": 6, "ytick.labelsize": 6,
                    "legend.fontsize": 6, "lines.linewidth": 1.0, "lines.markersize": 3},
-                  (2.6, 1.9)),
+                  (2.6, 1.9), dpi=300),  # a PNG for print
 }
 
 
@@ -322,7 +323,7 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
         cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
     with matplotlib.rc_context(LOOKS[look].rc):
         size, columns = _figure_size(data, rows, cols, title, labels, LOOKS[look])
-        figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+        figure = Figure(figsize=size, dpi=LOOKS[look].dpi, layout="constrained")
         # A right axis' label otherwise nearly touches the next panel's left one.
         figure.get_layout_engine().set(w_pad=PANEL_PAD_IN, h_pad=PANEL_PAD_IN)
         axes = figure.subplots(rows, cols, squeeze=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from matplotlib.colors import rgb_to_hsv, to_rgb
 
 from harness.analysis.figures import BY_ID, readable
@@ -15,6 +16,7 @@ from harness.analysis.plots import _colors, draw, render
 from harness.analysis.prepare import FigureData, prepare
 from harness.results.runset import RunSet, read_runs
 
+from .conftest import run_command
 from .synthetic import make_points, write_run
 
 GRID = {"dispatch": ["select", "epoll"], "cold_conns": [0, 1000]}
@@ -116,3 +118,31 @@ def test_a_figure_whose_paper_gives_words_only_says_so(tmp_path: Path) -> None:
         "bm98-fig9-saturation-vs-cold", repetitions=1)))
     assert not fig9.paper_on_axes.empty  # -44 % and -14 % drawn
     assert not any("words only" in note for note in fig9.notes)
+
+
+def test_the_paper_style_fits_a_single_column(tmp_path: Path) -> None:
+    data = _prepared("bm98-fig9", _runs(tmp_path, make_points(
+        "bm98-fig9-saturation-vs-cold", repetitions=1)))
+    screen, paper = draw(data), draw(data, "paper")
+    width = paper.get_size_inches()[0]
+    assert width <= 3.5 < screen.get_size_inches()[0]  # a column of a two-column paper
+    assert paper.axes[0].xaxis.label.get_fontfamily() == ["serif"]
+
+
+def test_plot_writes_the_formats_asked_for_and_refuses_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path / "results", make_points("bmd99-fig8-reply-rate-vs-cold",
+                                                      repetitions=1))
+    out = tmp_path / "report"
+    argv = ["plot", str(run), "--out", str(out), "--figures", "papers", "--format", "svg",
+            "--style", "paper"]
+    assert run_command("harness.commands.plot", argv) == 0
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["bmd99-fig8.png",
+                                                                   "bmd99-fig8.svg"]
+    report = (out / "index.html").read_text()
+    assert "bmd99-fig8.svg" in report and "bmd99-fig8.pdf" not in report
+    with pytest.raises(SystemExit) as exit_:
+        run_command("harness.commands.plot", [*argv[:-4], "--format", "eps"])
+    assert exit_.value.code == 2
+    assert "unknown format eps: choose from png, svg, pdf" in capsys.readouterr().err
