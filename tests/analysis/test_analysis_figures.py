@@ -101,14 +101,20 @@ def test_a_run_of_invalid_points_is_drawn_hollow_not_skipped(tmp_path: Path) -> 
     assert "6 point repetition(s) invalid: no reason recorded (hollow)" in result.notes
 
 
-def test_an_overload_target_draws_invalid_points_and_says_so(tmp_path: Path) -> None:
+def test_an_overload_target_draws_invalid_points_hollow_and_says_why_they_count(
+    tmp_path: Path,
+) -> None:
     points = make_points("cm01-table1-sigio", repetitions=2)
     points.loc[points.index[::2], "valid"] = False
     result = prepare(BY_ID["cm01-table1"], read_runs([write_run(tmp_path, points)]))
     assert isinstance(result, FigureData)
     drawn = result.frame[result.frame["metric"] == "sigio_overflows"]
-    assert len(drawn) == points["request_rate_rps"].nunique()
-    assert any(f"{len(points) // 2} invalid point record(s) drawn" in n for n in result.notes)
+    # every record drawn, the invalid ones apart from the valid (hollow), none as valid
+    invalid_rates = points.loc[~points["valid"], "request_rate_rps"]
+    assert set(drawn.loc[~drawn["valid"], "x"]) == set(invalid_rates)
+    assert set(drawn["x"]) == set(points["request_rate_rps"])
+    assert any(f"{len(points) // 2} invalid point record(s), hollow" in n
+               and BY_ID["cm01-table1"].keep_invalid in n for n in result.notes)
 
 
 def test_two_kernels_become_two_series(tmp_path: Path) -> None:
