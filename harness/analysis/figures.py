@@ -50,6 +50,8 @@ LABELS = {
     "server_proc.cpu_pct": "server CPU [% of one CPU]",
     "errors_total": "errors",
     "resp_time_p50_ms": "median response time [ms]",
+    "reply_bytes": "reply [bytes]",
+    "hot_conns_per_client": "hot connections per client",
 }
 
 PAPERS = {
@@ -85,12 +87,14 @@ class FigureSpec:
     only: tuple[tuple[str, tuple[object, ...]], ...] = ()  # keep rows whose column is in values
     log_x: bool = False
     # Overload targets: why points the runner marked invalid (a generator that could not
-    # send the offered rate) still measure what is plotted, so that they are drawn as data;
-    # None draws them hollow, apart from the valid ones
+    # send the offered rate) still measure what is plotted. They are drawn hollow all the
+    # same: invalid looks invalid on every figure, and the notes say why it still counts
     keep_invalid: str | None = None
     # Mechanisms of the paper that no Linux has (keys of
     # harness.analysis.paper_values.ABSENT_FROM_LINUX): the figure says what stands in
     absent: tuple[str, ...] = ()
+    # The paper's own words where its text gives no number to draw (papers/*.csv has none)
+    words_only: str | None = None
 
 
 FIG3_6 = "bm98-fig3-6-naive-vs-realistic"
@@ -126,22 +130,22 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bm98",
         target="Banga & Mogul 1998, Fig. 3 and 5",
         scenario=FIG3_6,
-        title="Response time vs request rate, naive (0 cold) vs realistic (750 cold); "
-              "unmodified kernel (select) vs modified (epoll)",
+        title="Response time vs request rate, naive (0 cold) and realistic (750 cold)",
         x="offered_rate_rps",
         y=("resp_time_mean_ms",),
         series=("dispatch", "cold_conns"),
         facets=("reply_bytes",),
         # 50 to 12,000 req/s: the realistic select curve's low rates stay readable
         log_x=True,
+        words_only="'adding slow connections in the realistic benchmark drastically reduces "
+                   "the throughput achieved with the unmodified kernel' (§5.1)",
     ),
     FigureSpec(
         id="bm98-fig4-6",
         paper="bm98",
         target="Banga & Mogul 1998, Fig. 4 and 6",
         scenario=FIG3_6,
-        title="CPU idle vs request rate, naive (0 cold) vs realistic (750 cold); "
-              "unmodified kernel (select) vs modified (epoll)",
+        title="CPU idle vs request rate, naive (0 cold) and realistic (750 cold)",
         x="offered_rate_rps",
         y=("server_idle_pct",),
         series=("dispatch", "cold_conns"),
@@ -193,6 +197,8 @@ SPECS: tuple[FigureSpec, ...] = (
         x="cold_conns",
         y=("reply_rate_rps",),
         series=("dispatch",),
+        words_only="'our new API performs independently of the number of cold connections, "
+                   "while select() does not' (§ Performance of a live system)",
     ),
     FigureSpec(
         id="bmd99-fig9",
@@ -323,3 +329,25 @@ BY_ID = {spec.id: spec for spec in SPECS}
 
 def label(column: str) -> str:
     return LABELS.get(column, column)
+
+
+def _named(column: str, value: str) -> str:
+    """One part of a series label as a reader says it: a mechanism by its name ("epoll"),
+    a number with its axis' label ("750 cold (idle) connections", "delay 10 ms")."""
+    try:
+        float(value)
+    except ValueError:
+        return value
+    name, _, unit = label(column).partition(" [")
+    if unit:
+        return f"{name} {value} {unit.rstrip(']')}"
+    return f"{value} {name}"
+
+
+def readable(series: str) -> str:
+    """A series or facet label of prepare.py ("dispatch=epoll, cold_conns=750") as legends
+    and panel titles show it ("epoll, 750 cold (idle) connections")."""
+    if series == "all":
+        return series
+    parts = (part.partition("=") for part in series.split(", "))
+    return ", ".join(_named(column, value) if sep else column for column, sep, value in parts)

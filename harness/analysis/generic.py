@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import derive, latency
-from harness.analysis.figures import FigureSpec
+from harness.analysis.figures import FigureSpec, label
 from harness.results.runset import RunSet
 
 GENERIC = "generic"  # FigureSpec.paper of these figures: their section of the report
@@ -41,8 +41,18 @@ def swept(runs: RunSet) -> list[str]:
     return [c for c in order if c in points.columns and points[c].nunique(dropna=True) > 1]
 
 
+# Drawn only when some value is not zero: a panel of zeros says nothing a table does not.
+ONLY_WHEN_NONZERO = ("errors_total",)
+
+
 def _has_values(points: pd.DataFrame, metric: str) -> bool:
     return metric in points.columns and pd.to_numeric(points[metric], errors="coerce").notna().any()
+
+
+def _worth_a_panel(points: pd.DataFrame, metric: str) -> bool:
+    if metric in ONLY_WHEN_NONZERO:
+        return _has_values(points, metric) and bool(points[metric].fillna(0).ne(0).any())
+    return _has_values(points, metric)
 
 
 def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
@@ -56,21 +66,21 @@ def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
     if not mine.histograms.empty and mine.histograms["kind"].isin(latency.KINDS).any():
         over_time.append(FigureSpec(
             id=f"{scenario}--latency", paper=GENERIC, target=scenario, scenario=scenario,
-            title="response-time percentile spectrum", x="tail",
+            title=f"{scenario}: response-time percentile spectrum", x="tail",
             y=tuple(latency.METRIC_OF_KIND.values()), series=series, kind="spectrum",
             source="latency"))
         over_time.append(FigureSpec(
             id=f"{scenario}--latency-cdf", paper=GENERIC, target=scenario, scenario=scenario,
-            title="response-time distribution", x="response_time_ms",
+            title=f"{scenario}: response-time distribution", x="response_time_ms",
             y=tuple(latency.CDF_OF_KIND.values()), series=series, kind="cdf",
             source="latency"))
     if not mine.timeseries.empty:
         over_time.append(FigureSpec(
             id=f"{scenario}--timeseries", paper=GENERIC, target=scenario, scenario=scenario,
-            title="per second", x="t_s", y=TIMESERIES_METRICS, series=series,
+            title=f"{scenario}: per second", x="t_s", y=TIMESERIES_METRICS, series=series,
             source="timeseries"))
     derived = derive.derived_points(mine)
-    metrics = tuple(m for m in HEADLINE_METRICS if _has_values(derived, m))
+    metrics = tuple(m for m in HEADLINE_METRICS if _worth_a_panel(derived, m))
     if not metrics:
         return over_time
     numeric = [a for a in axes if pd.api.types.is_numeric_dtype(mine.points[a])]
@@ -80,7 +90,7 @@ def specs_for(scenario: str, runs: RunSet) -> list[FigureSpec]:
             paper=GENERIC,
             target=scenario,
             scenario=scenario,
-            title=f"vs {x}",
+            title=f"{scenario}: vs {label(x).partition(' [')[0]}",
             x=x,
             y=metrics,
             series=tuple(a for a in axes if a != x),

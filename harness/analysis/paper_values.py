@@ -6,9 +6,16 @@ column names and units so that it can be drawn beside, and checked against, our 
     figure   FigureSpec id (harness.analysis.figures.BY_ID), e.g. bmd99-fig8
     facet    "all" or "column=value[, column=value]" as prepare.py labels facets
     series   "all" or "column=value[, ...]" as prepare.py labels series (dispatch=select)
-    metric   the FigureSpec y column the value belongs to (reply_rate_rps)
+    metric   the FigureSpec y column the value belongs to (reply_rate_rps), or its x column
+             for a position on the x axis (a saturation request rate: x and value equal)
     x        value on the FigureSpec's x axis (cold_conns); for profiles, the symbol
-    value    the paper's number, in the unit of `metric`
+    value    the paper's number, in the unit of `metric` (scale absolute, other_units) or as a
+             ratio to the value at the curve's first point (ratio_to_first)
+    scale    absolute: drawn on our axis as it is (the units agree); ratio_to_first: the
+             paper gives a change, drawn on our axis as our curve's first point times the
+             ratio, which is how the check compares (claims.ratio_across); other_units: a
+             quantity whose unit differs from ours (counts over a run of another length),
+             drawn on a right axis of its own
     source   where in the paper: "§4.2 text", "Table 2", "Fig. 8"
     read_off true when read off a plot (approximate), false when printed in text or a table
     note     anything a reader needs (the paper's own label for the series, its hardware)
@@ -32,7 +39,9 @@ ABSENT_FROM_LINUX = {
 }
 
 PAPERS_DIR = Path(__file__).with_name("papers")
-COLUMNS = ["figure", "facet", "series", "metric", "x", "value", "source", "read_off", "note"]
+COLUMNS = ["figure", "facet", "series", "metric", "x", "value", "scale", "source", "read_off",
+           "note"]
+SCALES = ("absolute", "ratio_to_first", "other_units")
 
 
 class PaperValuesError(ValueError):
@@ -72,6 +81,10 @@ def _read(path: Path) -> pd.DataFrame:
     frame["read_off"] = frame["read_off"].str.strip().str.lower().map(flags)
     if frame["read_off"].isna().any():
         raise PaperValuesError(f"{path}: read_off must be true or false")
+    unknown = ~frame["scale"].isin(SCALES)
+    if unknown.any():
+        raise PaperValuesError(f"{path}: scale must be one of {', '.join(SCALES)}: "
+                               f"{frame['scale'][unknown].iloc[0]!r}")
     frame["paper"] = path.stem
     return frame
 

@@ -1,9 +1,10 @@
-"""Draw prepared figure data with matplotlib (Agg, no pyplot state), saved as PNG and SVG."""
+"""Draw prepared figure data with matplotlib (Agg, no pyplot state), saved as PNG, SVG and PDF."""
 
 from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +14,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.colors import to_hex, to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -25,7 +27,7 @@ from matplotlib.ticker import (  # noqa: E402
     ScalarFormatter,
 )
 
-from harness.analysis.figures import label  # noqa: E402
+from harness.analysis.figures import label, readable  # noqa: E402
 from harness.analysis.prepare import FigureData  # noqa: E402
 
 STYLE = {
@@ -41,12 +43,15 @@ STYLE = {
     "lines.linewidth": 1.4,
     "lines.markersize": 4,
     "svg.hashsalt": "wanbench",  # stable SVG ids: regenerated figures diff cleanly
+    "pdf.fonttype": 42,  # TrueType in the PDF: text a journal's checks and editors accept
 }
 # No grey: grey is the paper's (read off a plot) and the legend's keys.
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
     "#8c564b", "#e377c2", "#637939", "#bcbd22", "#17becf",
 )
+# Shades of one hue: from this much toward black (negative) to this much toward white
+SHADE_RANGE = (-0.35, 0.5)
 KEY_COLOR = "#555555"  # legend keys that stand for every series (bars, hollow markers)
 INVALID_ALPHA = 0.6
 # The paper's values: black when printed in its text or a table, grey when read off its plot.
@@ -61,9 +66,8 @@ PANEL_SIZE = (4.2, 3.0)  # one panel's data area
 WRAP_COLUMNS = 3  # panels per row when one facet has more metrics than this
 PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
-NOTE_WIDTH = 90  # characters per line of a figure's notes
 UNAVAILABLE_WIDTH = 50  # characters per line of why a panel is empty
-TITLE_FONT_SIZE = 9  # the title and the notes under it
+TITLE_FONT_SIZE = 9
 # Figure size: constrained layout fits everything into the figure, so the figure is sized
 # for what sits beside the panels (legends, right axes, profile symbols) from these estimates.
 TITLE_LINE_IN = 0.17
@@ -71,14 +75,53 @@ LEGEND_LINE_IN = 0.19
 LEGEND_WIDTH = 48  # characters per line of a legend entry (paper series names are long)
 LEGEND_HANDLE_IN = 0.6
 TWIN_AXIS_IN = 0.7  # a right axis' ticks and label
-MARGIN_IN = 0.3  # around the title and notes
+MARGIN_IN = 0.3  # around the title
 PANEL_PAD_IN = 0.08  # around each panel's labels
 FIT_FONT_SIZE = 6
 PROFILE_SYMBOLS_IN = 1.4
 
 
+@dataclass(frozen=True)
+class Look:
+    """How a figure looks: matplotlib's settings and one panel's data area in inches."""
+
+    rc: dict[str, object]
+    panel_size: tuple[float, float]
+    dpi: int = DPI
+
+
+LOOKS = {
+    "screen": Look(STYLE, PANEL_SIZE),
+    # a paper's single column (3.3-3.5 in): a one-panel figure fits it, in a serif face at
+    # the size of a caption
+    "paper": Look({**STYLE, "font.family": "serif", "font.serif": ["DejaVu Serif"],
+                   "mathtext.fontset": "dejavuserif", "font.size": 7, "axes.titlesize": 7,
+                   "axes.labelsize": 7, "xtick.labelsize": 6, "ytick.labelsize": 6,
+                   "legend.fontsize": 6, "lines.linewidth": 1.0, "lines.markersize": 3},
+                  (2.6, 1.9), dpi=300),  # a PNG for print
+}
+
+
+def _shade(color: str, step: int, steps: int) -> str:
+    """The step-th of `steps` shades of color, from darker to lighter (step 0 of 1: itself)."""
+    if steps == 1:
+        return color
+    amount = SHADE_RANGE[0] + (SHADE_RANGE[1] - SHADE_RANGE[0]) * step / (steps - 1)
+    toward = 1.0 if amount > 0 else 0.0  # white, or black
+    rgb = [c + (toward - c) * abs(amount) for c in to_rgb(color)]
+    return to_hex(rgb)
+
+
 def _colors(series: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+    """One hue per value of the first series column (the sweep's main axis), shades of it
+    for the other columns' values: related series look related."""
+    main = {name: name.split(", ")[0] for name in series}
+    values = dict.fromkeys(main.values())
+    hues = {value: PALETTE[i % len(PALETTE)] for i, value in enumerate(values)}
+    members = {value: [n for n in series if main[n] == value] for value in hues}
+    return {name: _shade(hues[main[name]], members[main[name]].index(name),
+                         len(members[main[name]]))
+            for name in series}
 
 
 def log_y(metric: str, frame: pd.DataFrame) -> bool:
@@ -181,7 +224,7 @@ def _unavailable(ax: Axes, reason: str) -> None:
 
 def _paper_label(series: str, read_off: bool) -> str:
     how = "read off its plot" if read_off else "printed"
-    return f"paper: {series}, {how}" if series != "all" else f"paper, {how}"
+    return f"paper: {readable(series)}, {how}" if series != "all" else f"paper, {how}"
 
 
 def _paper_markers(data: FigureData) -> dict[str, str]:
@@ -196,7 +239,7 @@ def _legend(data: FigureData, colors: dict[str, str],
     bar_kind = data.spec.kind in ("profile", "layers")
     entries: list[tuple[Artist, str]] = [
         (Patch(color=color) if bar_kind else Line2D([], [], marker="o", color=color),
-         "ours" if name == "all" else name)
+         "ours" if name == "all" else readable(name))
         for name, color in colors.items()
     ]
     if data.bars:
@@ -206,7 +249,7 @@ def _legend(data: FigureData, colors: dict[str, str],
         hollow = (Patch(facecolor="none", edgecolor=KEY_COLOR) if bar_kind else
                   Line2D([], [], marker="o", color=KEY_COLOR, markerfacecolor="none",
                          linestyle="none"))
-        entries.append((hollow, "hollow: invalid repetitions (see notes)"))
+        entries.append((hollow, "hollow: invalid repetitions (see the report)"))
     drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
     for series, read_off in drawn.itertuples(index=False):
         entries.append((Line2D([], [], color=PAPER_COLORS[read_off], marker=markers[series],
@@ -235,12 +278,12 @@ def _fit_labels(data: FigureData) -> list[str]:
 
 
 def _figure_size(data: FigureData, rows: int, cols: int, title: str,
-                 legend_labels: list[str]) -> tuple[tuple[float, float], int]:
+                 legend_labels: list[str], look: Look) -> tuple[tuple[float, float], int]:
     """(width, height) in inches, and the legend's columns: panels with what sits beside
-    them, the legend below them, the title and notes above, never narrower than these."""
-    width, height = (size + labels for size, labels in zip(PANEL_SIZE, PANEL_LABELS_IN,
+    them, the legend below them, the title above, never narrower than these."""
+    width, height = (size + labels for size, labels in zip(look.panel_size, PANEL_LABELS_IN,
                                                            strict=True))
-    if not data.paper_on_axes.empty:
+    if (data.paper_on_axes["scale"] == "other_units").any():
         width += TWIN_AXIS_IN
     fits = _fit_labels(data)
     if fits:
@@ -248,7 +291,7 @@ def _figure_size(data: FigureData, rows: int, cols: int, title: str,
     left = PROFILE_SYMBOLS_IN if data.spec.kind == "profile" else 0.0
     title_width = _text_width([title], TITLE_FONT_SIZE) + MARGIN_IN
     figure_width = max(cols * width + left, title_width)
-    entry = _legend_entry_width(legend_labels, STYLE["legend.fontsize"])
+    entry = _legend_entry_width(legend_labels, float(look.rc["legend.fontsize"]))
     columns = max(1, min(len(legend_labels), int(figure_width // entry)))
     lines_per_entry = max((text.count("\n") + 1 for text in legend_labels), default=0)
     legend_height = math.ceil(len(legend_labels) / columns) * lines_per_entry * LEGEND_LINE_IN
@@ -257,8 +300,8 @@ def _figure_size(data: FigureData, rows: int, cols: int, title: str,
     return (figure_width, figure_height), columns
 
 
-def draw(data: FigureData) -> Figure:
-    """One panel per (facet, metric); series share colours across panels.
+def draw(data: FigureData, look: str = "screen") -> Figure:
+    """One panel per (facet, metric); series share colours across panels; `look` one of LOOKS.
 
     Constrained layout keeps the legend (outside, below), right axes and titles off the data.
     """
@@ -268,9 +311,8 @@ def draw(data: FigureData) -> Figure:
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
     markers = _paper_markers(data)
-    # Wrapped, so that long notes widen a one-panel figure only a little.
-    note_lines = [line for note in data.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
-    title = "\n".join([spec.title, spec.target, *note_lines])
+    # One short title: the notes are the report's, written once below the figure.
+    title = spec.title
     handles, labels = _legend(data, colors, markers)
     if len(facets) == 1 and len(metrics) > WRAP_COLUMNS:
         # many metrics of one facet: rows of WRAP_COLUMNS panels, not one long strip
@@ -279,9 +321,9 @@ def draw(data: FigureData) -> Figure:
     else:
         rows, cols = len(facets), len(metrics)
         cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
-    with matplotlib.rc_context(STYLE):
-        size, columns = _figure_size(data, rows, cols, title, labels)
-        figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+    with matplotlib.rc_context(LOOKS[look].rc):
+        size, columns = _figure_size(data, rows, cols, title, labels, LOOKS[look])
+        figure = Figure(figsize=size, dpi=LOOKS[look].dpi, layout="constrained")
         # A right axis' label otherwise nearly touches the next panel's left one.
         figure.get_layout_engine().set(w_pad=PANEL_PAD_IN, h_pad=PANEL_PAD_IN)
         axes = figure.subplots(rows, cols, squeeze=False)
@@ -293,9 +335,9 @@ def draw(data: FigureData) -> Figure:
                 ax.set_title(label(metric))
                 _unavailable(ax, data.unavailable[metric])
                 continue
-            _panel(ax, data, facet, metric, colors, markers)
+            _panel(ax, data, facet, metric, colors, markers, LOOKS[look])
             if facet != "all":
-                ax.set_title(facet)
+                ax.set_title(readable(facet))
         # Below the panels: beside them, it would run into the title and notes, which
         # constrained layout centres over the whole figure.
         figure.legend(handles, labels, loc="outside lower center", ncols=columns)
@@ -320,24 +362,45 @@ def _scale_y(ax: Axes, values: pd.Series, log: bool, from_zero: bool) -> None:
         ax.set_ylim(bottom=0)
 
 
-def _draw_paper(ax: Axes, rows: pd.DataFrame, metric: str, markers: dict[str, str],
+def _draw_paper_line(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
+    for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
+        group = group.sort_values("x")
+        ax.plot(group["x"], group["y"], color=PAPER_COLORS[read_off], marker=markers[series],
+                linestyle=":", linewidth=0.8)
+
+
+def _draw_paper_positions(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
+    """Rates the paper names (a saturation load): vertical lines, told apart by the marker
+    at their top."""
+    for row in rows.itertuples(index=False):
+        color = PAPER_COLORS[row.read_off]
+        ax.axvline(row.y, color=color, linestyle=":", linewidth=0.8)
+        ax.plot([row.y], [1.0], transform=ax.get_xaxis_transform(), color=color,
+                marker=markers[row.series], clip_on=False)
+
+
+def _draw_paper(ax: Axes, rows: pd.DataFrame, x: str, metric: str, markers: dict[str, str],
                 log: bool, from_zero: bool) -> None:
-    """The paper's values on their own right axis: other hardware, so their magnitudes do
-    not compare with ours, their shapes do."""
+    """The paper's values on our axis where the units agree (paper_values' scale); counts in
+    other units on a right axis of their own, whose magnitudes do not compare with ours."""
+    _draw_paper_positions(ax, rows[rows["metric"] == x], markers)
+    values = rows[rows["metric"] == metric]
+    _draw_paper_line(ax, values[values["scale"] != "other_units"], markers)
+    own = values[values["scale"] == "other_units"]
+    if own.empty:
+        return
     twin = ax.twinx()
     twin.grid(False)
     twin.spines["right"].set_visible(True)
-    for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
-        group = group.sort_values("x")
-        twin.plot(group["x"], group["value"], color=PAPER_COLORS[read_off],
-                  marker=markers[series], linestyle=":", linewidth=0.8)
+    _draw_paper_line(twin, own, markers)
     twin.set_ylabel("paper: " + label(metric))
-    _scale_y(twin, rows["value"], log, from_zero)
+    _scale_y(twin, own["y"], log, from_zero)
 
 
 def _paper_rows(data: FigureData, facet: str, metric: str) -> pd.DataFrame:
+    """The paper's values for one panel: its metric's, and positions on the x axis."""
     paper = data.paper_on_axes
-    return paper[(paper["metric"] == metric) & paper["facet"].isin((facet, "all"))]
+    return paper[paper["metric"].isin((metric, data.spec.x)) & paper["facet"].isin((facet, "all"))]
 
 
 def _percentile_axis(ax: Axes) -> None:
@@ -350,7 +413,7 @@ def _percentile_axis(ax: Axes) -> None:
 
 
 def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str, str],
-           markers: dict[str, str]) -> None:
+           markers: dict[str, str], look: Look) -> None:
     spec = data.spec
     rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
     ylabel = label(metric) + data.ylabel_suffix.get(metric, "")
@@ -366,7 +429,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         _draw_regression(ax, rows, fits, colors)
         # Each panel has its own fitted lines: their legend sits right of the panel (and of
         # its right axis), where constrained layout keeps room for it.
-        beside = 1.02 + (TWIN_AXIS_IN / PANEL_SIZE[0] if not paper.empty else 0.0)
+        twin = (paper["scale"] == "other_units").any()
+        beside = 1.02 + (TWIN_AXIS_IN / look.panel_size[0] if twin else 0.0)
         ax.legend(loc="upper left", bbox_to_anchor=(beside, 1.0), borderaxespad=0,
                   fontsize=FIT_FONT_SIZE)
     else:
@@ -379,24 +443,32 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         elif spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
+    if spec.source == "timeseries" and not rows.empty:
+        # each sample covers [t, t + 1): the axis spans the window, even of a 2 s run
+        ax.set_xlim(0, rows["x"].max() + 1)
     if spec.kind in ("line", "regression") and not spec.log_x and rows["x"].max() >= 10_000:
         ax.xaxis.set_major_formatter(FuncFormatter(_thousands))  # 250k, not 250000
     ax.set_xlabel(label(spec.x))
     ax.set_ylabel(ylabel)
-    log = log_y(metric, data.frame)
+    # a spectrum's tail spans decades whatever the run: always log, one rule for every run
+    log = spec.kind == "spectrum" or log_y(metric, data.frame)
     from_zero = spec.kind == "line"
-    _scale_y(ax, rows["median"], log, from_zero)
+    # the paper's values first: a y limit set from ours alone would cut theirs off
     if not paper.empty:
-        _draw_paper(ax, paper, metric, markers, log, from_zero)
+        _draw_paper(ax, paper, spec.x, metric, markers, log, from_zero)
+    _scale_y(ax, rows["median"], log, from_zero)
 
 
-FORMATS = ("png", "svg")
+FORMATS = ("png", "svg", "pdf")
+# PDF on request (--format pdf): it adds about a third to a figure's drawing time.
+DEFAULT_FORMATS = ("png", "svg")
 
 
-def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = DEFAULT_FORMATS,
+           look: str = "screen") -> list[Path]:
     """Write <id>.<format> into out_dir for each format; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    figure = draw(data)
+    figure = draw(data, look)
     paths = [out_dir / f"{data.spec.id}.{fmt}" for fmt in formats]
     for path in paths:
         with matplotlib.rc_context(STYLE):  # svg.hashsalt is read when the SVG is written

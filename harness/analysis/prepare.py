@@ -23,8 +23,10 @@ SAMPLE = ["run_id", "point_id", "repetition"]  # one repetition of one point
 # Kinds whose x axis is a number, so the paper's values can sit on it; the others (a symbol,
 # bars per category) get them as a table in the report.
 PAPER_ON_AXES_KINDS = ("line", "regression")
-PAPER_ON_AXES_NOTE = ("paper values on the right axis (hardware of 1998-2004; compare shapes, "
-                      "not magnitudes)")
+PAPER_ON_AXES_NOTE = ("paper values on our axes where the units agree (hardware of 1998-2004): "
+                      "a change the paper gives (−44 %) starts from our curve's first point, as "
+                      "the check compares; a rate it names is a vertical line; counts over runs "
+                      "of another length on a right axis")
 PAPER_IN_TABLE_NOTE = "paper values: in the report's table beside ours (not on this figure's axes)"
 NO_REASON = "no reason recorded"
 
@@ -33,12 +35,17 @@ def _no_paper_values() -> pd.DataFrame:
     return pd.DataFrame(columns=paper_values.COLUMNS)
 
 
+def _nothing_on_axes() -> pd.DataFrame:
+    return pd.DataFrame(columns=[*paper_values.COLUMNS, "y"])
+
+
 @dataclass
 class FigureData:
     """Rows to draw (FRAME_COLUMNS), an optional table, and what the reader must be told.
 
     `bars` says what the min-max bars span (None: no bars); `paper` holds the paper's values
-    for this figure (paper_values.COLUMNS), `paper_on_axes` those drawn on a right axis.
+    for this figure (paper_values.COLUMNS), `paper_on_axes` those drawn on its axes, with `y`
+    where (_paper_on_axes).
     """
 
     spec: FigureSpec
@@ -49,7 +56,7 @@ class FigureData:
     ylabel_suffix: dict[str, str] = field(default_factory=dict)
     bars: str | None = None
     paper: pd.DataFrame = field(default_factory=_no_paper_values)
-    paper_on_axes: pd.DataFrame = field(default_factory=_no_paper_values)
+    paper_on_axes: pd.DataFrame = field(default_factory=_nothing_on_axes)
 
 
 @dataclass
@@ -120,7 +127,28 @@ def _summary_rows(
     data.notes.append(f"{data.bars}; markers: their median")
     rows["facet"] = _labels(rows, list(spec.facets))
     rows["series"] = _labels(rows, series)
+    data.notes += _not_drawn(points, group, metrics, series, spec)
     return rows.rename(columns={spec.x: "x"})[FRAME_COLUMNS]
+
+
+def _not_drawn(points: pd.DataFrame, group: list[str], metrics: list[str], series: list[str],
+               spec: FigureSpec) -> list[str]:
+    """Points with records but no value of a metric cannot be drawn: say which, rather than
+    leave a gap in the curve unexplained."""
+    notes = []
+    for metric in metrics:
+        counts = points.groupby(group, dropna=False)[metric].agg(["count", "size"]).reset_index()
+        empty = counts[counts["count"] == 0]
+        if empty.empty:
+            continue
+        empty = empty.assign(facet=_labels(empty, list(spec.facets)),
+                             series=_labels(empty, series))
+        where = empty["facet"].map(lambda facet: "" if facet == "all" else f" ({facet})")
+        notes += [f"not drawn: {metric} of {row['series']}{where[i]} at "
+                  f"{spec.x}={_fmt(row[spec.x])}: its {row['size']} "
+                  f"{'valid' if row['valid'] else 'invalid'} record(s) hold no value"
+                  for i, row in empty.iterrows()]
+    return notes
 
 
 def _unavailable_reason(runs: RunSet, metric: str) -> str:
@@ -391,19 +419,49 @@ def _validity_notes(spec: FigureSpec, points: pd.DataFrame) -> list[str]:
     if invalid.empty:
         return []
     if spec.keep_invalid:
-        return [f"{len(invalid)} invalid point record(s) drawn as data: {spec.keep_invalid}"]
+        return [f"{len(invalid)} invalid point record(s), hollow like every invalid one, still "
+                f"measure what is plotted: {spec.keep_invalid}"]
     counts = invalid["invalid_codes"].map(rules_named).value_counts()
     return [f"{n} point repetition(s) invalid: {why} (hollow)" for why, n in counts.items()]
 
 
+def _matches(ours: str, paper: str) -> bool:
+    """Our series label is the paper's or narrower ("dispatch=select, hot_conns=50" is one of
+    the paper's "dispatch=select")."""
+    return paper == "all" or set(paper.split(", ")) <= set(ours.split(", "))
+
+
+def _first_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """facet, series, metric and `first`: each valid curve's median at its lowest x."""
+    valid = frame[frame["valid"]].dropna(subset=["median"]).sort_values("x")
+    return (valid.groupby(["facet", "series", "metric"], sort=False)["median"].first()
+            .rename("first").reset_index())
+
+
+def _from_first_point(rows: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """ratio_to_first rows, one copy per curve of ours they describe, at y = that curve's
+    first point × the ratio: the comparison the check makes, drawn in our units."""
+    copies = []
+    for curve in _first_points(frame).itertuples(index=False):
+        ours = [_matches(curve.series, series) for series in rows["series"]]
+        mine = rows[(rows["metric"] == curve.metric) & rows["facet"].isin((curve.facet, "all"))
+                    & pd.Series(ours, index=rows.index, dtype=bool)]
+        copies.append(mine.assign(facet=curve.facet, y=mine["value"] * curve.first))
+    return pd.concat(copies, ignore_index=True) if copies else rows.iloc[0:0].assign(y=0.0)
+
+
 def _paper_on_axes(data: FigureData, paper: pd.DataFrame) -> pd.DataFrame:
-    """The paper's values a panel of this figure can show: a numeric x, a plotted metric, and
-    a facet drawn here ("all": every panel)."""
+    """The paper's values a panel of this figure can show (a numeric x; a plotted metric, or
+    the x column itself for a position on the x axis; a facet drawn here, "all": every
+    panel), with `y`, where each is drawn (see paper_values' scale)."""
     if data.spec.kind not in PAPER_ON_AXES_KINDS or not pd.api.types.is_numeric_dtype(paper["x"]):
-        return paper.iloc[0:0]
-    metrics = set(data.frame["metric"]) - set(data.unavailable)
+        return paper.iloc[0:0].assign(y=0.0)
+    metrics = (set(data.frame["metric"]) - set(data.unavailable)) | {data.spec.x}
     facets = {*data.frame["facet"], "all"}
-    return paper[paper["metric"].isin(metrics) & paper["facet"].isin(facets)]
+    shown = paper[paper["metric"].isin(metrics) & paper["facet"].isin(facets)]
+    ratios = shown["scale"] == "ratio_to_first"
+    as_given = shown[~ratios].assign(y=lambda rows: rows["value"])
+    return pd.concat([as_given, _from_first_point(shown[ratios], data.frame)], ignore_index=True)
 
 
 def _add_paper_values(data: FigureData) -> None:
@@ -414,6 +472,9 @@ def _add_paper_values(data: FigureData) -> None:
         data.notes.append(f"paper values unreadable: {error}")
         return
     if paper.empty:
+        if data.spec.words_only:
+            data.notes.append(f"no paper values drawn: the text gives words only, "
+                              f"{data.spec.words_only}")
         return
     data.paper = paper
     data.paper_on_axes = _paper_on_axes(data, paper)
@@ -423,8 +484,8 @@ def _add_paper_values(data: FigureData) -> None:
 def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     """Rows for `spec` from the runs whose scenario_name is spec.scenario.
 
-    Invalid repetitions are kept and marked (valid False, drawn hollow) unless the spec
-    plots them as data (keep_invalid): then every row counts as valid, with its explanation.
+    Invalid repetitions are kept and marked (valid False, drawn hollow), also where the spec
+    says why they still measure what it plots (keep_invalid).
     """
     mine = runs.scenario(spec.scenario)
     if mine.manifests.empty:
@@ -439,8 +500,6 @@ def prepare(spec: FigureSpec, runs: RunSet) -> FigureData | Skipped:
     data.notes += _validity_notes(spec, points)
     data.notes += [f"not in this figure: {paper_values.ABSENT_FROM_LINUX[key]}"
                    for key in spec.absent]
-    if spec.keep_invalid:
-        points = points.assign(valid=True)
     series = _label_cycles(data, points, _series_columns(spec, mine))
     try:
         SOURCES[spec.source](data, mine, points, series)

@@ -3,7 +3,7 @@ and a summary of the manifests."""
 
 from __future__ import annotations
 
-import html
+import hashlib
 import multiprocessing
 import os
 import tempfile
@@ -12,14 +12,17 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from harness.analysis import derive
 from harness.analysis.cache import Cache, identity, scenario_key
-from harness.analysis.figures import PAPERS, SPECS, FigureSpec
+from harness.analysis.figures import LABELS, PAPERS, SPECS, FigureSpec, label, readable
 from harness.analysis.generic import GENERIC, generic_specs, point_table
 from harness.analysis.numbers import human
-from harness.analysis.plots import render
+from harness.analysis.plots import DEFAULT_FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
 from harness.results.runset import RunSet
 
@@ -27,23 +30,80 @@ MANIFEST_COLUMNS = [
     "scenario_name", "run_id", "kernel_release", "created_at", "repetitions", "cpu_model",
     "cpu_count", "topology_backend", "hardware_counters", "git_revision",
 ]
-STYLE = """
-body { font-family: sans-serif; max-width: 1300px; margin: 2em auto; color: #222; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-img { max-width: 100%; }
-.skipped { color: #777; }
-.note { font-size: 0.85em; color: #555; }
-.tables { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
-h4 { margin: 0.5em 0 0; font-size: 0.9em; }
-"""
+TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
+                        autoescape=select_autoescape(["j2"]), trim_blocks=True)
+# Table columns that are no axis of a figure (figures.LABELS names those), as a reader says them
+COLUMN_NAMES = {
+    "scenario_name": "scenario", "run_id": "run", "kernel_release": "kernel",
+    "created_at": "started", "cpu_model": "CPU", "cpu_count": "CPUs",
+    "topology_backend": "topology", "hardware_counters": "hardware counters",
+    "git_revision": "revision", "x_intercept": "x at idle = 0", "r": "r", "n": "n",
+    "knee_offered_rps": "knee [offered req/s]", "saturated": "server saturated",
+    "valid": "valid", "read_off": "read off a plot",
+}
+# Columns whose cells are prepare.py labels ("dispatch=epoll, cold_conns=750")
+LABEL_COLUMNS = ("facet", "series")
+# Columns of words, which wrap rather than widen the page
+TEXT_COLUMNS = ("note", "source", "symbol", "cpu_model")
+
+
+def _column_name(column: object) -> str:
+    name = str(column)
+    if name in COLUMN_NAMES:
+        return COLUMN_NAMES[name]
+    return label(name) if name in LABELS else readable(name).replace("_", " ")
+
+
+def _cell(value: object) -> str:
+    """One number format for people (numbers.human); yes/no, never True/False."""
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, int | np.integer):
+        return f"{value:,}"
+    if isinstance(value, float | np.floating):
+        return human(float(value))
+    return "—" if value is None or value is pd.NA else str(value)
+
+
+def _validity_class(value: object) -> str:
+    """Validity and verdicts in colour: all valid (PASS) green, none (FAIL) red, some orange."""
+    if isinstance(value, bool | np.bool_):
+        return "good" if value else "bad"
+    text = str(value)
+    if text in ("PASS", "FAIL"):
+        return "good" if text == "PASS" else "bad"
+    valid, sep, total = text.partition("/")
+    if sep and valid.isdigit() and total.isdigit():
+        return "good" if valid == total else "bad" if valid == "0" else "partly"
+    return ""
+
+
+def _classes(frame: pd.DataFrame) -> pd.DataFrame:
+    classes = pd.DataFrame("", index=frame.index, columns=frame.columns)
+    for column in frame.columns:
+        if column in ("valid", "verdict"):
+            classes[column] = frame[column].map(_validity_class)
+        elif column in TEXT_COLUMNS:
+            classes[column] = "text"
+    return classes
 
 
 def table_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, float_format=human, na_rep="—", border=0)
+    """A table for people: readable column names, numbers.human in every number cell,
+    labels as legends show them, validity in colour; its cells' ids unique on the page."""
+    frame = frame.reset_index(drop=True)
+    for column in LABEL_COLUMNS:
+        if column in frame.columns:
+            frame[column] = frame[column].map(lambda v: readable(v) if isinstance(v, str) else v)
+    digest = hashlib.sha1(frame.to_csv().encode()).hexdigest()[:8]
+    styler = (frame.style.hide(axis="index").set_uuid(digest).format(_cell)
+              .set_td_classes(_classes(frame))
+              .format_index(_column_name, axis="columns"))
+    return f"<div class='table'>{styler.to_html()}</div>"
 
 
-PAPER_TABLE_COLUMNS = ["facet", "series", "metric", "x", "value", "source", "how", "note"]
+PAPER_TABLE_COLUMNS = ["facet", "series", "metric", "x", "value", "scale", "source", "how",
+                       "note"]
 
 
 def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
@@ -53,52 +113,53 @@ def paper_table(paper: pd.DataFrame) -> pd.DataFrame:
     return paper.assign(how=how)[PAPER_TABLE_COLUMNS]
 
 
-def _tables(result: FigureData) -> str:
+def _tables(result: FigureData) -> list[tuple[str, Markup]]:
     """Our table and the paper's values, side by side."""
     tables = []
     if result.table is not None:
-        tables.append(f"<div><h4>ours</h4>{table_html(result.table)}</div>")
+        tables.append(("ours", Markup(table_html(result.table))))
     if not result.paper.empty:
-        tables.append(f"<div><h4>paper's values</h4>{table_html(paper_table(result.paper))}</div>")
-    return f"<div class='tables'>{''.join(tables)}</div>" if tables else ""
+        tables.append(("paper's values", Markup(table_html(paper_table(result.paper)))))
+    return tables
 
 
-def _figure_section(result: FigureData | Skipped, figure_dir: str) -> str:
-    spec = result.spec
-    head = (f"<h3 id='{spec.id}'>{html.escape(spec.target)}: {html.escape(spec.title)}</h3>"
-            f"<p class='note'>scenario <code>{spec.scenario}</code></p>")
-    if isinstance(result, Skipped):
-        return head + f"<p class='skipped'>skipped: {html.escape(result.reason)}</p>"
-    parts = [head, f"<a href='{figure_dir}/{spec.id}.svg'>"
-                   f"<img src='{figure_dir}/{spec.id}.png' alt='{spec.id}'></a>"]
-    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
-    parts.append(_tables(result))
-    return "\n".join(parts)
+def _figure_section(result: FigureData | Skipped, figure_dir: str,
+                    formats: tuple[str, ...] = DEFAULT_FORMATS) -> str:
+    skipped = result.reason if isinstance(result, Skipped) else None
+    return TEMPLATES.get_template("figure.html.j2").render(
+        spec=result.spec, figure_dir=figure_dir, skipped=skipped, formats=formats,
+        notes=[] if skipped else result.notes,
+        tables=[] if skipped else _tables(result))
 
 
 def write_report(runs: RunSet, results: list[FigureData | Skipped], out_dir: Path,
-                 figure_dir: str = "figures",
+                 figure_dir: str = "figures", formats: tuple[str, ...] = DEFAULT_FORMATS,
                  point_tables: dict[str, pd.DataFrame] | None = None) -> Path:
     """Write out_dir/index.html referring to figures under out_dir/figure_dir (point_tables:
     each scenario's, where already made)."""
-    sections = ["<!doctype html><meta charset='utf-8'><title>wanbench report</title>",
-                f"<style>{STYLE}</style><h1>wanbench report</h1>",
-                "<h2>Runs</h2>", table_html(runs.manifests[MANIFEST_COLUMNS])]
-    sections.append("<h2>Every run</h2>")
-    for scenario in dict.fromkeys(runs.manifests["scenario_name"]):
-        table = (point_tables or {}).get(scenario)
-        sections.append(f"<h3 id='{html.escape(scenario)}'>{html.escape(scenario)}</h3>"
-                        f"<h4>points: medians over valid repetitions</h4>"
-                        + table_html(point_table(scenario, runs) if table is None else table))
-        sections += [_figure_section(r, figure_dir) for r in results
-                     if r.spec.paper == GENERIC and r.spec.scenario == scenario]
-    for paper, name in PAPERS.items():
-        mine = [r for r in results if r.spec.paper == paper]
-        if mine:
-            sections.append(f"<h2>{html.escape(name)}</h2>")
-            sections += [_figure_section(r, figure_dir) for r in mine]
+    tables = point_tables or {}
+    scenarios = [
+        {"name": scenario,
+         "table": Markup(table_html(point_table(scenario, runs) if tables.get(scenario) is None
+                                    else tables[scenario])),
+         "figures": [Markup(_figure_section(r, figure_dir, formats)) for r in results
+                     if r.spec.paper == GENERIC and r.spec.scenario == scenario]}
+        for scenario in dict.fromkeys(runs.manifests["scenario_name"])
+    ]
+    papers = [
+        {"name": name,
+         "figures": [Markup(_figure_section(r, figure_dir, formats)) for r in mine]}
+        for paper, name in PAPERS.items()
+        if (mine := [r for r in results if r.spec.paper == paper])
+    ]
+    manifests = runs.manifests[MANIFEST_COLUMNS]
+    # a revision's first 12 hex digits name it, as git log --oneline does, and fit the page
+    manifests = manifests.assign(git_revision=manifests["git_revision"].astype(str).str[:12])
+    page = TEMPLATES.get_template("report.html.j2").render(
+        runs_table=Markup(table_html(manifests)),
+        scenarios=scenarios, papers=papers)
     path = out_dir / "index.html"
-    path.write_text("\n".join(sections))
+    path.write_text(page)
     return path
 
 
@@ -128,7 +189,8 @@ def default_jobs() -> int:
 
 
 def _figure(runs: RunSet, cache: Cache, figure_dir: Path, spec: FigureSpec, key: str | None,
-            cached: FigureData | Skipped | None) -> FigureData | Skipped:
+            cached: FigureData | Skipped | None, formats: tuple[str, ...],
+            look: str) -> FigureData | Skipped:
     """One figure: prepared (unless cached), and drawn unless figure_dir holds its files as
     drawn for `key`. Drawn into a private folder and moved into place, so that a concurrent
     plot into the same folder never leaves a file of its own taken for ours."""
@@ -139,7 +201,7 @@ def _figure(runs: RunSet, cache: Cache, figure_dir: Path, spec: FigureSpec, key:
         figure_dir.mkdir(parents=True, exist_ok=True)
         drawn = {}
         with tempfile.TemporaryDirectory(dir=figure_dir, prefix=".drawing-") as private:
-            for path in render(result, Path(private)):
+            for path in render(result, Path(private), formats, look):
                 drawn[path.name] = identity(path)
                 os.replace(path, figure_dir / path.name)
         cache.record_drawn(key, figure_dir, spec.id, drawn)
@@ -174,9 +236,11 @@ def _cost(spec: FigureSpec, runs: RunSet) -> int:
 
 
 def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None = None,
-             jobs: int | None = None, cache: Cache | None = None) -> list[FigureData | Skipped]:
-    """Render `specs` (default: every applicable one) into out_dir/figures, write
-    out_dir/index.html.
+             jobs: int | None = None, cache: Cache | None = None,
+             formats: tuple[str, ...] = DEFAULT_FORMATS,
+             look: str = "screen") -> list[FigureData | Skipped]:
+    """Render `specs` (default: every applicable one) into out_dir/figures in `formats` (PNG
+    first: the report shows it) and `look` (plots.LOOKS), write out_dir/index.html.
 
     Each figure is prepared and drawn in one of `jobs` worker processes (default: one per
     CPU), the longest first, while the point tables are made beside them; what the cache
@@ -188,7 +252,9 @@ def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None =
     specs = applicable(runs) if specs is None else specs
     figure_dir = out_dir / "figures"
     out_dir.mkdir(parents=True, exist_ok=True)
-    keys = {spec.id: scenario_key(runs, spec.scenario, repr(spec)) for spec in specs}
+    # what is drawn depends on the formats and the look too: a figure drawn otherwise is redrawn
+    keys = {spec.id: scenario_key(runs, spec.scenario, repr((spec, formats, look)))
+            for spec in specs}
     results: dict[str, FigureData | Skipped | None] = {
         spec.id: cache.load(keys[spec.id]) for spec in specs}
     scenarios = list(dict.fromkeys(runs.manifests["scenario_name"]))
@@ -200,7 +266,8 @@ def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None =
         key=lambda spec: -_cost(spec, runs))
     missing_tables = [s for s in scenarios if tables[s] is None]
     tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
-        *((_figure, (figure_dir, spec, keys[spec.id], results[spec.id])) for spec in figures),
+        *((_figure, (figure_dir, spec, keys[spec.id], results[spec.id], formats, look))
+          for spec in figures),
         *((_point_table, (s, table_keys[s])) for s in missing_tables)]
     for scenario in {spec.scenario for spec in figures} | set(missing_tables):
         derive.derived_points(runs.scenario(scenario))  # once, inherited by every worker
@@ -219,5 +286,5 @@ def plot_all(runs: RunSet, out_dir: Path, specs: tuple[FigureSpec, ...] | None =
     results.update({spec.id: result for spec, result in zip(figures, done, strict=False)})
     tables.update(zip(missing_tables, done[len(figures):], strict=True))
     final = [results[spec.id] for spec in specs]
-    write_report(runs, final, out_dir, point_tables=tables)
+    write_report(runs, final, out_dir, formats=formats, point_tables=tables)
     return final

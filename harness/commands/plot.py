@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.analysis.cache import Cache, cache_dir
 from harness.analysis.generic import export_hgrm
+from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS
 from harness.analysis.prepare import Skipped
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
@@ -45,7 +46,8 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     specs = applicable(runs, generic=args.figures == "all")
     results = plot_all(runs, Path(out_dir), specs, jobs=args.jobs,
-                       cache=Cache(read=not args.no_cache))
+                       cache=Cache(read=not args.no_cache), formats=args.format,
+                       look=args.style)
     for result in results:
         if isinstance(result, Skipped):
             print(f"skipped {result.spec.id}: {result.reason}")
@@ -62,6 +64,16 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of processes, 1 or more")
     return int(text)
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    """'svg,pdf' -> ('png', 'svg', 'pdf'): the report always shows the PNG."""
+    asked = [fmt.strip().lower() for fmt in text.split(",") if fmt.strip()]
+    unknown = [fmt for fmt in asked if fmt not in FORMATS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown format {', '.join(unknown)}: choose from {', '.join(FORMATS)}")
+    return tuple(dict.fromkeys(["png", *asked]))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -82,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--figures", choices=("all", "papers"), default="all",
                         help="papers: only the papers' reproduction figures (make reproduce "
                              "keeps results/reference to those)")
+    parser.add_argument("--style", choices=tuple(LOOKS), default="screen",
+                        help="paper: single-column width (3.4 in for one panel), serif fonts "
+                             "at caption size; screen (default): larger, for the HTML report")
+    parser.add_argument("--format", type=_formats, default=DEFAULT_FORMATS, metavar="FMT[,FMT]",
+                        help="files per figure besides the PNG the report shows: "
+                             f"{', '.join(FORMATS[1:])} (default: {', '.join(DEFAULT_FORMATS)}; "
+                             "pdf, vector, for a paper)")
     parser.add_argument("--hgrm", action="store_true",
                         help="also write each point's response-time percentile distribution "
                              "(corrected and uncorrected) as HdrHistogram .hgrm files under "

@@ -3,6 +3,7 @@ legends off the data, error bars named, and the papers' values on their own axis
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pandas as pd
@@ -78,7 +79,7 @@ def test_invalid_repetitions_are_drawn_hollow_never_joined(tmp_path: Path) -> No
     assert (1000.0, round(at_1000[True])) in joined  # the same point, valid repetitions
     only_invalid = (2000.0, round(at_2000["median"].item()))
     assert only_invalid in hollow and only_invalid not in joined
-    assert "hollow: invalid repetitions (see notes)" in _legend_texts(figure)
+    assert "hollow: invalid repetitions (see the report)" in _legend_texts(figure)
 
 
 def _frame(metric_spans: dict[str, float]) -> pd.DataFrame:
@@ -166,12 +167,19 @@ def test_the_bar_legend_names_the_range_of_repetitions(tmp_path: Path) -> None:
 
 
 def _paper(figure: str, facet: str, metric: str, xs: list[object],
-           series: tuple[str, ...] = ("dispatch=select",)) -> pd.DataFrame:
+           series: tuple[str, ...] = ("dispatch=select",), scale: str = "absolute",
+           values: tuple[float, ...] = (100.0, 200.0, 300.0)) -> pd.DataFrame:
     rows = [{"figure": figure, "facet": facet, "series": name, "metric": metric, "x": x,
-             "value": 100.0 * (i + 1), "source": "Fig. 8", "read_off": name.endswith("select"),
-             "note": "a test value", "paper": "bmd99"}
-            for name in series for i, x in enumerate(xs)]
+             "value": value, "scale": scale, "source": "Fig. 8",
+             "read_off": name.endswith("select"), "note": "a test value", "paper": "bmd99"}
+            for name in series for x, value in zip(xs, values, strict=False)]
     return pd.DataFrame(rows, columns=[*paper_values.COLUMNS, "paper"])
+
+
+def _paper_lines(ax: Axes) -> set[tuple[float, ...]]:
+    """The y values of the paper's lines on one axes (dotted, never our round marker)."""
+    return {tuple(line.get_ydata()) for line in ax.get_lines()
+            if line.get_linestyle() == ":" and line.get_marker() != "o"}
 
 
 @pytest.fixture
@@ -180,29 +188,77 @@ def fig8_runs(tmp_path: Path) -> RunSet:
     return read_runs([write_run(tmp_path, points)])
 
 
-def test_paper_values_sit_on_a_right_axis_when_the_paper_has_them(
+def _with_paper(monkeypatch: pytest.MonkeyPatch, spec_id: str, paper: pd.DataFrame) -> None:
+    monkeypatch.setattr(paper_values, "for_figure",
+                        lambda other: paper if other == spec_id else paper.iloc[0:0])
+
+
+def test_paper_values_in_our_units_sit_on_our_axis(
     fig8_runs: RunSet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     paper = _paper("bmd99-fig8", "all", "reply_rate_rps", [0, 1000, 2000],
                    series=("dispatch=select", "dispatch=epoll"))
-    monkeypatch.setattr(paper_values, "for_figure",
-                        lambda spec_id: paper if spec_id == "bmd99-fig8" else paper.iloc[0:0])
+    _with_paper(monkeypatch, "bmd99-fig8", paper)
     figure_data = _prepared("bmd99-fig8", fig8_runs)
     assert PAPER_ON_AXES_NOTE in figure_data.notes
     figure = draw(figure_data)
+    assert len(figure.axes) == 1  # no second axis at another scale
+    assert _paper_lines(figure.axes[0]) == {(100.0, 200.0, 300.0)}
+    markers = {line.get_marker() for line in figure.axes[0].get_lines()
+               if line.get_linestyle() == ":"}
+    assert len(markers) == 2 and "o" not in markers  # one per paper series, none of ours
+    assert figure.axes[0].get_ylim()[1] >= 300.0  # never cut off by our values' limits
+    legend = _legend_texts(figure)
+    assert "paper: select, read off its plot" in legend
+    assert "paper: epoll, printed" in legend
+
+    report = html.unescape(write_report(fig8_runs, [figure_data], tmp_path).read_text())
+    assert "paper's values" in report
+    assert "read off a plot" in report and "Fig. 8" in report
+
+
+def test_a_change_the_paper_gives_starts_from_our_first_point(
+    fig8_runs: RunSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the paper's "drops by 44 %" is drawn the way the check compares: our 0-cold value × 0.56
+    paper = _paper("bmd99-fig8", "all", "reply_rate_rps", [0, 2000],
+                   series=("dispatch=select",), scale="ratio_to_first", values=(1.0, 0.56))
+    _with_paper(monkeypatch, "bmd99-fig8", paper)
+    figure_data = _prepared("bmd99-fig8", fig8_runs)
+    ours = figure_data.frame
+    first = ours[(ours["series"] == "dispatch=select") & ours["valid"]].sort_values("x")
+    start = first["median"].iloc[0]
+    figure = draw(figure_data)
+    [(y0, y1)] = _paper_lines(figure.axes[0])
+    assert (y0, y1) == pytest.approx((start, 0.56 * start))
+    assert len(figure.axes) == 1
+
+
+def test_counts_in_other_units_get_a_right_axis(
+    fig8_runs: RunSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paper = _paper("bmd99-fig8", "all", "reply_rate_rps", [0, 1000, 2000], scale="other_units")
+    _with_paper(monkeypatch, "bmd99-fig8", paper)
+    figure = draw(_prepared("bmd99-fig8", fig8_runs))
     assert len(figure.axes) == 2
     twin = figure.axes[1]
     assert twin.get_ylabel() == "paper: reply rate [replies/s]"
-    assert {tuple(line.get_ydata()) for line in twin.get_lines()} == {(100.0, 200.0, 300.0)}
-    markers = {line.get_marker() for line in twin.get_lines()}
-    assert len(markers) == 2 and "o" not in markers  # one per paper series, none of ours
-    legend = _legend_texts(figure)
-    assert "paper: dispatch=select, read off its plot" in legend
-    assert "paper: dispatch=epoll, printed" in legend
+    assert _paper_lines(twin) == {(100.0, 200.0, 300.0)}
+    assert _paper_lines(figure.axes[0]) == set()
 
-    report = write_report(fig8_runs, [figure_data], tmp_path).read_text()
-    assert "paper's values" in report
-    assert "read off a plot" in report and "Fig. 8" in report
+
+def test_a_rate_the_paper_names_is_a_line_across_every_panel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paper = _paper("bmd99-fig9", "all", "offered_rate_rps", [1348], series=("dispatch=epoll",),
+                   values=(1348.0,))
+    _with_paper(monkeypatch, "bmd99-fig9", paper)
+    points = make_points("bmd99-fig9-resp-time-vs-rate", repetitions=2)
+    figure = draw(_prepared("bmd99-fig9", read_runs([write_run(tmp_path, points)])))
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(panels) == 3
+    for ax in panels:
+        assert any(tuple(line.get_xdata()) == (1348.0, 1348.0) for line in ax.get_lines())
 
 
 def test_no_paper_values_no_right_axis(fig8_runs: RunSet,
@@ -212,8 +268,12 @@ def test_no_paper_values_no_right_axis(fig8_runs: RunSet,
     figure_data = _prepared("bmd99-fig8", fig8_runs)
     figure = draw(figure_data)
     assert len(figure.axes) == 1
+    assert _paper_lines(figure.axes[0]) == set()
     assert not any(text.startswith("paper") for text in _legend_texts(figure))
-    assert not any("paper" in note for note in figure_data.notes)
+    # the paper's words, where it gives no number, and nothing else about the paper
+    assert [note for note in figure_data.notes if "paper" in note] == [
+        "no paper values drawn: the text gives words only, "
+        + BY_ID["bmd99-fig8"].words_only]
 
 
 def test_paper_values_go_to_their_facet_only(tmp_path: Path,
@@ -222,10 +282,9 @@ def test_paper_values_go_to_their_facet_only(tmp_path: Path,
     monkeypatch.setattr(paper_values, "for_figure", lambda spec_id: paper)
     points = make_points("bm98-fig3-6-naive-vs-realistic", repetitions=2)
     figure = draw(_prepared("bm98-fig3-5", read_runs([write_run(tmp_path, points)])))
-    twins = [ax for ax in figure.axes if ax.get_ylabel().startswith("paper")]
-    assert len(twins) == 1
-    panel = next(ax for ax in figure.axes if ax.get_title() == "reply_bytes=8192")
-    assert twins[0].get_position().bounds == pytest.approx(panel.get_position().bounds)
+    drawn = {ax.get_title(): _paper_lines(ax) for ax in figure.axes if ax.get_visible()}
+    assert drawn["reply 8192 bytes"] == {(100.0, 200.0)}
+    assert drawn["reply 1259 bytes"] == set()
 
 
 def test_profile_paper_values_go_to_the_report_table(tmp_path: Path,

@@ -31,8 +31,9 @@ KEY = ["figure", "facet", "series", "metric", "x"]
 PLACE = re.compile(r"§|Table|Fig\.")
 
 GOOD_CSV = (
-    "figure,facet,series,metric,x,value,source,read_off,note\n"
-    'cm01-table1,all,"dispatch=rtsig, cold_conns=252",sigio_overflows,3200,1526,Table 1,false,'
+    "figure,facet,series,metric,x,value,scale,source,read_off,note\n"
+    'cm01-table1,all,"dispatch=rtsig, cold_conns=252",sigio_overflows,3200,1526,other_units,'
+    'Table 1,false,'
     '"a note, with a comma"\n'
 )
 
@@ -65,8 +66,12 @@ def _row_problems(row: pd.Series) -> list[str]:
     if spec.paper != row["paper"]:
         problems.append(f"{spec.id} belongs to paper {spec.paper}, not {row['paper']}")
     metrics = (*spec.y, *SOURCE_METRICS.get(spec.source, ()))
-    if row["metric"] not in metrics:
+    position = row["metric"] == spec.x  # a rate the paper names, on the x axis
+    if row["metric"] not in metrics and not position:
         problems.append(f"{spec.id} plots {metrics}, not {row['metric']!r}")
+    if position and (row["scale"] != "absolute" or float(row["x"]) != row["value"]):
+        problems.append(f"{spec.id}: a position on the x axis is absolute, x = value")
+
     try:
         facet = _label_columns(row["facet"])
         series = [] if spec.source == "layers" else _label_columns(row["series"])
@@ -90,8 +95,18 @@ def _row_problems(row: pd.Series) -> list[str]:
     return problems
 
 
+def _changes_not_from_one(rows: pd.DataFrame) -> list[str]:
+    """A change the paper gives is drawn from our curve's first point: its own curve starts
+    there, at 1."""
+    ratios = rows[rows["scale"] == "ratio_to_first"].assign(x=lambda r: r["x"].astype(float))
+    firsts = ratios.sort_values("x").groupby(["figure", "facet", "series", "metric"])["value"]
+    return [f"{key}: a change that does not start at 1"
+            for key, first in firsts.first().items() if first != 1.0]
+
+
 def _problems(rows: pd.DataFrame) -> list[str]:
     problems = [p for _, row in rows.iterrows() for p in _row_problems(row)]
+    problems += _changes_not_from_one(rows)
     duplicated = rows[rows.duplicated(KEY, keep=False)]
     problems += [f"two values for {tuple(key)}" for key in duplicated[KEY].drop_duplicates().values]
     return problems
@@ -144,6 +159,16 @@ def test_problems_catch_a_row_that_does_not_fit(field: str, bad: str) -> None:
     assert _problems(good.assign(**{field: bad}))
 
 
+def test_problems_catch_a_position_or_a_change_out_of_shape() -> None:
+    knees = paper_values.for_figure("bmd99-fig9").iloc[[0]]
+    assert _problems(knees) == []
+    assert _problems(knees.assign(value=1000.0))  # a position is drawn where it is
+    assert _problems(knees.assign(scale="ratio_to_first"))
+    change = paper_values.for_figure("bm98-fig9")
+    assert _problems(change) == []
+    assert _problems(change.assign(value=change["value"] * 0.5))  # no longer starts at 1
+
+
 def test_problems_catch_labels_and_values_out_of_place() -> None:
     profile = paper_values.for_figure("bmd99-table2").iloc[[0]]
     assert _problems(profile) == []
@@ -171,13 +196,14 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
     frame = paper_values._read(path)
     assert frame[COLUMNS].iloc[0].tolist() == [
         "cm01-table1", "all", "dispatch=rtsig, cold_conns=252", "sigio_overflows", "3200",
-        1526.0, "Table 1", False, "a note, with a comma",
+        1526.0, "other_units", "Table 1", False, "a note, with a comma",
     ]
     assert frame["paper"].iloc[0] == "good"
 
 
-HEADER = "figure,facet,series,metric,x,value,source,read_off,note\n"
-ROW = "cm01-table1,all,dispatch=rtsig,sigio_overflows,3200,{value},Table 1,{read_off},n\n"
+HEADER = "figure,facet,series,metric,x,value,scale,source,read_off,note\n"
+ROW = ("cm01-table1,all,dispatch=rtsig,sigio_overflows,3200,{value},other_units,Table 1,"
+       "{read_off},n\n")
 
 
 @pytest.mark.parametrize(
@@ -189,6 +215,7 @@ ROW = "cm01-table1,all,dispatch=rtsig,sigio_overflows,3200,{value},Table 1,{read
         HEADER + ROW.format(value="", read_off="false"),  # value missing
         HEADER + ROW.format(value="nan", read_off="false"),
         HEADER + ROW.format(value=1, read_off="maybe"),  # read_off neither true nor false
+        HEADER + ROW.format(value=1, read_off="false").replace("other_units", "relative"),
         HEADER + ROW.format(value="1,2", read_off="false"),  # unquoted comma: one field more
         HEADER + ROW.format(value=1, read_off="false").replace(",n\n", "\n"),  # one field less
         HEADER + ROW.format(value=1, read_off="false").replace("cm01-table1", ""),  # no figure

@@ -121,3 +121,43 @@ def test_an_aa_pair_shows_no_red(browser, tmp_path: Path):
     first = browser.execute_script("return document.querySelector('h1').nextElementSibling")
     assert first.get_attribute("id") == "verdict" and "regression (exit 1)" not in first.text
     assert browser.execute_script(REDDISH) == []
+
+
+# every table cell's text, and the colour of each validity cell that is not all valid
+TABLE_TEXT = "return Array.from(document.querySelectorAll('th, td')).map(c => c.textContent)"
+PAGE_WIDTH = "return document.documentElement.scrollWidth"
+VALIDITY_COLORS = """return Array.from(document.querySelectorAll('td.bad, td.partly, td.good'))
+  .map(c => [c.className.split(' ').pop(), getComputedStyle(c).color])"""
+
+
+def _with_invalid(points):
+    """Two repetitions of one point invalid, one of another: 1/2 and 0/2 in the table."""
+    invalid = points.index[:3]
+    return points.assign(valid=~points.index.isin(invalid))
+
+
+def test_the_reports_tables_fit_the_window_and_read_as_people_write(browser, tmp_path: Path):
+    page = _report(tmp_path, _with_invalid(make_points("my-sweep", GRID, repetitions=2)))
+    browser.get(page.as_uri())
+    assert browser.execute_script(PAGE_WIDTH) <= 1400
+    cells = browser.execute_script(TABLE_TEXT)
+    text = " ".join(cells)
+    assert "e+0" not in text and "e-0" not in text
+    assert "True" not in cells and "False" not in cells
+    assert "reply_rate_rps" not in cells and "reply rate [replies/s]" in cells
+    colors = dict(browser.execute_script(VALIDITY_COLORS))
+    assert {"good", "bad"} <= set(colors) or {"good", "partly"} <= set(colors)
+    assert len(set(colors.values())) == len(colors)  # each kind its own colour
+
+
+def test_a_table_too_wide_for_the_window_scrolls_inside_itself(browser, tmp_path: Path):
+    """The other direction: a table that cannot fit widens the page unless its wrapper
+    scrolls; the check above would see it."""
+    page = _report(tmp_path, make_points("my-sweep", GRID, repetitions=2))
+    browser.get(page.as_uri())
+    wide = ("const t = document.querySelector('div.table table');"
+            "t.querySelector('td').textContent = 'x'.repeat(3000);")
+    browser.execute_script(wide)
+    assert browser.execute_script(PAGE_WIDTH) <= 1400
+    browser.execute_script("document.querySelector('div.table').className = ''")
+    assert browser.execute_script(PAGE_WIDTH) > 1400
