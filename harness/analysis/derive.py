@@ -8,7 +8,11 @@ import numpy as np
 import pandas as pd
 
 from clients.validity import KEEP_UP_FRACTION, server_busy
-from harness.results.format import KERNEL_DISPATCH_FAMILIES, kernel_column
+from harness.results.format import (
+    KERNEL_DISPATCH_FAMILIES,
+    kernel_column,
+    kernel_function_column,
+)
 from harness.results.runset import RunSet
 
 # Symbols counted as "select functions" in the Banga & Mogul / Banga, Mogul & Druschel
@@ -87,6 +91,12 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["kernel_dispatch_share_pct"] = 100 * _ratio(out["kernel_dispatch_cpu_pct"],
                                                     _column(out, "cpu_server_pct"))
     out["kernel_syscall_ns_per_packet"], out["kernel_stack_ns_per_packet"] = _kernel_stack(out)
+    # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed
+    alloc_fd_cpu_pct = 100 * (_column(out, kernel_function_column("alloc_fd", "calls"))
+                              * _column(out, kernel_function_column("alloc_fd", "ns_per_call"))
+                              / (1e9 * _column(out, "kernel_trace_window_s")))
+    out["kernel_alloc_fd_share_pct"] = 100 * _ratio(alloc_fd_cpu_pct,
+                                                    _column(out, "cpu_server_pct"))
     out["server_busy"] = _server_busy(out)
     return out
 

@@ -207,6 +207,21 @@ def test_ufalloc_needs_function_grain_and_says_so_where_fentry_is_refused():
     why = capabilities.missing(ufalloc.needs, runs_tracing(refused))
     result = evaluate_claim(ufalloc, as_read(points([dispatch("select", 20.0)])), why)
     assert result.status == Status.NOT_POSSIBLE and "fentry" in result.detail
-    # where fentry works, wb-ktrace still has no alloc_fd column: not measured, never a pass
+    # where fentry works but the run has no alloc_fd column: not measured, never a pass
     assert evaluate_claim(ufalloc, as_read(points([dispatch("select", 20.0)])),
                           None).status == Status.FAIL
+
+
+@pytest.mark.parametrize("share_pct,passed", [
+    (10.0, True),  # ≥ the paper's 17.8 % / 2
+    (5.0, False),  # today's bitmap allocator, cheaper than the 1998 linear scan
+])
+def test_ufalloc_where_fentry_times_alloc_fd_both_ways(share_pct, passed):
+    (_, ufalloc) = claims.CLAIMS["bm98-table1-2"]
+    # the server ran 10 % of one CPU over the 1 s window (100 ms); alloc_fd took 1,000 calls
+    server_ns = 0.10 * 1e9 * WINDOW_S
+    row = {**dispatch("select", 20.0, cpu_server_pct=10.0),
+           "kernel_fn_alloc_fd_calls": 1000.0,
+           "kernel_fn_alloc_fd_ns_per_call": share_pct / 100 * server_ns / 1000}
+    result = evaluate_claim(ufalloc, as_read(points([row])), None)
+    assert result.status == (Status.PASS if passed else Status.FAIL), result.detail
