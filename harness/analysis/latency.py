@@ -4,6 +4,8 @@ the tools wrk2 users have (HdrHistogram's plotter) read."""
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -66,8 +68,14 @@ def cdf(hdr: HdrHistogram) -> pd.DataFrame:
 
 
 def write_hgrm(hdr: HdrHistogram, path: Path) -> Path:
-    """The percentile distribution as HdrHistogram prints it (values in ms, as wrk2's)."""
+    """The percentile distribution as HdrHistogram prints it (values in ms, as wrk2's). The
+    hdrhistogram package scales the footer's mean but not its standard deviation, which it
+    leaves in ns: written here in ms, as Java's HdrHistogram does."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as out:
-        hdr.output_percentile_distribution(out, NS_PER_MS)
+    out = io.BytesIO()
+    hdr.output_percentile_distribution(out, NS_PER_MS)
+    text = re.sub(r"(StdDeviation\s+=\s*)[\d.]+",
+                  lambda m: f"{m.group(1)}{hdr.get_stddev() / NS_PER_MS:.3f}",
+                  out.getvalue().decode())
+    path.write_text(text)
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -158,6 +159,13 @@ def test_hgrm_files_are_written_per_point_and_kind(tmp_path: Path) -> None:
     text = (tmp_path / "hgrm" / written[0]).read_text()
     assert text.splitlines()[0].split() == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
     assert "#[Max" in text and "#[Mean" in text
+    # the footer in the values' unit (ms), the standard deviation too (not the package's ns)
+    mean, stddev = (float(v) for v in
+                    re.search(r"Mean\s+=\s*([\d.]+), StdDeviation\s+=\s*([\d.]+)", text).groups())
+    values = [float(line.split()[0]) for line in text.splitlines()[1:] if line.strip()
+              and not line.startswith("#")]
+    assert min(values) <= mean <= max(values)
+    assert stddev <= max(values) - min(values)
 
 
 def test_runs_of_one_kernel_are_series_of_their_own_in_the_time_series(tmp_path: Path) -> None:
