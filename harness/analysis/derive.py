@@ -10,6 +10,7 @@ import pandas as pd
 from clients.validity import KEEP_UP_FRACTION, server_busy
 from harness.results.format import (
     KERNEL_DISPATCH_FAMILIES,
+    KERNEL_TRACE_COLUMNS,
     kernel_column,
     kernel_function_column,
 )
@@ -24,6 +25,23 @@ SELECT_SYMBOLS = re.compile(r"select|poll|^_*fdget|^ep_")
 CYCLES_MEASURED = "measured"
 CYCLES_ESTIMATED = "estimated (CPU time x TSC)"
 CYCLES_UNAVAILABLE = "unavailable"
+# The network stack's layers at tracepoint grain, as _kernel_stack sizes them (the cycles-per-
+# packet study's Table 1 and Figs. 5-6 by layer): each layer's name as figures give it, and its
+# in-kernel ns per packet; the stack is their sum.
+KERNEL_LAYERS = {
+    "system calls": "kernel_syscall_ns_per_packet",
+    "receive softirq": kernel_column("rx", "ns_per_packet"),
+    "transmit softirq": "kernel_tx_layer_ns_per_packet",
+}
+KERNEL_STACK = "kernel_stack_ns_per_packet"
+KERNEL_STACK_LAYER = "whole stack"  # the stack itself, drawn beside its layers
+# kernel_layers' long form: one row per record and layer (the stack's own row included)
+KERNEL_LAYER_NS = "kernel_layer_ns_per_packet"
+KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
+# Metrics derived from the kernel_* columns (null where the point was not traced)
+KERNEL_DERIVED = ("kernel_dispatch_ns_per_call", "kernel_dispatch_cpu_pct",
+                  "kernel_dispatch_share_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
+                  KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
 # One round of one run: a run's repetitions are rounds over its sweep (scenario.order)
 ROUND_COLUMNS = ("run_id", "repetition")
 
@@ -90,7 +108,8 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     # machine the server had to itself): both rates over the same window, in-kernel time / all
     out["kernel_dispatch_share_pct"] = 100 * _ratio(out["kernel_dispatch_cpu_pct"],
                                                     _column(out, "cpu_server_pct"))
-    out["kernel_syscall_ns_per_packet"], out["kernel_stack_ns_per_packet"] = _kernel_stack(out)
+    out["kernel_syscall_ns_per_packet"], out["kernel_tx_layer_ns_per_packet"] = _kernel_stack(out)
+    out[KERNEL_STACK] = sum(_column(out, column) for column in KERNEL_LAYERS.values())
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed
     alloc_fd_cpu_pct = 100 * (_column(out, kernel_function_column("alloc_fd", "calls"))
                               * _column(out, kernel_function_column("alloc_fd", "ns_per_call"))
@@ -127,20 +146,21 @@ def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """The network stack's in-kernel ns per packet by layer (kernel_trace), as the cycles-per-
-    packet study's layers fall at tracepoint grain: the system-call layer (the server's read and
-    write families, TCP's copy to or from the user included) per packet of the server's
-    (packets_in + packets_out, cycles_per_packet's count), and the stack: that plus the receive
-    softirq (IP, TCP) per packet received and the transmit softirq per packet sent, machine-wide
-    (softirqs belong to no process: the generator's ACKs are in them, and behind the userspace
-    link emulator a packet is received twice, TUN and veth). A transmit softirq that handled no
-    packet cost none. Null where nothing was traced."""
+    packet study's layers fall at tracepoint grain (KERNEL_LAYERS): the system-call layer (the
+    server's read and write families, TCP's copy to or from the user included) per packet of
+    the server's (packets_in + packets_out, cycles_per_packet's count), and the transmit layer;
+    with the receive softirq (IP, TCP) per packet received and the transmit softirq per packet
+    sent, machine-wide (softirqs belong to no process: the generator's ACKs are in them, and
+    behind the userspace link emulator a packet is received twice, TUN and veth), they make the
+    stack. A transmit softirq that handled no packet cost none. Null where nothing was
+    traced."""
     io_ns = sum(_column(points, kernel_column(f, "ns_per_call")).fillna(0)
                 * _column(points, kernel_column(f, "calls")) for f in ("read", "write"))
     packets = _column(points, "packets_in") + _column(points, "packets_out")
     syscall = _ratio(io_ns, packets)
     tx = _column(points, kernel_column("tx", "ns_per_packet")).where(
         _column(points, kernel_column("tx", "packets")) != 0, 0.0)
-    return syscall, syscall + _column(points, kernel_column("rx", "ns_per_packet")) + tx
+    return syscall, tx
 
 
 def _server_busy(points: pd.DataFrame) -> pd.Series:
@@ -284,15 +304,20 @@ def profile_share(profiles: pd.DataFrame, pattern: re.Pattern[str]) -> pd.DataFr
     return share.reindex(all_keys, fill_value=0.0).rename("profile_pct").reset_index()
 
 
-def layer_cycles_per_packet(points: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
-    """Cycles per packet split over layers by each layer's share of busy profile samples.
+def is_kernel_metric(column: str) -> bool:
+    """A column measured inside the kernel (wb-ktrace's, or derived from them): null where a
+    point was not traced, for a reason the run's manifest gives."""
+    return column in KERNEL_TRACE_COLUMNS or column in KERNEL_DERIVED
 
-    Cycles count busy time only, so samples of the idle loop (layer "idle") are left out.
-    """
-    keys = ["run_id", "point_id", "repetition"]
-    profiles = profiles[profiles["layer"] != "idle"]
-    layers = profiles.groupby([*keys, "layer"])["samples"].sum().reset_index()
-    layers["share"] = layers["samples"] / layers.groupby(keys)["samples"].transform("sum")
-    merged = layers.merge(points, on=keys, how="inner")
-    merged["layer_cycles_per_packet"] = merged["share"] * merged["cycles_per_packet"]
-    return merged
+
+def kernel_layers(points: pd.DataFrame) -> pd.DataFrame:
+    """points' records once per layer of the stack (KERNEL_LAYERS, and the stack itself):
+    `layer` its name, KERNEL_LAYER_NS its in-kernel ns per packet, KERNEL_LAYER_SHARE that as a
+    % of the stack's (the cycles-per-packet study's per-layer share of the Overall Stack)."""
+    layers = {**KERNEL_LAYERS, KERNEL_STACK_LAYER: KERNEL_STACK}
+    frames = [points.assign(layer=name, **{KERNEL_LAYER_NS: _column(points, column)})
+              for name, column in layers.items()]
+    long = pd.concat(frames, ignore_index=True)
+    long[KERNEL_LAYER_SHARE] = 100 * _ratio(long[KERNEL_LAYER_NS],
+                                            _column(long, KERNEL_STACK))
+    return long

@@ -18,7 +18,6 @@ LABELS = {
     "server_idle_pct": "server CPU idle [% of its CPU or budget]",
     "cpu_kernel_pct": "CPU kernel mode (system + softirq) [%]",
     "cpu_user_pct": "CPU user mode [%]",
-    "select_cpu_pct": "CPU in select functions [%]",
     "cpu_us_per_conn": "server CPU per connection [µs]",
     "resp_time_mean_ms": "mean response time [ms]",
     "resp_time_p99_ms": "p99 response time [ms]",
@@ -29,8 +28,12 @@ LABELS = {
     "kernel_dispatch_ns_per_call": "dispatch call, in the kernel [ns per call]",
     "kernel_dispatch_cpu_pct": "dispatch call, in the kernel [% of one CPU]",
     "kernel_rx_ns_per_packet": "receive softirq [ns per packet]",
+    "kernel_dispatch_share_pct": "dispatch call, in the kernel [% of the server's CPU]",
+    "kernel_accept_ns_per_call": "accept, in the kernel [ns per call]",
+    "kernel_stack_ns_per_packet": "network stack, in the kernel [ns per packet]",
+    "kernel_layer_ns_per_packet": "in the kernel, by layer [ns per packet]",
+    "kernel_layer_share_pct": "layer's share of the stack's in-kernel time [%]",
     "instructions_per_packet": "instructions per packet",
-    "layer_cycles_per_packet": "cycles per packet",
     "stream_throughput_mbps": "stream throughput [Mbit/s]",
     "content_throughput_mbps": "content throughput [Mbit/s]",
     "client_conns": "client connections",
@@ -66,10 +69,9 @@ PAPERS = {
 class FigureSpec:
     """What to plot for one target; `source` names how rows are derived (see prepare.py).
 
-    kind: line (x vs median y over repetitions, min-max bars), profile (top functions),
-    regression (scatter + least-squares lines, with a table), layers (stacked per layer),
-    spectrum (response time against 1/(1-p), as HdrHistogram plots it), cdf (the fraction of
-    responses at or below each response time).
+    kind: line (x vs median y over repetitions, min-max bars), regression (scatter +
+    least-squares lines, with a table), spectrum (response time against 1/(1-p), as
+    HdrHistogram plots it), cdf (the fraction of responses at or below each response time).
     Points the runner marked invalid are drawn hollow, their reasons in the notes.
     """
 
@@ -107,23 +109,20 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bm98",
         target="Banga & Mogul 1998, Fig. 1",
         scenario="bm98-fig1-select-cpu-vs-cold",
-        title="CPU in select vs cold connections",
+        title="select's in-kernel share of the server's CPU vs cold connections",
         x="cold_conns",
-        y=("select_cpu_pct",),
+        y=("kernel_dispatch_share_pct",),
         series=("hot_conns",),
-        source="select_share",
     ),
     FigureSpec(
         id="bm98-table1-2",
         paper="bm98",
         target="Banga & Mogul 1998, Tables 1-2",
         scenario="bm98-table1-profile",
-        title="CPU profile, 750 cold / 50 hot connections",
-        x="symbol",
-        y=("pct",),
+        title="select's in-kernel share of the server's CPU, 750 cold / 50 hot, 220 req/s",
+        x="cold_conns",
+        y=("kernel_dispatch_share_pct",),
         series=("dispatch",),
-        kind="profile",
-        source="profile",
     ),
     FigureSpec(
         id="bm98-fig3-5",
@@ -183,10 +182,12 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bm98",
         target="Banga & Mogul 1998, Section 4.2 (ufalloc)",
         scenario="bm98-ufalloc",
-        title="Accept cost vs open descriptors",
+        title="accept's in-kernel time vs open descriptors",
         x="cold_conns",
-        y=("cpu_us_per_conn",),
+        y=("kernel_accept_ns_per_call",),
         series=("dispatch",),
+        words_only="'The cost of this search is roughly proportional to the number of open "
+                   "file descriptors' (§2.3)",
     ),
     FigureSpec(
         id="bmd99-fig8",
@@ -217,12 +218,11 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="bmd99",
         target="Banga, Mogul & Druschel 1999, Table 2",
         scenario="bmd99-table2-profile",
-        title="CPU profile, 750 cold / 50 hot, 400 req/s",
-        x="symbol",
-        y=("pct",),
+        title="The dispatch call's in-kernel share of the server's CPU, 750 cold / 50 hot, "
+              "400 req/s",
+        x="cold_conns",
+        y=("kernel_dispatch_share_pct",),
         series=("dispatch",),
-        kind="profile",
-        source="profile",
     ),
     FigureSpec(
         id="cm01-fig3-5",
@@ -266,18 +266,20 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="cpp",
         target="Cycles per packet, Fig. 4",
         scenario="cpp-fig4-cpp-vs-bandwidth",
-        title="Cycles and instructions per packet vs single-connection bandwidth",
+        title="Stack time and instructions per packet vs single-connection bandwidth",
         x="stream_mbps",
-        y=("cycles_per_packet", "instructions_per_packet"),
+        y=("kernel_stack_ns_per_packet", "instructions_per_packet"),
     ),
     FigureSpec(
         id="cpp-fig5",
         paper="cpp",
         target="Cycles per packet, Fig. 5",
         scenario="cpp-fig5-cpp-vs-connections",
-        title="Cycles and instructions per packet vs connections, constant bandwidth",
+        title="Stack time and instructions per packet vs connections, constant bandwidth",
         x="stream_conns",
-        y=("cycles_per_packet", "instructions_per_packet"),
+        y=("kernel_layer_ns_per_packet", "instructions_per_packet"),
+        series=("layer",),
+        source="kernel_layers",
         log_x=True,
     ),
     FigureSpec(
@@ -285,10 +287,14 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="cpp",
         target="Cycles per packet, Fig. 6",
         scenario="cpp-fig6-cpp-vs-latency",
-        title="Cycles and instructions per packet vs one-way latency",
+        title="Stack time and instructions per packet vs one-way latency, 2048 connections",
         x="one_way_delay_ms",
-        y=("cycles_per_packet", "instructions_per_packet"),
-        series=("stream_conns",),
+        y=("kernel_layer_ns_per_packet", "instructions_per_packet"),
+        series=("layer",),
+        source="kernel_layers",
+        words_only="'the cycle count of TCP almost doubles. The cycles per packet of the rest "
+                   "of the network stack remains fairly constant as network latency is "
+                   "increased.' (§5.3)",
     ),
     FigureSpec(
         id="cpp-fig2",
@@ -316,11 +322,12 @@ SPECS: tuple[FigureSpec, ...] = (
         paper="cpp",
         target="Cycles per packet, Table 1",
         scenario="cpp-table1-layers",
-        title="Cycles per packet by layer",
+        title="Stack time per packet by layer",
         x="stream_conns",
-        y=("layer_cycles_per_packet",),
-        kind="layers",
-        source="layers",
+        y=("kernel_layer_ns_per_packet", "kernel_layer_share_pct"),
+        series=("layer",),
+        source="kernel_layers",
+        log_x=True,
     ),
 )
 

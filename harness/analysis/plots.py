@@ -18,7 +18,6 @@ from matplotlib.colors import to_hex, to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.textpath import text_to_path  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FuncFormatter,
@@ -69,7 +68,7 @@ DPI = 110
 UNAVAILABLE_WIDTH = 50  # characters per line of why a panel is empty
 TITLE_FONT_SIZE = 9
 # Figure size: constrained layout fits everything into the figure, so the figure is sized
-# for what sits beside the panels (legends, right axes, profile symbols) from these estimates.
+# for what sits beside the panels (legends, right axes) from these estimates.
 TITLE_LINE_IN = 0.17
 LEGEND_LINE_IN = 0.19
 LEGEND_WIDTH = 48  # characters per line of a legend entry (paper series names are long)
@@ -78,7 +77,6 @@ TWIN_AXIS_IN = 0.7  # a right axis' ticks and label
 MARGIN_IN = 0.3  # around the title
 PANEL_PAD_IN = 0.08  # around each panel's labels
 FIT_FONT_SIZE = 6
-PROFILE_SYMBOLS_IN = 1.4
 
 
 @dataclass(frozen=True)
@@ -177,39 +175,6 @@ def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame,
         ax.plot(xs, intercept + slope * xs, color=colors[name], label=_fit_label(name, slope, r))
 
 
-def _bar_colors(color: str, valid: bool) -> dict[str, object]:
-    """Bars of valid repetitions filled, of invalid ones hollow (outline only)."""
-    return {"facecolor": color if valid else "none", "edgecolor": color}
-
-
-def _draw_profile(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
-    order = rows.groupby("x")["median"].max().sort_values().index.tolist()
-    groups = list(rows.groupby(["series", "valid"], sort=False))
-    height = 0.8 / len(groups)
-    for i, ((name, valid), group) in enumerate(groups):
-        bars = group.set_index("x").reindex(order)["median"].fillna(0)
-        positions = [p + i * height for p in range(len(order))]
-        ax.barh(positions, bars.to_numpy(), height=height, **_bar_colors(colors[name], valid))
-    ax.set_yticks([p + 0.4 - height / 2 for p in range(len(order))], order, fontsize=7)
-
-
-def _draw_layers(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
-    table = rows.pivot_table(index=["x", "valid"], columns="series", values="median",
-                             aggfunc="sum")
-    bottom = pd.Series(0.0, index=table.index)
-    ticks = [_tick(x) + ("" if valid else "\n(invalid)") for x, valid in table.index]
-    valid = table.index.get_level_values("valid")
-    for layer in table.columns:
-        heights = table[layer].fillna(0)
-        ax.bar(ticks, heights, bottom=bottom, edgecolor=colors[layer],
-               color=[colors[layer] if v else "none" for v in valid])
-        bottom = bottom + heights
-
-
-def _tick(value: object) -> str:
-    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
 def _thousands(value: float, _pos: int) -> str:
     return f"{value / 1000:g}k"
 
@@ -236,9 +201,8 @@ def _legend(data: FigureData, colors: dict[str, str],
             markers: dict[str, str]) -> tuple[list[Artist], list[str]]:
     """Our series, what bars and hollow markers mean, and the paper's series: built from the
     data, so that a series drawn only hollow or in one panel is still named."""
-    bar_kind = data.spec.kind in ("profile", "layers")
     entries: list[tuple[Artist, str]] = [
-        (Patch(color=color) if bar_kind else Line2D([], [], marker="o", color=color),
+        (Line2D([], [], marker="o", color=color),
          "ours" if name == "all" else readable(name))
         for name, color in colors.items()
     ]
@@ -246,9 +210,8 @@ def _legend(data: FigureData, colors: dict[str, str],
         entries.append((Line2D([], [], color=KEY_COLOR, marker="|", markersize=9,
                                linestyle="none"), data.bars))
     if not data.frame["valid"].all():
-        hollow = (Patch(facecolor="none", edgecolor=KEY_COLOR) if bar_kind else
-                  Line2D([], [], marker="o", color=KEY_COLOR, markerfacecolor="none",
-                         linestyle="none"))
+        hollow = Line2D([], [], marker="o", color=KEY_COLOR, markerfacecolor="none",
+                        linestyle="none")
         entries.append((hollow, "hollow: invalid repetitions (see the report)"))
     drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
     for series, read_off in drawn.itertuples(index=False):
@@ -288,9 +251,8 @@ def _figure_size(data: FigureData, rows: int, cols: int, title: str,
     fits = _fit_labels(data)
     if fits:
         width += _legend_entry_width(fits, FIT_FONT_SIZE)
-    left = PROFILE_SYMBOLS_IN if data.spec.kind == "profile" else 0.0
     title_width = _text_width([title], TITLE_FONT_SIZE) + MARGIN_IN
-    figure_width = max(cols * width + left, title_width)
+    figure_width = max(cols * width, title_width)
     entry = _legend_entry_width(legend_labels, float(look.rc["legend.fontsize"]))
     columns = max(1, min(len(legend_labels), int(figure_width // entry)))
     lines_per_entry = max((text.count("\n") + 1 for text in legend_labels), default=0)
@@ -417,14 +379,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
     spec = data.spec
     rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
     ylabel = label(metric) + data.ylabel_suffix.get(metric, "")
-    if spec.kind == "profile":
-        _draw_profile(ax, rows, colors)
-        ax.set_xlabel(ylabel)
-        return
     paper = _paper_rows(data, facet, metric)
-    if spec.kind == "layers":
-        _draw_layers(ax, rows, colors)
-    elif spec.kind == "regression":
+    if spec.kind == "regression":
         fits = data.table[(data.table["facet"] == facet) & (data.table["metric"] == metric)]
         _draw_regression(ax, rows, fits, colors)
         # Each panel has its own fitted lines: their legend sits right of the panel (and of

@@ -9,12 +9,11 @@ import pandas as pd
 from clients.validity import Code
 from harness.analysis import derive, latency, paper_values
 from harness.analysis.figures import FigureSpec
+from harness.metrics import ktrace
 from harness.results.format import CODE_SEPARATOR
 from harness.results.runset import RunSet
 
-PROFILE_TOP_SYMBOLS = 15  # bars in the figure
-PROFILE_TABLE_ROWS = 40  # rows in the report's table
-CYCLE_METRICS = ("cycles_per_packet", "layer_cycles_per_packet")
+CYCLE_METRICS = ("cycles_per_packet",)
 COUNTER_METRICS = ("instructions_per_packet",)
 # valid: whether the row summarises repetitions the runner judged valid (False: drawn hollow).
 # Valid and invalid repetitions of one point are summarised apart, so a point may have both.
@@ -151,6 +150,19 @@ def _not_drawn(points: pd.DataFrame, group: list[str], metrics: list[str], serie
     return notes
 
 
+def _not_traced(runs: RunSet) -> str:
+    """Why a run has no in-kernel values: it did not trace, BPF could not run where it was
+    made (the manifest's kernel_trace says why), or its points' traces came back empty."""
+    recorded = ktrace.recorded(runs.raw_manifests.values())
+    if not recorded:
+        return ("not measured: the run did not trace the kernel (kernel_trace: false in its "
+                "scenario)")
+    lacking = sorted({s.detail for s in recorded if not s.tracepoints})
+    if lacking:
+        return f"not measured: eBPF could not run where the run was made ({'; '.join(lacking)})"
+    return "not measured: no traced values in the run(s) (each point's log says why)"
+
+
 def _unavailable_reason(runs: RunSet, metric: str) -> str:
     if metric in COUNTER_METRICS:
         reasons = {
@@ -158,6 +170,8 @@ def _unavailable_reason(runs: RunSet, metric: str) -> str:
             for m in runs.raw_manifests.values()
         }
         return "unavailable: " + "; ".join(sorted(reasons))
+    if derive.is_kernel_metric(metric):
+        return _not_traced(runs)
     return "unavailable: no values in the run(s)"
 
 
@@ -179,36 +193,64 @@ def _label_cycles(data: FigureData, points: pd.DataFrame, series: list[str]) -> 
     return series
 
 
-def _from_points(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
-    spec = data.spec
-    _require(points, [spec.x, *spec.facets, *series], spec.scenario)
+def _measured(data: FigureData, runs: RunSet, points: pd.DataFrame,
+              metrics: list[str]) -> list[str]:
+    """The metrics with values in points; each of the others gets its reason in
+    data.unavailable."""
     present = []
-    for metric in spec.y:
-        measured = metric in points.columns
-        if measured and pd.to_numeric(points[metric], errors="coerce").notna().any():
+    for metric in metrics:
+        values = points[metric] if metric in points.columns else pd.Series(dtype=float)
+        if pd.to_numeric(values, errors="coerce").notna().any():
             present.append(metric)
         else:
             data.unavailable[metric] = _unavailable_reason(runs, metric)
-    if not present:
+    return present
+
+
+def _nothing_measured(data: FigureData) -> None:
+    """No metric of the figure has a value: a figure of in-kernel values is drawn all the
+    same, each panel saying why it is empty (the run did not trace, or BPF could not run);
+    any other is skipped."""
+    spec = data.spec
+    if not any(derive.is_kernel_metric(metric) for metric in data.unavailable):
         raise _Skip(f"no values for {', '.join(spec.y)} in the {spec.scenario} run(s)")
-    data.frame = _summary_rows(data, points, present, series)
+    data.notes += sorted(set(data.unavailable.values()))
 
 
-def _select_share(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
-    if runs.profiles.empty:
-        points = points.assign(select_cpu_pct=points.get("cpu_server_pct"))
-        data.notes.append(
-            "no profiles.parquet: showing the whole server CPU %, an upper bound on CPU in select"
-        )
+def _from_points(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
+    spec = data.spec
+    _require(points, [spec.x, *spec.facets, *series], spec.scenario)
+    present = _measured(data, runs, points, list(spec.y))
+    if present:
+        data.frame = _summary_rows(data, points, present, series)
     else:
-        share = derive.profile_share(runs.profiles, derive.SELECT_SYMBOLS)
-        points = points.merge(share, on=SAMPLE, how="inner")
-        points = points.rename(columns={"profile_pct": "select_cpu_pct"})
-        data.notes.append(
-            "select functions' share of perf profile samples (symbols matching "
-            f"/{derive.SELECT_SYMBOLS.pattern}/)"
-        )
-    _from_points(data, runs, points, series)
+        _nothing_measured(data)
+
+
+def _kernel_layers(data: FigureData, runs: RunSet, points: pd.DataFrame,
+                   series: list[str]) -> None:
+    """The stack's in-kernel time per packet by layer (derive.kernel_layers: system calls,
+    receive and transmit softirq, and the whole stack), one curve per layer; the spec's other
+    metrics (instructions per packet) one curve each, as _from_points draws them."""
+    spec = data.spec
+    layered = derive.kernel_layers(points)
+    _require(layered, [spec.x, *spec.facets, *series], spec.scenario)
+    by_layer = [m for m in spec.y if m in (derive.KERNEL_LAYER_NS, derive.KERNEL_LAYER_SHARE)]
+    of_points = [m for m in spec.y if m not in by_layer]
+    frames = []
+    if present := _measured(data, runs, layered, by_layer):
+        frames.append(_summary_rows(data, layered, present, series))
+    if present := _measured(data, runs, points, of_points):
+        frames.append(_summary_rows(data, points, present, [c for c in series if c != "layer"]))
+    if frames:
+        data.frame = pd.concat(frames, ignore_index=True)
+        data.notes = list(dict.fromkeys(data.notes))  # each summary says what its bars span
+        data.notes.append("layers at tracepoint grain: system calls (the server's read and "
+                          "write, TCP's copy included) per packet in and out of the server; "
+                          "receive softirq (IP, TCP) per packet received; transmit softirq per "
+                          "packet sent, every CPU's; the whole stack their sum")
+    else:
+        _nothing_measured(data)
 
 
 def _saturation(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
@@ -257,66 +299,6 @@ def _regression(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
         "dots: one repetition each; regressions use the valid repetitions that kept up with the "
         "offered rate (hollow dots are left out); the idle x-intercept (idle = 0) is a capacity "
         "estimate"
-    )
-
-
-def _profile_points(runs: RunSet, points: pd.DataFrame, scenario: str) -> pd.DataFrame:
-    if runs.profiles.empty:
-        raise _Skip(f"no profiles.parquet in the {scenario} run(s) (perf record unavailable?)")
-    return runs.profiles.merge(points, on=SAMPLE, how="inner")
-
-
-def _with_validity(series: pd.Series, valid: pd.Series) -> pd.Series:
-    """Series labels for a table's columns: invalid repetitions' get their own."""
-    return series.where(valid, series + " (invalid)")
-
-
-def _profile(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
-    spec = data.spec
-    _require(points, series, spec.scenario)
-    merged = _profile_points(runs, points, spec.scenario)
-    merged["series"] = _labels(merged, series)
-    # The papers profile the server's busy time: idle-loop samples are left out and the
-    # rest scaled to 100 % of the samples that did work.
-    idle = merged["layer"] == "idle"
-    busy_pct = 100 - merged[idle].groupby(SAMPLE)["pct"].sum()
-    merged = merged[~idle].join(busy_pct.rename("busy_pct"), on=SAMPLE)
-    merged["pct"] = 100 * merged["pct"] / merged["busy_pct"].fillna(100)
-    table = merged.groupby(["series", "valid", "symbol", "layer"])["pct"].median().reset_index()
-    top = table.groupby("symbol")["pct"].max().nlargest(PROFILE_TOP_SYMBOLS).index
-    rows = table[table["symbol"].isin(top)].rename(columns={"symbol": "x", "pct": "median"})
-    data.frame = rows.assign(facet="all", metric="pct", low=float("nan"), high=float("nan"))[
-        FRAME_COLUMNS
-    ]
-    columns = table.assign(series=_with_validity(table["series"], table["valid"]))
-    pivot = columns.pivot_table(index=["symbol", "layer"], columns="series", values="pct")
-    top_rows = pivot.max(axis=1).nlargest(PROFILE_TABLE_ROWS).index
-    data.table = pivot.loc[top_rows].reset_index()
-    data.notes.append("bars: median % of the non-idle profile samples over "
-                      f"{_repetitions(_repetitions_per_point(merged))}")
-
-
-def _layers(data: FigureData, runs: RunSet, points: pd.DataFrame, series: list[str]) -> None:
-    spec = data.spec
-    _require(points, [spec.x, *spec.facets], spec.scenario)
-    merged = derive.layer_cycles_per_packet(points, _profile_points(runs, points, spec.scenario))
-    merged = merged.dropna(subset=["layer_cycles_per_packet"])
-    if merged.empty:
-        raise _Skip("no cycles per packet in the run(s): layers cannot be sized")
-    by = [*spec.facets, *series, spec.x, "valid", "layer"]
-    table = merged.groupby(by, dropna=False)["layer_cycles_per_packet"].median().reset_index()
-    rows = table.assign(metric="layer_cycles_per_packet", low=float("nan"), high=float("nan"))
-    rows["facet"] = _labels(rows, [*spec.facets, *series])
-    rows["series"] = rows["layer"]
-    rows["median"] = rows["layer_cycles_per_packet"]
-    data.frame = rows.rename(columns={spec.x: "x"})[FRAME_COLUMNS]
-    data.table = table.pivot_table(
-        index=[*spec.facets, *series, spec.x, "valid"], columns="layer",
-        values="layer_cycles_per_packet",
-    ).reset_index()
-    data.notes.append(
-        "bars: cycles per packet split by each layer's share of the busy profile samples, "
-        f"median over {_repetitions(_repetitions_per_point(merged))}"
     )
 
 
@@ -397,11 +379,9 @@ SOURCES = {
     "points": _from_points,
     "latency": _latency,
     "timeseries": _timeseries,
-    "select_share": _select_share,
     "saturation": _saturation,
     "regression": _regression,
-    "profile": _profile,
-    "layers": _layers,
+    "kernel_layers": _kernel_layers,
 }
 
 
@@ -453,8 +433,10 @@ def _from_first_point(rows: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
 def _paper_on_axes(data: FigureData, paper: pd.DataFrame) -> pd.DataFrame:
     """The paper's values a panel of this figure can show (a numeric x; a plotted metric, or
     the x column itself for a position on the x axis; a facet drawn here, "all": every
-    panel), with `y`, where each is drawn (see paper_values' scale)."""
-    if data.spec.kind not in PAPER_ON_AXES_KINDS or not pd.api.types.is_numeric_dtype(paper["x"]):
+    panel), with `y`, where each is drawn (see paper_values' scale). None where nothing of
+    ours was measured: no panel to sit on."""
+    if (data.spec.kind not in PAPER_ON_AXES_KINDS or data.frame.empty
+            or not pd.api.types.is_numeric_dtype(paper["x"])):
         return paper.iloc[0:0].assign(y=0.0)
     metrics = (set(data.frame["metric"]) - set(data.unavailable)) | {data.spec.x}
     facets = {*data.frame["facet"], "all"}

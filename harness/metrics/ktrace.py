@@ -15,6 +15,7 @@ import functools
 import json
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,12 @@ def support() -> Support:
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
     return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}",
                    probed["functions_skipped"], probed["functions_timed_as"])
+
+
+def recorded(manifests: Iterable[dict[str, Any]]) -> list[Support]:
+    """What wb-ktrace could do where runs were made: each manifest's kernel_trace, recorded
+    when its scenario asked to trace (a run that did not ask records none)."""
+    return [Support(**r) for m in manifests if (r := m.get("kernel_trace"))]
 
 
 def loaded_objects() -> list[str]:

@@ -56,8 +56,7 @@ def _traced(runs: RunSet | None) -> list[ktrace.Support]:
     """What wb-ktrace could do where runs were made (each manifest's kernel_trace, recorded
     when the scenario asked to trace), else on this machine."""
     if runs is not None and runs.raw_manifests:
-        recorded = [m.get("kernel_trace") for m in runs.raw_manifests.values()]
-        return [ktrace.Support(**r) for r in recorded if r]
+        return ktrace.recorded(runs.raw_manifests.values())
     return [ktrace.support()]
 
 

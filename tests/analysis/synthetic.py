@@ -2,7 +2,10 @@
 
 The model is deliberately simple but has the papers' shapes: select-like dispatch loses
 capacity with cold connections, epoll/rtsig do not; response time grows towards saturation;
-cycles per packet rise past ~128 stream connections. Effects multiply the model's output so
+cycles per packet rise past ~128 stream connections; where the scenario traces the kernel
+(KERNEL_TRACED), select's in-kernel share of the server's CPU rises with cold connections and
+flattens, epoll's stays under 1 %, and the stack's in-kernel time per packet rises with
+connections (system calls) and latency (the receive softirq). Effects multiply the model's output so
 tests know exactly what a comparison should find.
 """
 
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from harness.results.format import KERNEL_TRACE_COLUMNS, kernel_column
 
 DEFAULTS = {
     "server": "wb-server",
@@ -112,6 +117,14 @@ SCENARIO_GRIDS: dict[str, dict[str, list]] = {
     "cpp-table1-layers": {"stream_conns": [4, 2048]},
 }
 
+
+# The scenarios with `kernel_trace: true` (the papers' kernel-cost targets)
+KERNEL_TRACED = {"bm98-fig1-select-cpu-vs-cold", "bm98-table1-profile", "bm98-ufalloc",
+                 "bmd99-table2-profile", "cpp-fig4-cpp-vs-bandwidth",
+                 "cpp-fig5-cpp-vs-connections", "cpp-fig6-cpp-vs-latency", "cpp-table1-layers"}
+# What wb-ktrace --probe answers on the synthetic machine (the manifest's kernel_trace)
+TRACED_HERE = {"tracepoints": True, "fentry": False,
+               "detail": "tracepoints (tp_btf) work; fentry refused (synthetic)"}
 
 STREAM_SCENARIOS = {"cpp-fig4-cpp-vs-bandwidth", "cpp-fig5-cpp-vs-connections",
                     "cpp-fig6-cpp-vs-latency", "cpp-table1-layers"}
@@ -210,6 +223,53 @@ def _stream_metrics(p: pd.DataFrame, noise: np.ndarray, throughput: float, laten
     }
 
 
+def _dispatch_kernel(p: pd.DataFrame, noise: np.ndarray) -> dict:
+    """The dispatch call's in-kernel time, sized from the share of the server's CPU it is
+    meant to take (select: 5 % plus up to 40 % as cold connections grow, bending over; epoll:
+    0.5 %), and accept's, nearly flat with open descriptors."""
+    cold = p["cold_conns"].to_numpy(dtype=float)
+    select = (p["dispatch"] == "select").to_numpy()
+    share = np.where(select, 5 + 40 * cold / (cold + 1000), 0.5) * (1 + noise[1])
+    calls = p["dispatch_calls"].to_numpy(dtype=float)
+    ns = share / 100 * p["cpu_server_pct"].to_numpy(dtype=float) / 100 * 1e9 * DURATION_S / calls
+    accepts = p["reply_rate_rps"].to_numpy(dtype=float) * DURATION_S
+    return {
+        kernel_column("select", "calls"): np.where(select, calls, 0.0),
+        kernel_column("select", "ns_per_call"): np.where(select, ns, np.nan),
+        kernel_column("epoll_wait", "calls"): np.where(select, 0.0, calls),
+        kernel_column("epoll_wait", "ns_per_call"): np.where(select, np.nan, ns),
+        kernel_column("accept", "calls"): accepts,
+        kernel_column("accept", "ns_per_call"): (3000 + 0.02 * cold) * (1 + noise[2]),
+    }
+
+
+def _stack_kernel(p: pd.DataFrame, noise: np.ndarray) -> dict:
+    """The stack's in-kernel ns per packet by layer: system calls rise past 128 connections,
+    the receive softirq with latency, the transmit softirq stays put."""
+    conns = p["stream_conns"].to_numpy(dtype=float)
+    delay = p["one_way_delay_ms"].to_numpy(dtype=float)
+    packets_in, packets_out = p["packets_in"].to_numpy(), p["packets_out"].to_numpy()
+    syscall = 400 * (1 + 0.8 * np.maximum(0, np.log2(conns / 128))) * (1 + noise[1])
+    return {
+        kernel_column("read", "calls"): packets_in,
+        kernel_column("read", "ns_per_call"): syscall * (packets_in + packets_out) / packets_in,
+        kernel_column("write", "calls"): np.zeros(len(p)),
+        kernel_column("rx", "packets"): packets_in,
+        kernel_column("rx", "ns_per_packet"): 1500 * (1 + delay / 40) * (1 + noise[2]),
+        kernel_column("tx", "packets"): packets_out,
+        kernel_column("tx", "ns_per_packet"): 200 * (1 + noise[3]),
+    }
+
+
+def _kernel_columns(p: pd.DataFrame, noise: np.ndarray, stream: bool) -> pd.DataFrame:
+    """Every kernel_* column of the format, null where the model gives none."""
+    model = (_stack_kernel if stream else _dispatch_kernel)(p, noise)
+    frame = pd.DataFrame(np.nan, index=p.index, columns=list(KERNEL_TRACE_COLUMNS))
+    for column, values in {**model, "kernel_trace_window_s": DURATION_S}.items():
+        frame[column] = values
+    return frame
+
+
 def make_points(
     scenario: str,
     grid: dict[str, list] | None = None,
@@ -221,8 +281,11 @@ def make_points(
     latency: float = 1.0,
     kernel_release: str = "6.18.0-synthetic",
     run_id: str | None = None,
+    kernel_trace: bool = True,
 ) -> pd.DataFrame:
-    """points.parquet rows; `throughput` and `latency` scale the model (1.0 = baseline)."""
+    """points.parquet rows; `throughput` and `latency` scale the model (1.0 = baseline).
+    Scenarios of KERNEL_TRACED get the kernel_* columns unless kernel_trace is False (a run
+    that did not trace, or could not)."""
     rng = np.random.default_rng(seed)
     params = _grid(scenario, SCENARIO_GRIDS[scenario] if grid is None else grid)
     rows = params.loc[params.index.repeat(repetitions)].reset_index(drop=True)
@@ -231,6 +294,8 @@ def make_points(
     model = _stream_metrics if is_stream(scenario) else _web_metrics
     metrics = pd.DataFrame(model(rows, draws, throughput, latency), index=rows.index)
     rows = pd.concat([rows, metrics], axis=1)
+    if kernel_trace and scenario in KERNEL_TRACED:
+        rows = pd.concat([rows, _kernel_columns(rows, draws, is_stream(scenario))], axis=1)
     rows["run_id"] = run_id or default_run_id(scenario, kernel_release)
     rows["scenario"] = scenario
     rows["kernel_release"] = kernel_release
@@ -249,7 +314,7 @@ def make_points(
 
 
 def _manifest(points: pd.DataFrame, scenario: str, parameters: list[str],
-              schema_version: int) -> dict:
+              schema_version: int, kernel_trace: dict | None) -> dict:
     sweep = [c for c in parameters if points[c].nunique() > 1]
     return {
         "schema_version": schema_version,
@@ -268,6 +333,7 @@ def _manifest(points: pd.DataFrame, scenario: str, parameters: list[str],
         "git_revision": "synthetic",
         "topology": {"file": None, "backend": "none", "probe": None, "calibration": None},
         "perf": {"hardware_counters": False, "reason": "no hardware counters (synthetic)"},
+        "kernel_trace": kernel_trace,
     }
 
 
@@ -317,13 +383,19 @@ def write_run(
     with_parquet: bool = True,
     schema_version: int = 1,
     seed: int = 0,
+    kernel_trace: dict | None = None,
 ) -> Path:
-    """Write one run directory under root/<scenario>/<run_id>/ and return its path."""
+    """Write one run directory under root/<scenario>/<run_id>/ and return its path. The
+    manifest's kernel_trace is `kernel_trace` (what wb-ktrace --probe answered where the run
+    was made), else TRACED_HERE where the points hold kernel columns, else null (the run
+    did not ask to trace)."""
     scenario = points["scenario"].iloc[0]
     run_dir = Path(root) / scenario / points["run_id"].iloc[0]
     (run_dir / "points").mkdir(parents=True)
     parameters = [*DEFAULTS, *WEB_DEFAULTS]
-    manifest = _manifest(points, scenario, parameters, schema_version)
+    traced = "kernel_trace_window_s" in points.columns
+    manifest = _manifest(points, scenario, parameters, schema_version,
+                         kernel_trace or (TRACED_HERE if traced else None))
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     tables = {"points": points, "timeseries": _timeseries(points),
                "histograms": _histograms(points)}

@@ -133,18 +133,26 @@ def test_select_profile_share() -> None:
     assert share.loc["b", "profile_pct"] == 0.0
 
 
-def test_layer_cycles_leave_out_the_idle_loop() -> None:
-    keys = {"run_id": "r", "point_id": "a", "repetition": 0}
-    profiles = pd.DataFrame([
-        {**keys, "symbol": "pv_native_safe_halt", "layer": "idle", "samples": 500, "pct": 50.0},
-        {**keys, "symbol": "tcp_v4_rcv", "layer": "tcp", "samples": 300, "pct": 30.0},
-        {**keys, "symbol": "tcp_sendmsg", "layer": "syscall", "samples": 200, "pct": 20.0},
-    ])
-    points = pd.DataFrame([{**keys, "cycles_per_packet": 10_000.0}])
-    layers = derive.layer_cycles_per_packet(points, profiles).set_index("layer")
-    assert set(layers.index) == {"tcp", "syscall"}
-    assert layers.loc["tcp", "layer_cycles_per_packet"] == pytest.approx(6000.0)
-    assert layers.loc["syscall", "layer_cycles_per_packet"] == pytest.approx(4000.0)
+def test_the_stacks_layers_sum_to_it_and_say_their_share() -> None:
+    # 1000 packets each way; the server's reads took 600 µs in the kernel; the receive softirq
+    # 1500 ns per packet received, the transmit softirq 200 per packet sent
+    points = pd.DataFrame({"packets_in": [1000.0, 1000.0], "packets_out": [1000.0, 1000.0],
+                           "kernel_read_calls": [1000.0, np.nan],
+                           "kernel_read_ns_per_call": [600.0, np.nan],
+                           "kernel_write_calls": [0.0, np.nan],
+                           "kernel_rx_ns_per_packet": [1500.0, np.nan],
+                           "kernel_tx_packets": [1000.0, np.nan],
+                           "kernel_tx_ns_per_packet": [200.0, np.nan]})
+    layers = derive.kernel_layers(derive.add_derived(points))
+    traced = layers.drop_duplicates("layer").set_index("layer")
+    assert traced[derive.KERNEL_LAYER_NS].to_dict() == pytest.approx({
+        "system calls": 300.0, "receive softirq": 1500.0, "transmit softirq": 200.0,
+        derive.KERNEL_STACK_LAYER: 2000.0})
+    assert traced.loc["system calls", derive.KERNEL_LAYER_SHARE] == pytest.approx(15.0)
+    assert traced.loc[derive.KERNEL_STACK_LAYER, derive.KERNEL_LAYER_SHARE] == 100.0
+    # a record that was not traced has no layer at all, not a zero one
+    untraced = layers.iloc[1::2]
+    assert untraced[[derive.KERNEL_LAYER_NS, derive.KERNEL_LAYER_SHARE]].isna().all().all()
 
 
 def test_cpu_per_connection_uses_the_windows_accept_count() -> None:

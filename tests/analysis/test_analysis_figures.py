@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from harness.analysis.figures import BY_ID, SPECS
-from harness.analysis.prepare import FigureData, Skipped, prepare
+from harness.analysis.prepare import FigureData, prepare
 from harness.analysis.report import plot_all
 from harness.results.runset import read_runs
 
@@ -71,9 +71,14 @@ def test_only_the_figures_of_the_given_scenarios_are_drawn_or_listed(
     assert not (run / "figures" / "bmd99-fig8.png").exists()
 
 
+# cycles per packet against connections, as a generic figure draws them where there are cycles
+CYCLES = replace(BY_ID["cpp-fig5"], y=("cycles_per_packet", "instructions_per_packet"),
+                 series=(), source="points")
+
+
 def test_estimated_cycles_are_labelled_and_instructions_unavailable(tmp_path: Path) -> None:
     run = write_run(tmp_path, make_points("cpp-fig5-cpp-vs-connections", repetitions=2))
-    result = prepare(BY_ID["cpp-fig5"], read_runs([run]))
+    result = prepare(CYCLES, read_runs([run]))
     assert isinstance(result, FigureData)
     assert any("estimated" in note and "not measured" in note for note in result.notes)
     assert result.ylabel_suffix["cycles_per_packet"] == " (estimated)"
@@ -84,7 +89,7 @@ def test_measured_counters_are_not_called_estimated(tmp_path: Path) -> None:
     points = make_points("cpp-fig5-cpp-vs-connections", repetitions=2)
     points["cycles_estimated"] = False
     points["instructions_per_packet"] = points["cycles_per_packet"] * 0.6
-    result = prepare(BY_ID["cpp-fig5"], read_runs([write_run(tmp_path, points)]))
+    result = prepare(CYCLES, read_runs([write_run(tmp_path, points)]))
     assert isinstance(result, FigureData)
     assert not result.ylabel_suffix and not result.unavailable
     assert set(result.frame["metric"]) == {"cycles_per_packet", "instructions_per_packet"}
@@ -125,38 +130,6 @@ def test_two_kernels_become_two_series(tmp_path: Path) -> None:
     assert isinstance(result, FigureData)
     assert "dispatch=epoll, kernel_release=6.1.0" in set(result.frame["series"])
     assert result.frame["series"].nunique() == 4
-
-
-def test_select_share_falls_back_to_server_cpu_without_profiles(tmp_path: Path) -> None:
-    points = make_points("bm98-fig1-select-cpu-vs-cold", repetitions=2)
-    run = write_run(tmp_path, points, with_profiles=False)
-    result = prepare(BY_ID["bm98-fig1"], read_runs([run]))
-    assert isinstance(result, FigureData)
-    assert any("no profiles.parquet" in note for note in result.notes)
-    assert result.frame["median"].max() == pytest.approx(
-        points.groupby("point_id")["cpu_server_pct"].median().max())
-
-
-def test_profiles_leave_idle_samples_out(tmp_path: Path) -> None:
-    runs = read_runs([write_run(tmp_path, make_points("bmd99-table2-profile", repetitions=2))])
-    before = prepare(BY_ID["bmd99-table2"], runs)
-    # the same profiles on a CPU that was idle 80 % of the time
-    busy = runs.profiles.assign(pct=runs.profiles["pct"] * 0.2)
-    idle = busy.drop_duplicates(["run_id", "point_id", "repetition"]).assign(
-        symbol="pv_native_safe_halt", layer="idle", pct=80.0)
-    runs.profiles = pd.concat([busy, idle], ignore_index=True)
-    after = prepare(BY_ID["bmd99-table2"], runs)
-    assert isinstance(before, FigureData) and isinstance(after, FigureData)
-    assert "pv_native_safe_halt" not in set(after.frame["x"])
-    pd.testing.assert_frame_equal(after.frame.reset_index(drop=True),
-                                  before.frame.reset_index(drop=True))
-
-
-def test_profile_table_needs_profiles(tmp_path: Path) -> None:
-    run = write_run(tmp_path, make_points("bm98-table1-profile", repetitions=2),
-                    with_profiles=False)
-    result = prepare(BY_ID["bm98-table1-2"], read_runs([run]))
-    assert isinstance(result, Skipped) and "no profiles.parquet" in result.reason
 
 
 def test_plot_of_several_runs_needs_out(synthetic_results: Path) -> None:

@@ -10,23 +10,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis import paper_values
+from harness.analysis import derive, paper_values
 from harness.analysis.figures import BY_ID, PAPERS, FigureSpec
 from harness.analysis.paper_values import COLUMNS, PaperValuesError
-from harness.metrics.profile import LAYER_PREFIXES
 
 # Metrics a spec's source derives rather than reads from its y columns.
 SOURCE_METRICS = {
     "saturation": ("saturation_rps",),
-    "profile": ("pct",),
-    "layers": ("layer_cycles_per_packet",),
 }
 # prepare.py adds this series column when runs of one scenario differ by kernel; rows for
 # the papers' modified kernels (no Linux counterpart) are labelled with it.
 KERNEL_SERIES = ("kernel_release",)
-# The series of a layers figure is the layer itself (prepare._layers), as profile.layer_of
-# names it; the idle loop is left out.
-LAYERS = {"user", "other"} | {name for name, _ in LAYER_PREFIXES} - {"idle"}
+# The layers a figure by layer draws (derive.kernel_layers), as its `layer` series names them
+LAYERS = {*derive.KERNEL_LAYERS, derive.KERNEL_STACK_LAYER}
 KEY = ["figure", "facet", "series", "metric", "x"]
 PLACE = re.compile(r"§|Table|Fig\.")
 
@@ -74,19 +70,17 @@ def _row_problems(row: pd.Series) -> list[str]:
 
     try:
         facet = _label_columns(row["facet"])
-        series = [] if spec.source == "layers" else _label_columns(row["series"])
+        series = _label_columns(row["series"])
     except ValueError as exc:
         return [*problems, str(exc)]
-    if spec.source == "layers":
-        if row["series"] not in LAYERS:
-            problems.append(f"{spec.id}: series {row['series']!r} is no layer of {LAYERS}")
-        if facet:
-            problems.append(f"{spec.id}: a layers figure has no facets, got {row['facet']!r}")
-    elif not _in_order(facet, spec.facets):
+    layer = dict(part.partition("=")[::2] for part in row["series"].split(", ")).get("layer")
+    if layer is not None and layer not in LAYERS:
+        problems.append(f"{spec.id}: series {row['series']!r} is no layer of {LAYERS}")
+    if not _in_order(facet, spec.facets):
         problems.append(f"{spec.id}: facet {row['facet']!r} is not in columns {spec.facets}")
     if series and not _in_order(series, (*spec.series, *KERNEL_SERIES)):
         problems.append(f"{spec.id}: series {row['series']!r} is not in columns {spec.series}")
-    if spec.kind != "profile" and pd.isna(pd.to_numeric(row["x"], errors="coerce")):
+    if pd.isna(pd.to_numeric(row["x"], errors="coerce")):
         problems.append(f"{spec.id}: x {row['x']!r} is not a number on the {spec.x} axis")
     if row["value"] < 0 or (row["metric"].endswith("pct") and row["value"] > 100):
         problems.append(f"{spec.id}: {row['metric']} {row['value']} is out of range")
@@ -170,23 +164,22 @@ def test_problems_catch_a_position_or_a_change_out_of_shape() -> None:
 
 
 def test_problems_catch_labels_and_values_out_of_place() -> None:
-    profile = paper_values.for_figure("bmd99-table2").iloc[[0]]
-    assert _problems(profile) == []
-    assert _problems(profile.assign(value=140.0))  # a share above 100 %
-    assert _problems(pd.concat([profile, profile]))  # one key, two values
+    share = paper_values.for_figure("bmd99-table2").iloc[[0]]
+    assert _problems(share) == []
+    assert _problems(share.assign(value=140.0))  # a share above 100 %
+    assert _problems(pd.concat([share, share]))  # one key, two values
     layers = paper_values.for_figure("cpp-table1").iloc[[0]]
     assert _problems(layers) == []
-    assert _problems(layers.assign(series="TCP"))  # the paper's name, not our layer's
+    assert _problems(layers.assign(series="layer=TCP"))  # the paper's name, not our layer's
+    assert _problems(layers.assign(series="TCP"))  # not a label
     assert _problems(layers.assign(facet="stream_conns=128"))
 
 
-def test_for_figure_keeps_symbols_and_makes_numeric_x_numbers() -> None:
+def test_for_figure_makes_numeric_x_numbers() -> None:
     sigio = paper_values.for_figure("cm01-table1")
     assert pd.api.types.is_numeric_dtype(sigio["x"])
     overflow = sigio[(sigio["metric"] == "sigio_overflows") & (sigio["x"] == 3200)]
     assert sorted(overflow["value"]) == [19, 1526]
-    profile = paper_values.for_figure("bmd99-table2")
-    assert "get_next_event()" in set(profile["x"])
     assert paper_values.for_figure("no-such-figure").empty
 
 

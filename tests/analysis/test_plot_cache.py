@@ -70,12 +70,12 @@ def test_a_changed_run_file_is_prepared_and_drawn_afresh(
     before = _plot(run, out, cache)
     pngs = _figure_files(out)
     points = pd.read_parquet(run / "points.parquet")
-    points["cpu_server_pct"] *= 2  # same size, same shape: only the content differs
+    points["kernel_accept_ns_per_call"] *= 2  # same size, same shape: only the content differs
     points.to_parquet(run / "points.parquet", index=False)
     prepared.clear()
     after = _plot(run, out, cache)
     assert prepared == [FIGURE.id]
-    # the figure's metric, server CPU per connection, doubled with it
+    # the figure's metric, accept's in-kernel time per call, doubled
     assert list(after[FIGURE.id].frame["median"]) == pytest.approx(
         [2 * v for v in before[FIGURE.id].frame["median"]])
     assert _figure_files(out)[f"{FIGURE.id}.png"] != pngs[f"{FIGURE.id}.png"]
