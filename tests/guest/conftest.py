@@ -3,15 +3,20 @@ says what is missing; and a check that no guest process outlives its test."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from harness.guest import machine
+from harness.guest import accel, machine
 from harness.guest.accel import QEMU
+from harness.scenario import Guest
+from tests.conftest import build
 
 GUEST_PROCESSES = (QEMU, "virtiofsd")
 
@@ -47,3 +52,29 @@ def no_guest_left():
     for pid in left:
         psutil.Process(pid).kill()
     assert not left, f"guest processes left running: {sorted(left)}"
+
+
+@pytest.fixture(scope="session")
+def kernel_6_12_measured(guest_kernel, tmp_path_factory) -> Path:
+    """One boot of the 6.12 guest running tests/guest/both_inside.py (wb-ktrace's function
+    grain, then live netem): the folder holding ktrace.json and netem.json."""
+    build("build/bin/wb-ktrace")
+    out = tmp_path_factory.mktemp("guest-6.12")
+    mode = accel.probe(guest_kernel)
+    start = time.monotonic()
+    # -m from the repository (the guest's working directory): this tree's harness and tests
+    result = machine.run(guest_kernel, [sys.executable, "-m", "tests.guest.both_inside",
+                                        str(out)],
+                         Guest(cpus=2, memory_mb=1024, timeout_s=900), mode, [out],
+                         ["sch_netem", "veth"])
+    print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
+    assert result.status == 0, result.console[-3000:]
+    return out
+
+
+def measured_part(folder: Path, name: str) -> dict:
+    """One part's results from kernel_6_12_measured; its traceback fails the test."""
+    document = json.loads((folder / name).read_text())
+    if "error" in document:
+        pytest.fail(f"{name} in the guest failed:\n{document['error']}")
+    return document

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from harness.metrics.ktrace import loaded_objects
@@ -54,7 +53,3 @@ def main(out: Path) -> None:
         "held": held, "loader_said": said, "left": gone_within(10),
         "selects": SELECTS, "round_trips": ROUND_TRIPS,
     }, indent=1))
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))

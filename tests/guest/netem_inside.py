@@ -7,7 +7,6 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 from harness.topology import bring_up, load_topology
@@ -58,7 +57,3 @@ def main(out: Path) -> None:
             "manifest_links": handle.manifest()["links"],
         }
     out.write_text(json.dumps(result, indent=1))
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))

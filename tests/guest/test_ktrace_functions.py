@@ -1,5 +1,5 @@
 """Function grain where fentry works: Debian's 6.12 kernel under virtme-ng (TCG here, where
-fentry loads; on this machine's own kernel it is refused) runs tests/guest/ktrace_inside.py.
+fentry loads; on this machine's own kernel it is refused) runs tests/guest/ktrace_inside.py (in the one boot tests/guest/both_inside.py makes).
 What the kernel's source makes exact is asserted exactly:
 - do_select runs once per select() (pselect6 -> core_sys_select -> do_select): SELECTS calls,
   not one more for the OUTSIDE_SELECTS a process outside the measured tree made in the window;
@@ -14,17 +14,11 @@ What the kernel's source makes exact is asserted exactly:
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-
 import pytest
 
-from harness.guest import accel, machine
 from harness.metrics import ktrace
 from harness.results.format import KERNEL_FUNCTIONS, kernel_function_column
-from harness.scenario import Guest
-from tests.conftest import build
+from tests.guest.conftest import measured_part
 
 PACKETS_AT_EDGES = 2
 
@@ -32,18 +26,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.guest, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
-def measured(guest_kernel, tmp_path_factory):
-    build("build/bin/wb-ktrace")
-    out = tmp_path_factory.mktemp("ktrace-guest")
-    mode = accel.probe(guest_kernel)
-    start = time.monotonic()
-    # -m from the repository (the guest's working directory): this tree's harness and tests
-    result = machine.run(guest_kernel, [sys.executable, "-m", "tests.guest.ktrace_inside",
-                                        str(out / "ktrace.json")],
-                         Guest(cpus=2, memory_mb=1024, timeout_s=400), mode, [out])
-    print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
-    assert result.status == 0, result.console[-3000:]
-    measured = json.loads((out / "ktrace.json").read_text())
+def measured(kernel_6_12_measured):
+    measured = measured_part(kernel_6_12_measured, "ktrace.json")
     for window in ("select", "tcp"):
         for function, timed in measured[window]["functions"].items():
             if timed["calls"]:

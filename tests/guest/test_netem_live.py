@@ -14,16 +14,12 @@ the lower bounds are tight, and the upper ones leave room for the emulated CPU's
 
 from __future__ import annotations
 
-import json
 import math
-import time
 
 import pytest
 
-from harness.guest import accel, machine
-from harness.scenario import Guest
 from harness.topology.calibrate import expected_goodput_bps
-from tests.conftest import REPO
+from tests.guest.conftest import measured_part
 
 DELAY_SLACK_MS = 20.0
 LOSS_POINTS = 10.0
@@ -33,18 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.guest, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
-def measured(guest_kernel, tmp_path_factory):
-    out = tmp_path_factory.mktemp("netem-guest")
-    mode = accel.probe(guest_kernel)
-    start = time.monotonic()
-    result = machine.run(guest_kernel, [str(REPO / ".venv/bin/python"),
-                                        str(REPO / "tests/guest/netem_inside.py"),
-                                        str(out / "netem.json")],
-                         Guest(cpus=2, memory_mb=1024, timeout_s=600), mode, [out],
-                         ["sch_netem", "veth"])
-    print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
-    assert result.status == 0, result.console[-3000:]
-    measured = json.loads((out / "netem.json").read_text())
+def measured(kernel_6_12_measured):
+    measured = measured_part(kernel_6_12_measured, "netem.json")
     print("cold ping:", measured["cold_ping"], "hot goodput bps:", measured["hot_upload_bps"],
           measured["hot_download_bps"])
     return measured

@@ -1,0 +1,29 @@
+"""One boot of Debian's 6.12 kernel for two measurements that need it: wb-ktrace's function
+grain (ktrace_inside) and live netem (netem_inside), each into its own file in OUT_DIR. A part
+that fails writes its traceback there instead, so that each test module reports its own
+failure and the other's results stand. One boot, not two: under TCG a boot and the Python
+start inside it cost tens of seconds of the suite."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from tests.guest import ktrace_inside, netem_inside
+
+# ktrace first: it needs only loopback, netem_inside brings a topology up and down
+PARTS = {"ktrace.json": ktrace_inside.main, "netem.json": netem_inside.main}
+
+
+def main(out_dir: Path) -> None:
+    for name, measure in PARTS.items():
+        try:
+            measure(out_dir / name)
+        except Exception:  # noqa: BLE001 - the test that reads this file reports it
+            (out_dir / name).write_text(json.dumps({"error": traceback.format_exc()}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
