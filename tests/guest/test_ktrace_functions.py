@@ -1,5 +1,6 @@
 """Function grain where fentry works: Debian's 6.12 kernel under virtme-ng (TCG here, where
-fentry loads; on this machine's own kernel it is refused) runs tests/guest/ktrace_inside.py (in the one boot tests/guest/both_inside.py makes).
+fentry loads; on this machine's own kernel it is refused) runs tests/guest/ktrace_inside.py,
+in the one boot that tests/guest/both_inside.py makes.
 What the kernel's source makes exact is asserted exactly:
 - do_select runs once per select() (pselect6 -> core_sys_select -> do_select): SELECTS calls,
   not one more for the OUTSIDE_SELECTS a process outside the measured tree made in the window;
