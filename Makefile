@@ -36,9 +36,11 @@ deps: system-deps python-deps
 
 # The demo prints its table whatever the points' validity: each invalid one is listed with its
 # reason and counted in the table's valid column. At select's saturated points a repetition
-# now and then has over 1 % of its sends late while the generator waited for its CPU, with
-# no other task's user or system time there to explain it (the cause is not found yet);
-# `wanbench run` itself exits 1 on that.
+# now and then has over 1 % of its sends late: stalls in which the generator waited for its CPU
+# while other tasks held it (kdamond, the run's own Python), which other_generator_cpu_pct
+# cannot see on a kernel without IRQ time accounting, so the rule does not class them as
+# interference (docs/bench-clients.md, "The demo's invalid point"); `wanbench run` itself exits
+# 1 on that.
 demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml --allow-invalid
 
