@@ -106,16 +106,13 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
     # The dispatch call's share of the server's own CPU time (the papers' "CPU in select" on a
     # machine the server had to itself): both rates over the same window, in-kernel time / all
-    out["kernel_dispatch_share_pct"] = 100 * _ratio(out["kernel_dispatch_cpu_pct"],
-                                                    _column(out, "cpu_server_pct"))
+    out["kernel_dispatch_share_pct"] = _share_of_server(out, out["kernel_dispatch_cpu_pct"])
     out["kernel_syscall_ns_per_packet"], out["kernel_tx_layer_ns_per_packet"] = _kernel_stack(out)
     out[KERNEL_STACK] = sum(_column(out, column) for column in KERNEL_LAYERS.values())
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed
-    alloc_fd_cpu_pct = 100 * (_column(out, kernel_function_column("alloc_fd", "calls"))
-                              * _column(out, kernel_function_column("alloc_fd", "ns_per_call"))
-                              / (1e9 * _column(out, "kernel_trace_window_s")))
-    out["kernel_alloc_fd_share_pct"] = 100 * _ratio(alloc_fd_cpu_pct,
-                                                    _column(out, "cpu_server_pct"))
+    out["kernel_alloc_fd_share_pct"] = _share_of_server(out, _cpu_pct(
+        out, _column(out, kernel_function_column("alloc_fd", "calls"))
+        * _column(out, kernel_function_column("alloc_fd", "ns_per_call"))))
     out["server_busy"] = _server_busy(out)
     return out
 
@@ -141,7 +138,17 @@ def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     ns = pd.Series(np.where(called, per_call.to_numpy()[rows, chosen], np.nan),
                    index=points.index)
     spent = ns * pd.Series(calls.to_numpy()[rows, chosen], index=points.index)
-    return ns, 100 * spent / (1e9 * _column(points, "kernel_trace_window_s"))
+    return ns, _cpu_pct(points, spent)
+
+
+def _cpu_pct(points: pd.DataFrame, kernel_ns: pd.Series) -> pd.Series:
+    """In-kernel ns over the traced window as % of one CPU."""
+    return 100 * kernel_ns / (1e9 * _column(points, "kernel_trace_window_s"))
+
+
+def _share_of_server(points: pd.DataFrame, cpu_pct: pd.Series) -> pd.Series:
+    """% of one CPU as a % of the server's CPU time over the same window."""
+    return 100 * _ratio(cpu_pct, _column(points, "cpu_server_pct"))
 
 
 def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
