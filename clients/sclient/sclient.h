@@ -22,6 +22,7 @@ struct opts {
     double duration_s, warmup_s;
     uint64_t seed;
     int cpu; /* -1: not pinned */
+    int pin_at_ready; /* cold-only: open on any CPU, keep to cpu from cold_ready (main.c) */
     /* hot */
     int hot_conns;
     double rate; /* 0: closed loop */
@@ -100,6 +101,7 @@ void result_merge(struct result *into, const struct result *from);
 int report_write(const struct opts *o, const struct result *r, int nshards, double wall_s,
                  int unfinished);
 
+int pin_cpu(int cpu);
 uint64_t now_ns(void);
 uint64_t rss_kb(void);
 
