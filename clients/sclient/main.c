@@ -303,15 +303,6 @@ int pin_cpu(int cpu) {
     return sched_setaffinity(0, sizeof set, &set);
 }
 
-/* Every handshake on loopback runs both ends' TCP on the connecting CPU (the receiver's in the
- * sender's softirq), so a ramp kept to --cpu left the server's CPU idle 30 % of a million
- * connections (docs/bench-clients.md). A cold-only run opens its connections on every CPU it
- * may use and keeps to --cpu from cold_ready on (loop.c, cold_announce): nothing is measured
- * before then. Any other run keeps to --cpu from the start. */
-static int ramp_anywhere(const struct opts *o) {
-    return o->cpu >= 0 && cold_only(o);
-}
-
 int main(int argc, char **argv) {
     struct opts o;
     parse_args(&o, argc, argv);
@@ -322,8 +313,7 @@ int main(int argc, char **argv) {
                             "fix: pass one of them (taskset -p $$ shows them)\n", o.cpu);
             return 2;
         }
-        o.pin_at_ready = ramp_anywhere(&o);
-        if (!o.pin_at_ready && pin_cpu(o.cpu) < 0) { perror("wb-sclient: --cpu"); return 2; }
+        if (!pins_at_ready(&o) && pin_cpu(o.cpu) < 0) { perror("wb-sclient: --cpu"); return 2; }
     }
     prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
     o.slice_us_set = o.slice_us ? set_slice(o.slice_us) : current_slice();
@@ -395,7 +385,7 @@ int main(int argc, char **argv) {
             children[nchildren++] = pid;
         }
         close(pipefd[1]);
-        if (o.pin_at_ready) pin_cpu(o.cpu); /* the parent only waits: out of the ramp's way */
+        if (pins_at_ready(&o)) pin_cpu(o.cpu); /* the parent only waits: out of the ramp's way */
         struct sigaction sa = {.sa_handler = forward_signal};
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);

@@ -22,7 +22,6 @@ struct opts {
     double duration_s, warmup_s;
     uint64_t seed;
     int cpu; /* -1: not pinned */
-    int pin_at_ready; /* cold-only: open on any CPU, keep to cpu from cold_ready (main.c) */
     /* hot */
     int hot_conns;
     double rate; /* 0: closed loop */
@@ -94,6 +93,15 @@ struct result {
 /* Cold-only runs announce {"event": "cold_ready"} once every cold connection is open. */
 static inline int cold_only(const struct opts *o) {
     return o->cold_conns && !o->hot_conns && !o->stream_conns;
+}
+
+/* Every handshake on loopback runs both ends' TCP on the connecting CPU (the receiver's in the
+ * sender's softirq), so a ramp kept to --cpu left the server's CPU idle 30 % of a million
+ * connections (docs/bench-clients.md). A cold-only run opens its connections on every CPU it
+ * may use and keeps to --cpu from cold_ready on (cold_announce): nothing is measured before
+ * then. Any other run keeps to --cpu from the start (main). */
+static inline int pins_at_ready(const struct opts *o) {
+    return o->cpu >= 0 && cold_only(o);
 }
 
 int run_shard(const struct opts *o, const struct shard *s, struct result *r);
