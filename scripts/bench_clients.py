@@ -12,19 +12,32 @@ import resource
 import selectors
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clients import LoadSpec, command, parse_result, run
+from harness.metrics.cpu import (
+    busy_s_between,
+    cpu_percentages,
+    cpu_times,
+    process_tree,
+    task_ids,
+)
 from harness.servers import RunningServer, ServerConfig, running
 
 SERVER_CPU, GENERATOR_CPU = 0, 1
 REPS = 3
-COLD_BIG = 100_000
-COLD_SERVER_WORKERS = 8  # 12,500 descriptors each, under RLIMIT_NOFILE 20,000
+COLD_BIG = 1_000_000
+COLD_SERVER_WORKERS = 64  # 15,625 descriptors each, under RLIMIT_NOFILE 20,000
+COLD_GOAL_S = 20  # issue #32
+COLD_READY_TIMEOUT_S = 300
+COLD_CLOSED_SLACK = 1000  # sockets of others' work that may come and go meanwhile
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 LATENCY_SPIN_US = 150  # longer than a loopback round trip here (~70 us), with margin
 OPEN_LOOP_COALESCE_US = 50  # fewer wake-ups at 10^5 req/s; adds <= 50 us of send slip
 
@@ -186,36 +199,170 @@ def established_on(port: int) -> int:
     return len(out.splitlines())
 
 
-def cold_hold(tmp: str) -> list[str]:
-    lines = ["| rep | established (kernel, server side) | server connections_current | time to "
-             "establish s | generator bytes/conn | shards | valid |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of pid and its descendants (the server's workers), in bytes."""
+    total = 0
+    for each in process_tree(pid):
+        try:
+            total += int(Path(f"/proc/{each}/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return total * PAGE_BYTES
+
+
+def slab_bytes() -> int:
+    """The kernel's slab memory (sockets, their files and inodes, epoll items), in bytes."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Slab:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no Slab line")
+
+
+def tcp_sockets() -> int:
+    """TCP sockets in use on this machine, both ends of each connection (/proc/net/sockstat)."""
+    for line in Path("/proc/net/sockstat").read_text().splitlines():
+        if line.startswith("TCP:"):
+            return int(line.split()[2])
+    raise RuntimeError("/proc/net/sockstat has no TCP line")
+
+
+def tasks_ran_s() -> dict[tuple[int, str], float]:
+    """Every task's time on a CPU since it started (schedstat), by (process, thread)."""
+    ran = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            for tid in task_ids(int(entry)):
+                try:
+                    text = Path(f"/proc/{entry}/task/{tid}/schedstat").read_text()
+                except OSError:
+                    continue  # gone meanwhile
+                ran[(int(entry), tid)] = int(text.split()[0]) / 1e9
+    return ran
+
+
+def others_ran_s(before: dict[tuple[int, str], float], after: dict[tuple[int, str], float],
+                 ours: set[int]) -> float:
+    """CPU time of the tasks outside `ours` (processes) between two readings: kernel threads,
+    neighbours, this script. A task that came and went in between is not seen."""
+    return sum(t - before.get(k, 0.0) for k, t in after.items() if k[0] not in ours)
+
+
+def wait_closed(baseline: int, timeout_s: float = 300) -> None:
+    """Until the last repetition's sockets are gone, so that each starts from the same kernel."""
+    deadline = time.monotonic() + timeout_s
+    while tcp_sockets() > baseline + COLD_CLOSED_SLACK and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+@dataclass(frozen=True)
+class ColdRep:
+    """One repetition of the cold hold: what each side held and what opening them cost."""
+
+    held_kernel: int
+    held_server: int
+    established_s: float
+    generator_bytes: float  # per connection: the generator's RSS growth while opening them
+    server_bytes: float  # per connection: the server's workers' RSS growth
+    slab_bytes: float  # per connection: kernel slab growth, both ends
+    busy_s: dict[int, float]  # each CPU's busy seconds from start to cold_ready
+    pct: dict[int, dict[str, float | None]]  # each CPU's user/system/softirq/idle/steal %
+    others_s: float  # other tasks' time on a CPU meanwhile (others_ran_s)
+    shards: int
+    valid: bool
+
+    @property
+    def cpu_us_per_conn(self) -> float:
+        """The CPUs' busy time per connection established: what the time is made of once
+        every CPU is busy throughout."""
+        return 1e6 * sum(self.busy_s.values()) / COLD_BIG
+
+
+def cold_rep(tmp: str) -> ColdRep:
     cfg = ServerConfig(workers=COLD_SERVER_WORKERS, cpu=SERVER_CPU,
                        stats_path=Path(tmp) / "cold-server-stats.json")
+    with running(cfg) as server:
+        spec = load("sclient", server, tmp, cold_conns=COLD_BIG, duration_s=0, warmup_s=0)
+        rss0, slab0 = tree_rss_bytes(server.proc.pid), slab_bytes()
+        ran0 = tasks_ran_s()
+        cpus0 = {cpu: cpu_times(cpu) for cpu in (SERVER_CPU, GENERATOR_CPU)}
+        proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                if not sel.select(COLD_READY_TIMEOUT_S):
+                    raise TimeoutError(f"{COLD_BIG} cold connections not ready in "
+                                       f"{COLD_READY_TIMEOUT_S} s")
+            proc.stdout.readline()  # {"event": "cold_ready", ...}
+            cpus1 = {cpu: cpu_times(cpu) for cpu in cpus0}
+            others_s = others_ran_s(ran0, tasks_ran_s(), {*process_tree(server.proc.pid),
+                                                           *process_tree(proc.pid)})
+            slab1, rss1 = slab_bytes(), tree_rss_bytes(server.proc.pid)
+            held = established_on(server.port)
+            server_held = server.snapshot()["connections_current"]
+        finally:
+            proc.terminate()
+            proc.wait(120)
+        doc = parse_result(spec, "", "")
+    return ColdRep(
+        held_kernel=held, held_server=server_held, established_s=doc["cold"]["established_s"],
+        generator_bytes=doc["generator_memory"]["bytes_per_cold_conn"],
+        server_bytes=(rss1 - rss0) / COLD_BIG, slab_bytes=(slab1 - slab0) / COLD_BIG,
+        busy_s={c: busy_s_between(cpus0[c], cpus1[c]) for c in cpus0},
+        pct={c: cpu_percentages(cpus0[c], cpus1[c]) for c in cpus0}, others_s=others_s,
+        shards=doc["shards"], valid=doc["valid"])
+
+
+def cold_hold(tmp: str) -> list[str]:
+    lines = ["| rep | established (kernel, server side) | server connections_current | time to "
+             "establish s | generator B/conn | server B/conn | kernel slab KB/conn (both ends) "
+             f"| CPU {SERVER_CPU} busy s (softirq %, idle %) | CPU {GENERATOR_CPU} busy s "
+             "(softirq %, idle %) | CPU µs/conn (both CPUs' busy time) | other tasks' CPU s | "
+             "steal % | shards | valid |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: "
+             "| ---: | --- |"]
+    baseline = tcp_sockets()
+    done: list[ColdRep] = []
     for rep in range(REPS):
-        with running(cfg) as server:
-            spec = load("sclient", server, tmp, cold_conns=COLD_BIG, duration_s=0, warmup_s=0)
-            proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
-            try:
-                with selectors.DefaultSelector() as sel:
-                    sel.register(proc.stdout, selectors.EVENT_READ)
-                    if not sel.select(300):
-                        raise TimeoutError(f"{COLD_BIG} cold connections not ready in 300 s")
-                proc.stdout.readline()  # {"event": "cold_ready", ...}
-                held = established_on(server.port)
-                server_held = server.snapshot()["connections_current"]
-            finally:
-                proc.terminate()
-                proc.wait(60)
-            doc = parse_result(spec, "", "")
-        lines.append(f"| {rep} | {held:,} | {server_held:,} | {doc['cold']['established_s']:.2f} | "
-                     f"{doc['generator_memory']['bytes_per_cold_conn']:.0f} | {doc['shards']} | "
-                     f"{str(doc['valid']).lower()} |")
-        time.sleep(2)  # let the 100k sockets close before the next repetition
-    lines += ["", f"`wb-server --workers {COLD_SERVER_WORKERS}`; wb-sclient sharded itself "
-              "(RLIMIT_NOFILE 20,000) and spread the connections over 127.100.0.x source "
-              "addresses (≤ 5,000 each). Bytes/conn = the shards' RSS growth while opening them "
-              "÷ connections (user space only; kernel socket memory is not included)."]
+        r = cold_rep(tmp)
+        done.append(r)
+
+        def cpu(c: int, r: ColdRep = r) -> str:
+            return (f"{r.busy_s[c]:.1f} ({r.pct[c]['softirq_pct']:.0f}, "
+                    f"{r.pct[c]['idle_pct']:.0f})")
+
+        steal = max(r.pct[c]["steal_pct"] or 0.0 for c in r.pct)
+        lines.append(f"| {rep} | {r.held_kernel:,} | {r.held_server:,} | {r.established_s:.2f} "
+                     f"| {r.generator_bytes:.0f} | {r.server_bytes:.0f} | "
+                     f"{r.slab_bytes / 1024:.1f} | {cpu(SERVER_CPU)} | {cpu(GENERATOR_CPU)} | "
+                     f"{r.cpu_us_per_conn:.1f} | {r.others_s:.1f} | {steal:.1f} | {r.shards} | "
+                     f"{str(r.valid).lower()} |")
+        wait_closed(baseline)
+    us = med([r.cpu_us_per_conn for r in done])
+    ncpus = len(done[0].busy_s)
+    floor_s = us * COLD_BIG / 1e6 / ncpus
+    ours_floor_s = med([sum(r.busy_s.values()) - r.others_s for r in done]) / ncpus
+    lines += ["", f"Time to establish (median): **{med([r.established_s for r in done]):.1f} s** "
+              f"(goal ≤ {COLD_GOAL_S} s). The CPUs' busy time per connection (median): "
+              f"{us:.1f} µs, so {COLD_BIG:,} connections take at least {us:.1f} µs × "
+              f"{COLD_BIG:,} / {ncpus} CPUs = **{floor_s:.1f} s** of this machine even with "
+              f"every CPU busy all the time ({ours_floor_s:.1f} s without the other tasks' "
+              f"time); the goal needs ≤ {1e6 * COLD_GOAL_S * ncpus / COLD_BIG:.0f} µs.", "",
+              f"`wb-server --workers {COLD_SERVER_WORKERS}` on CPU {SERVER_CPU} "
+              f"({COLD_BIG // COLD_SERVER_WORKERS:,} descriptors each, under RLIMIT_NOFILE "
+              f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,}); wb-sclient `--cpu "
+              f"{GENERATOR_CPU}` sharded itself over processes and spread the connections over "
+              "127.100.0.x source addresses (≤ 5,000 each); a cold-only run opens them on any "
+              f"CPU and keeps to CPU {GENERATOR_CPU} from `cold_ready` on (clients/README.md). "
+              "Time to establish is the slowest shard's, from its start to its last connection. "
+              "Bytes/conn: RSS growth while opening them ÷ connections (user space: the "
+              "generator's shards; the server's workers); kernel slab: /proc/meminfo `Slab` "
+              "growth ÷ connections (sockets, their files, inodes and epoll items, both ends). "
+              "CPU busy: /proc/stat from the generator's start to `cold_ready` (busy = not idle "
+              "and not stolen), with its softirq and idle shares; other tasks: the run time "
+              "(schedstat) of every task but the server's and the generator's meanwhile "
+              "(kernel threads, neighbours, this script; one that came and went in between is "
+              "not seen). Why the time goes where it "
+              "does: \"Where a million connections' time goes\" below."]
     return lines
 
 
@@ -245,48 +392,111 @@ def agreement(server: RunningServer, tmp: str) -> list[str]:
     return lines
 
 
-def section(title: str, body: Callable[[], list[str]]) -> list[str]:
-    started = time.monotonic()
+CLOSED_TITLE = "Closed loop, 50 connections: sclient vs wrk"
+OPEN_TITLE = "Open loop: achieved vs offered (sclient)"
+LATENCY_TITLE = "Latency resolution at 1,000 req/s"
+AGREEMENT_TITLE = "Agreement at 2,000 req/s over 50 hot connections"
+COLD_TITLE = f"{COLD_BIG:,} cold connections held"
+MEASURED_TITLES = (CLOSED_TITLE, OPEN_TITLE, LATENCY_TITLE, AGREEMENT_TITLE, COLD_TITLE)
+# Written by hand from a profile (perf, schedstat): carried over whenever the page is rewritten.
+HAND_WRITTEN = ("Where a million connections' time goes",)
+
+
+def section(title: str, body: Callable[[], list[str]]) -> tuple[str, list[str]]:
+    """A section's heading and text, ending with how long it took and the load it saw."""
+    load_before, started = os.getloadavg(), time.monotonic()
     lines = body()
-    return [f"## {title}", "", *lines, "", f"_{time.monotonic() - started:.0f} s_", ""]
+    load_after = os.getloadavg()
+    return title, [*lines, "", f"_{time.monotonic() - started:.0f} s, measured "
+                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average "
+                   f"(1/5/15 min) before {'/'.join(f'{x:.2f}' for x in load_before)}, after "
+                   f"{'/'.join(f'{x:.2f}' for x in load_after)}_"]
+
+
+def page_sections(text: str) -> dict[str, list[str]]:
+    """A page's sections by heading (its `## ` lines), each without heading or blank ends."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {title: _trimmed(lines) for title, lines in sections.items()}
+
+
+def _trimmed(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    return lines
+
+
+def _is_cold(title: str) -> bool:
+    return title.endswith("cold connections held")  # any size: the old page's too
+
+
+def assemble(head: list[str], measured: list[tuple[str, list[str]]],
+             old: dict[str, list[str]]) -> tuple[str, list[str]]:
+    """The page: this script's sections in their order, each as measured now or else as the
+    old page had it (a cold section of another size is an old measurement of this one), then
+    the hand-written sections, carried over. Any other old section is left out and named in
+    the second value."""
+    now = dict(measured)
+    body = [(t, now[t] if t in now else old[t]) for t in MEASURED_TITLES if t in now or t in old]
+    body += [(t, old[t]) for t in HAND_WRITTEN if t in old]
+    dropped = [t for t in old if t not in MEASURED_TITLES and t not in HAND_WRITTEN
+               and not (_is_cold(t) and COLD_TITLE in now)]
+    lines = list(head)
+    for title, text in body:
+        lines += [f"## {title}", "", *text, ""]
+    return "\n".join(lines), dropped
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/bench-clients.md"))
+    parser.add_argument("--only", choices=["cold"],
+                        help="measure only this section; the page's other sections stay as "
+                             "they were")
     args = parser.parse_args()
-    load_before = os.getloadavg()
+    old = page_sections(args.out.read_text()) if args.out.is_file() else {}
+    if args.only and not old:
+        print(f"bench_clients.py: --only {args.only}: {args.out} has no sections to keep; fix: "
+              "run without --only once", file=sys.stderr)
+        raise SystemExit(2)
+    measured: list[tuple[str, list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="wb-bench-clients-") as tmp:
-        stats = Path(tmp) / "server-stats.json"
-        cfg = ServerConfig(cpu=SERVER_CPU, stats_path=stats)
-        out: list[str] = []
-        with running(cfg) as server:
-            saturation = 0.0
+        if not args.only:
+            stats = Path(tmp) / "server-stats.json"
+            with running(ServerConfig(cpu=SERVER_CPU, stats_path=stats)) as server:
+                saturation = 0.0
 
-            def closed() -> list[str]:
-                nonlocal saturation
-                lines, saturation = closed_loop(server, tmp)
-                return lines
+                def closed() -> list[str]:
+                    nonlocal saturation
+                    lines, saturation = closed_loop(server, tmp)
+                    return lines
 
-            out += section("Closed loop, 50 connections: sclient vs wrk", closed)
-            out += section("Open loop: achieved vs offered (sclient)",
-                           lambda: open_loop(server, tmp, saturation))
-            out += section("Latency resolution at 1,000 req/s", lambda: latency(server, tmp))
-            out += section("Agreement at 2,000 req/s over 50 hot connections",
-                           lambda: agreement(server, tmp))
-        out += section(f"{COLD_BIG:,} cold connections held", lambda: cold_hold(tmp))
-    load_after = os.getloadavg()
+                measured.append(section(CLOSED_TITLE, closed))
+                measured.append(section(OPEN_TITLE, lambda: open_loop(server, tmp, saturation)))
+                measured.append(section(LATENCY_TITLE, lambda: latency(server, tmp)))
+                measured.append(section(AGREEMENT_TITLE, lambda: agreement(server, tmp)))
+        measured.append(section(COLD_TITLE, lambda: cold_hold(tmp)))
     head = [
         "# Load generator benchmarks (`make bench-clients`)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
-        f"(kernel {platform.release()}, {os.cpu_count()} CPUs), one run, {REPS} repetitions per "
-        f"point. wb-server `--dispatch epoll --accept multi --reply-bytes 92` on CPU "
-        f"{SERVER_CPU}, generators on CPU {GENERATOR_CPU}. Load average (1/5/15 min) before "
-        f"{'/'.join(f'{x:.2f}' for x in load_before)}, after "
-        f"{'/'.join(f'{x:.2f}' for x in load_after)}: other engineers' jobs shared the "
-        "machine, so absolute figures are noisy; the ratios are side by side.", ""]
-    args.out.write_text("\n".join(head + out))
-    print("\n".join(head + out))
+        f"Measured on {platform.node()} (kernel {platform.release()}, {os.cpu_count()} CPUs), "
+        f"{REPS} repetitions per point. wb-server `--dispatch epoll --accept multi "
+        f"--reply-bytes 92` on CPU {SERVER_CPU}, generators on CPU {GENERATOR_CPU}. Each "
+        "section ends with when it was measured and the load average then: other engineers' "
+        "jobs may have shared the machine, so absolute figures are noisy; the ratios are side "
+        "by side. `scripts/bench_clients.py --only cold` measures the cold section alone and "
+        "keeps the others as they were.", ""]
+    page, dropped = assemble(head, measured, old)
+    for title in dropped:
+        print(f"bench_clients.py: left out \"{title}\" (not this script's section)")
+    args.out.write_text(page)
+    print(page)
 
 
 if __name__ == "__main__":

@@ -382,6 +382,7 @@ static void cold_announce(struct loop *L) {
     L->cold_ready_sent = 1;
     L->r->established_s = (double)(L->now - L->start) / 1e9;
     L->r->rss_ready_kb = rss_kb();
+    if (pins_at_ready(L->o) && pin_cpu(L->o->cpu) < 0) perror("wb-sclient: --cpu at cold_ready");
     if (L->s->notify_fd >= 0) {
         int32_t n = L->cold_open;
         if (write(L->s->notify_fd, &n, sizeof n) != sizeof n) perror("wb-sclient: notify");

@@ -296,14 +296,24 @@ static void forward_signal(int sig) {
     for (int i = 0; i < nchildren; i++) kill(children[i], sig);
 }
 
+int pin_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
 int main(int argc, char **argv) {
     struct opts o;
     parse_args(&o, argc, argv);
     if (o.cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(o.cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) < 0) { perror("wb-sclient: --cpu"); return 2; }
+        cpu_set_t allowed;
+        if (sched_getaffinity(0, sizeof allowed, &allowed) < 0 || !CPU_ISSET(o.cpu, &allowed)) {
+            fprintf(stderr, "wb-sclient: --cpu %d: not among the CPUs this process may use; "
+                            "fix: pass one of them (taskset -p $$ shows them)\n", o.cpu);
+            return 2;
+        }
+        if (!pins_at_ready(&o) && pin_cpu(o.cpu) < 0) { perror("wb-sclient: --cpu"); return 2; }
     }
     prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
     o.slice_us_set = o.slice_us ? set_slice(o.slice_us) : current_slice();
@@ -375,6 +385,7 @@ int main(int argc, char **argv) {
             children[nchildren++] = pid;
         }
         close(pipefd[1]);
+        if (pins_at_ready(&o)) pin_cpu(o.cpu); /* the parent only waits: out of the ramp's way */
         struct sigaction sa = {.sa_handler = forward_signal};
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);

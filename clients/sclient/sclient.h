@@ -95,11 +95,21 @@ static inline int cold_only(const struct opts *o) {
     return o->cold_conns && !o->hot_conns && !o->stream_conns;
 }
 
+/* Every handshake on loopback runs both ends' TCP on the connecting CPU (the receiver's in the
+ * sender's softirq), so a ramp kept to --cpu left the server's CPU idle 30 % of a million
+ * connections (docs/bench-clients.md). A cold-only run opens its connections on every CPU it
+ * may use and keeps to --cpu from cold_ready on (cold_announce): nothing is measured before
+ * then. Any other run keeps to --cpu from the start (main). */
+static inline int pins_at_ready(const struct opts *o) {
+    return o->cpu >= 0 && cold_only(o);
+}
+
 int run_shard(const struct opts *o, const struct shard *s, struct result *r);
 void result_merge(struct result *into, const struct result *from);
 int report_write(const struct opts *o, const struct result *r, int nshards, double wall_s,
                  int unfinished);
 
+int pin_cpu(int cpu);
 uint64_t now_ns(void);
 uint64_t rss_kb(void);
 

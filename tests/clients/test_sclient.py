@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import selectors
 import shlex
 import signal
@@ -201,6 +202,84 @@ def test_cold_connections_reconnect_when_the_server_closes_them(sclient, tmp_pat
     assert doc["cold"]["reconnected"] >= 300
     assert doc["cold"]["held"] == 300
     assert doc["cold"]["failed"] > 0  # refused while the server was down
+
+
+def allowed_cpus(pid: int) -> set[int]:
+    """The CPUs a process may run on, from /proc/PID/status (e.g. "0-1" or "1")."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            cpus: set[int] = set()
+            for part in line.split()[1].split(","):
+                low, _, high = part.partition("-")
+                cpus.update(range(int(low), int(high or low) + 1))
+            return cpus
+    raise AssertionError(f"no Cpus_allowed_list for {pid}")
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a CPU besides --cpu")
+def test_a_cold_only_run_opens_on_every_cpu_and_keeps_to_its_own_once_ready(server, sclient,
+                                                                             tmp_path):
+    everywhere = os.sched_getaffinity(0)
+    # 600 connections at 20 a second: the ramp is still running when we look
+    s = spec(server, tmp_path, cold_conns=600, cold_ramp_rps=20, duration_s=0, warmup_s=0,
+             workers=2)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        shards = wait_for(lambda: children_of(proc.pid), len_at_least=2)
+        assert all(allowed_cpus(p) == everywhere for p in shards)
+    finally:
+        stop_generator(proc)
+    s = spec(server, tmp_path, cold_conns=600, duration_s=0, warmup_s=0, workers=2)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert wait_line(proc, timeout=60)["established"] == 600
+        shards = children_of(proc.pid)
+        assert len(shards) == 2
+        assert all(allowed_cpus(p) == {GENERATOR_CPU} for p in [proc.pid, *shards])
+    finally:
+        stop_generator(proc)
+
+
+def test_a_run_with_hot_connections_keeps_to_its_cpu_from_the_start(server, sclient, tmp_path):
+    s = spec(server, tmp_path, hot_conns=2, rate_rps=100, cold_conns=600, cold_ramp_rps=20,
+             duration_s=30, warmup_s=0)
+    proc = subprocess.Popen(command(s), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        # it connects only after pinning itself; its cold ramp has 30 s to go
+        wait_for(lambda: range(server.snapshot()["connections_current"]), len_at_least=2)
+        assert allowed_cpus(proc.pid) == {GENERATOR_CPU}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_cpu_the_generator_may_not_use_is_refused(server, sclient, tmp_path):
+    s = spec(server, tmp_path, cold_conns=10, duration_s=0, warmup_s=0, cpu=None)
+    r = subprocess.run(["taskset", "-c", "0", *command(s), "--cpu", "1"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "wb-sclient: --cpu 1: not among the CPUs this process may use; fix: pass one of them "
+        "(taskset -p $$ shows them)"]
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def wait_for(read, len_at_least: int, timeout: float = 30):
+    """read() once it returns at least len_at_least items (a started process's children)."""
+    deadline = time.monotonic() + timeout
+    while len(got := read()) < len_at_least:
+        assert time.monotonic() < deadline, f"only {got} within {timeout} s"
+        time.sleep(0.05)
+    return got
 
 
 def test_impossible_rate_is_reported_not_valid(server, sclient, tmp_path):
