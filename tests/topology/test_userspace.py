@@ -282,6 +282,8 @@ def test_jitter_quantiles_follow_the_draw_and_no_release_is_late(no_leftovers, d
     counters = handle.emulator_counters["lan"]
     assert len(rtts) >= 390
     assert_on_time(counters)
+    # jitter reorders packet by packet: no TSO on the jittering direction's TUN
+    assert (counters["a_to_b"]["offload"], counters["b_to_a"]["offload"]) == ("csum", "csum,tso")
     resolution_ms = counters["a_to_b"]["resolution_us"] / 1000
     assert_quantiles(rtts, delay_ms, jitter_ms, distribution, slack_ms=resolution_ms)
     if distribution == "uniform":  # bounded: nothing ever leaves before delay - jitter
@@ -340,6 +342,18 @@ def test_sanitizer_build_forwards_and_exits_clean(no_leftovers, monkeypatch):
     counters = handle.emulator_counters["lan"]
     assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
     assert counters["a_to_b"]["dropped_loss"] > 0
+
+
+def test_sanitizer_build_forwards_gso_segments_and_exits_clean(no_leftovers, monkeypatch):
+    asan_dir = build("build/asan/bin/wb-linkem").parent
+    monkeypatch.setattr(clients.paths, "BIN_DIR", asan_dir)
+    overrides = {"links.lan.rate_mbit": "200", "links.lan.queue_limit": "100"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        received = bulk(handle, 10)
+    assert received == 10 << 20
+    counters = handle.emulator_counters["lan"]
+    assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
+    assert counters["a_to_b"]["gso_reads"] > 0
 
 
 @pytest.mark.timing
