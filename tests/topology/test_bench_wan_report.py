@@ -7,14 +7,19 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from harness.analysis.benchpage import BENCH_RESULTS, newest_run
+from harness.results.runset import read_runs
+from tests.conftest import REPO
 from topologies.bench_wan import (
     BULK,
     CLOSED,
     OPEN,
     OWN_CPU,
+    SCENARIO,
     comparison,
     gap,
     own_cost_lines,
+    report,
     runs_frame,
 )
 
@@ -113,3 +118,9 @@ def test_the_emulators_own_cost_is_its_cpu_less_what_the_endpoints_stopped_doing
     # 60 % of a CPU over 240,000 packets/s: 2.5 µs each, 0.5 of which the server did on veth
     assert "ran 2.5 µs of CPU per packet it forwarded" in text
     assert "fell by 0.5 µs per packet" in text and "leaves 2.0 µs per packet" in text
+
+
+def test_the_page_is_the_stored_runs_rendering():
+    """docs/bench-wan.md says what the committed run measured, nothing typed in by hand."""
+    run = newest_run(REPO / BENCH_RESULTS, SCENARIO, "bench-wan")
+    assert report(read_runs([run])) == (REPO / "docs/bench-wan.md").read_text()
