@@ -101,6 +101,11 @@ class Interference:
             "softirq_generator_cpu_pct": (_pct(delta(generator_cpu, "softirq"),
                                                elapsed(generator_cpu))
                                           if generator_cpu is not None else None),
+            # the generator's CPU left idle: with the server CPU's (cpu_idle_pct), what the
+            # machine had to spare (docs/bench-wan.md: room for a link emulator)
+            "idle_generator_cpu_pct": (_pct(delta(generator_cpu, "idle", "iowait"),
+                                            elapsed(generator_cpu))
+                                       if generator_cpu is not None else None),
             # other tasks' time on the generator's CPU (its late sends may be theirs)
             "other_generator_cpu_pct": (
                 _pct(max(0.0, delta(generator_cpu, "user", "nice", "system")

@@ -28,8 +28,7 @@ from harness.topology.addressing import CALIBRATION_NET, AddressPlan, LinkPlan
 from harness.topology.commands import (
     LINK_LAYER_BYTES,
     NETNS_DIR,
-    TIMED_SCHED,
-    UNTIMED_SCHED,
+    linkem_options,
     ns_exec,
 )
 from harness.topology.model import MTU_BYTES, Link, Topology, TopologyError
@@ -188,13 +187,11 @@ def _run(argv: list[str]) -> None:
 
 
 def _emulator_argv(spec: Link, ns_a: int, ns_b: int, stats: Path) -> list[str]:
-    """wb-linkem as the link runs it (scheduling, busy-polling), with no shaping."""
-    timed = any(spec.direction(d).is_timed for d in ("a_to_b", "b_to_a"))
-    argv = [str(binary("wb-linkem")),
+    """wb-linkem as the link runs it (scheduling, busy-polling, offloads), with no shaping."""
+    return [str(binary("wb-linkem")),
             "--a-netns", f"/proc/{ns_a}/ns/net", "--a-dev", FLOOR_DEVICES[0],
             "--b-netns", f"/proc/{ns_b}/ns/net", "--b-dev", FLOOR_DEVICES[1],
-            "--sched", TIMED_SCHED if timed else UNTIMED_SCHED, "--stats", str(stats)]
-    return argv + (["--busy-poll-us", str(spec.busy_poll_us)] if spec.busy_poll_us else [])
+            "--stats", str(stats), *linkem_options(spec)]
 
 
 def _floor_wire(stack: ExitStack, spec: Link, backend: str, a: subprocess.Popen,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.topology.addressing import AddressPlan, LinkPlan
-from harness.topology.model import Shaping, Topology
+from harness.topology.model import Link, Shaping, Topology
 from harness.topology.netns import NETNS_DIR
 
 # Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
@@ -95,6 +95,16 @@ def linkem_spec(shaping: Shaping, limit: int) -> str:
     return ",".join(f"{k}={v}" for k, v in parts.items())
 
 
+def linkem_options(spec: Link) -> list[str]:
+    """How wb-linkem runs a link, whatever it shapes (the link and its calibration floor):
+    scheduling, busy-polling, and offloads (off: one MSS per packet, as segmentation_offload
+    asks of veth)."""
+    timed = spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed
+    options = ["--sched", TIMED_SCHED if timed else UNTIMED_SCHED,
+               "--offload", "on" if spec.segmentation_offload else "off"]
+    return options + (["--busy-poll-us", str(spec.busy_poll_us)] if spec.busy_poll_us else [])
+
+
 def queue_limits(topology: Topology, link: LinkPlan) -> dict[str, int]:
     spec = topology.links[link.name]
     rtt = spec.max_rtt_ms()
@@ -120,11 +130,8 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                     "--b-netns", str(NETNS_DIR / ns_b), "--b-dev", link.b_dev,
                     "--ab", linkem_spec(spec.direction("a_to_b"), limits["a_to_b"]),
                     "--ba", linkem_spec(spec.direction("b_to_a"), limits["b_to_a"]),
-                    "--seed", str(topology.seed + link.index), "--stats", str(stats)]
-            timed = spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed
-            if spec.busy_poll_us:
-                argv += ["--busy-poll-us", str(spec.busy_poll_us)]
-            argv += ["--sched", TIMED_SCHED if timed else UNTIMED_SCHED]
+                    "--seed", str(topology.seed + link.index), "--stats", str(stats),
+                    *linkem_options(spec)]
             steps.append(Step(argv, spawn=True, link=link.name, notes={"stats": str(stats)},
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))
@@ -143,7 +150,7 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
         if wiring == "netem":
             for ns, dev, direction in ((ns_a, link.a_dev, "a_to_b"), (ns_b, link.b_dev, "b_to_a")):
                 # One MSS per packet, as on the wire: netem would drop and rate-limit whole
-                # 64 KB GSO bursts otherwise (the emulator's TUN gets them segmented).
+                # 64 KB GSO bursts otherwise (wb-linkem counts a burst's wire packets).
                 steps.append(Step(["ip", "-n", ns, "link", "set", "dev", dev,
                                    "gso_max_segs", "1"]))
                 shaping = spec.direction(direction)

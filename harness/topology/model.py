@@ -87,9 +87,10 @@ class Link(Shaping):
     # epoll there). True keeps the emulator on it, to measure the emulator itself.
     emulate_unshaped: bool = False
     # False: every packet is one MSS, as the papers' NICs without TSO sent them (veth:
-    # gso_max_segs 1). True lets the stack hand the link 64 KB GSO bursts as it would a NIC
-    # with TSO, so packets per byte depend on how much each connection has queued. netem
-    # and the emulator's TUN always get single segments.
+    # gso_max_segs 1; wb-linkem: --offload off). True lets the stack hand the link 64 KB GSO
+    # bursts as it would a NIC with TSO, so packets per byte depend on how much each
+    # connection has queued. netem always gets single segments; wb-linkem forwards a GSO
+    # segment whole where its shaping allows (topologies/README.md).
     segmentation_offload: bool = True
 
     @model_validator(mode="after")

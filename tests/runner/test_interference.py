@@ -164,8 +164,9 @@ def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path:
     point = _run(tmp_path, POINT).iloc[0]
     for column in ("steal_pct", "steal_server_cpu_pct", "steal_generator_cpu_pct",
                    "server_wait_pct", "generator_wait_pct", "other_server_cpu_pct",
-                   "softirq_generator_cpu_pct"):
+                   "softirq_generator_cpu_pct", "idle_generator_cpu_pct"):
         assert column in point and point[column] >= 0, column
+    assert point["idle_generator_cpu_pct"] <= 100
     # it slept in its dispatch call between requests: the kernel put it on a CPU again
     assert point["server_run_periods"] > 0
     reason = point["invalid_reason"] or ""

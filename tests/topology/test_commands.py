@@ -85,7 +85,18 @@ def test_userspace_keeps_the_emulator_on_an_unshaped_link_when_asked(linkem):
                  if ln.endswith(" &")]
     assert len(emulators) == 2
     # Batch scheduling where nothing waits for a release time.
-    assert emulators[0].endswith("--sched batch &") and "--sched fifo:10" in emulators[1]
+    assert "--sched batch " in emulators[0] and "--sched fifo:10" in emulators[1]
+    # segments cross whole unless the link asks for one MSS per packet
+    assert all("--offload on" in e for e in emulators)
+
+
+def test_userspace_link_without_segmentation_offload_turns_the_emulators_off(linkem):
+    topology = load_topology(REPO / "topologies/lan.yaml",
+                             {"links.lan.emulate_unshaped": "true",
+                              "links.lan.segmentation_offload": "false"})
+    emulators = [ln for ln in planned_commands(topology, "userspace", "wbt1")
+                 if ln.endswith(" &")]
+    assert len(emulators) == 1 and "--offload off" in emulators[0]
 
 
 def dry_run(backend: str) -> subprocess.CompletedProcess:

@@ -156,6 +156,82 @@ def test_one_percent_loss_over_20000_packets(no_leftovers):
     assert counters["dropped_loss"] / counters["received"] == pytest.approx(0.01, abs=0.005)
 
 
+SINK = """
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen()
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+n = 0
+while data := c.recv(1 << 20):
+    n += len(data)
+print(n)
+"""
+SOURCE = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+chunk = b"x" * (1 << 20)
+for _ in range(int(sys.argv[3])):
+    s.sendall(chunk)
+s.close()
+"""
+TCP_IP_HEADER_BYTES = 20 + 32  # IPv4 and TCP with timestamps (lan.yaml's stacks keep them)
+
+
+def bulk(handle, mbytes: int) -> int:
+    """One TCP stream of mbytes MiB from client to server; the bytes the server received."""
+    server = handle.address("server")
+    sink = subprocess.Popen([*handle.exec_prefix("server"), "python3", "-c", SINK, server],
+                            stdout=subprocess.PIPE, text=True)
+    port = sink.stdout.readline().strip()
+    subprocess.run([*handle.exec_prefix("client"), "python3", "-c", SOURCE, server, port,
+                    str(mbytes)], check=True, timeout=120)
+    received = int(sink.stdout.readline())
+    assert sink.wait(timeout=10) == 0
+    return received
+
+
+def test_bulk_tcp_crosses_as_gso_segments_counted_as_wire_packets(no_leftovers):
+    with up(no_leftovers, {"links.lan.emulate_unshaped": "true"}, calibrate=False) as handle:
+        received = bulk(handle, 50)
+    assert received == 50 << 20
+    data = handle.emulator_counters["lan"]["a_to_b"]
+    assert data["offload"] == "csum,tso"
+    assert data["forwarded"] == data["received"] and data["dropped_queue"] == 0
+    # most of the stream crossed in segments of many packets: a read and a write for each
+    assert data["gso_packets"] >= 0.9 * received / 1448
+    assert data["gso_packets"] / data["gso_reads"] >= 8
+    # each wire packet is charged its own headers, as the rate limiter sees them: the bytes
+    # beyond the payload are one IP and TCP header per packet (not per segment)
+    overhead = data["forwarded_bytes"] - received
+    assert overhead == pytest.approx(data["forwarded"] * TCP_IP_HEADER_BYTES, rel=0.02)
+
+
+def test_without_segmentation_offload_every_read_is_one_packet(no_leftovers):
+    overrides = {"links.lan.emulate_unshaped": "true", "links.lan.segmentation_offload": "false"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        received = bulk(handle, 10)
+    assert received == 10 << 20
+    for direction in ("a_to_b", "b_to_a"):
+        c = handle.emulator_counters["lan"][direction]
+        assert (c["offload"], c["gso_reads"]) == ("none", 0), direction
+        assert c["reads"] == c["received"], direction
+
+
+def test_ten_percent_loss_on_bulk_tcp_drops_wire_packets_not_segments(no_leftovers):
+    with up(no_leftovers, {"links.lan.a_to_b.loss_pct": "10"}, calibrate=False) as handle:
+        received = bulk(handle, 20)
+    assert received == 20 << 20
+    counters = handle.emulator_counters["lan"]
+    lossy, clean = counters["a_to_b"], counters["b_to_a"]
+    # the lossy direction's TUN takes no TSO: the kernel segments, every draw is a packet's
+    assert (lossy["offload"], lossy["gso_reads"]) == ("csum", 0)
+    assert lossy["reads"] == lossy["received"] >= 15000
+    assert lossy["dropped_loss"] / lossy["received"] == pytest.approx(0.10, abs=0.01)
+    assert clean["offload"] == "csum,tso" and clean["dropped_loss"] == 0
+
+
 @pytest.mark.timing
 def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
     with up(no_leftovers, {"links.lan.rate_mbit": "10", "links.lan.delay_ms": "5"},
@@ -163,9 +239,12 @@ def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
         # The calibration's own measurement, judged here on rate alone.
         rates = calibrate_link(handle.topology, handle.plan, handle.plan.links[0],
                                "userspace")["rate"]
+        counters = handle.emulator_counters
     for direction in ("a_to_b", "b_to_a"):
         assert abs(rates[direction]["error_pct"]) <= 5, rates
         assert rates[direction]["measured_goodput_mbit"] == pytest.approx(9.65, rel=0.05)
+        # the rate was charged for GSO segments' wire packets, not for single packets only
+        assert counters["lan"][direction]["gso_reads"] > 0, counters["lan"][direction]
 
 
 def draw_quantile(delay_ms: float, jitter_ms: float, distribution: str,
@@ -203,6 +282,8 @@ def test_jitter_quantiles_follow_the_draw_and_no_release_is_late(no_leftovers, d
     counters = handle.emulator_counters["lan"]
     assert len(rtts) >= 390
     assert_on_time(counters)
+    # jitter reorders packet by packet: no TSO on the jittering direction's TUN
+    assert (counters["a_to_b"]["offload"], counters["b_to_a"]["offload"]) == ("csum", "csum,tso")
     resolution_ms = counters["a_to_b"]["resolution_us"] / 1000
     assert_quantiles(rtts, delay_ms, jitter_ms, distribution, slack_ms=resolution_ms)
     if distribution == "uniform":  # bounded: nothing ever leaves before delay - jitter
@@ -261,6 +342,18 @@ def test_sanitizer_build_forwards_and_exits_clean(no_leftovers, monkeypatch):
     counters = handle.emulator_counters["lan"]
     assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
     assert counters["a_to_b"]["dropped_loss"] > 0
+
+
+def test_sanitizer_build_forwards_gso_segments_and_exits_clean(no_leftovers, monkeypatch):
+    asan_dir = build("build/asan/bin/wb-linkem").parent
+    monkeypatch.setattr(clients.paths, "BIN_DIR", asan_dir)
+    overrides = {"links.lan.rate_mbit": "200", "links.lan.queue_limit": "100"}
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        received = bulk(handle, 10)
+    assert received == 10 << 20
+    counters = handle.emulator_counters["lan"]
+    assert counters["exit_status"] == 0 and counters["stderr"] == "", counters["stderr"]
+    assert counters["a_to_b"]["gso_reads"] > 0
 
 
 @pytest.mark.timing

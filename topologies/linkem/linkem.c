@@ -4,6 +4,14 @@
  * wakeup), applies seeded loss, the queue limit and the rate (a token bucket one packet
  * deep: each packet is serialised after the previous one), and holds the packet in a
  * release heap until now >= arrival + serialisation + delay + jitter (CLOCK_MONOTONIC).
+ *
+ * The TUNs carry virtio-net headers and take the kernel's offloads (checksum, TSO4/6), so a
+ * bulk flow crosses as GSO segments of up to 64 KB, as it crosses a veth pair: one read and
+ * one write move tens of packets. Shaping stays per wire packet: a segment counts as the
+ * MSS-sized packets it stands for, each with its headers, against the queue limit and the
+ * rate, and is delayed as one (its packets would leave back to back). A direction that
+ * drops or reorders packets one by one (loss, jitter) takes no TSO on its input TUN: the
+ * kernel segments before the emulator reads, so every draw is a wire packet's.
  * With --busy-poll-us N a thread that has just forwarded keeps polling its TUN for N us
  * (yielding to any runnable task between polls) before it sleeps: no wake-up per burst. It
  * pauses polling while other tasks' runnable count exceeds the CPUs (it would take their time).
@@ -18,6 +26,8 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
+#include <endian.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,11 +41,15 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SLOT_BYTES 2048 /* one packet at the TUN MTU of 1500; larger ones count as oversize */
-#define READ_BATCH 256  /* packets read per wakeup before releasing due ones */
+#define VNET_BYTES ((uint32_t)sizeof(struct virtio_net_hdr)) /* before every packet */
+#define SLOT_BYTES 2048 /* a virtio-net header and a packet at the TUN MTU of 1500 */
+#define TAIL_BYTES 65536 /* the rest of a GSO segment (up to 64 KB): a second buffer */
+#define READ_BATCH 256  /* packets read per wakeup before releasing due ones ... */
+#define READ_BATCH_BYTES 262144 /* ... or bytes: four GSO segments */
 #define SPIN_NS 200000 /* wake this early and poll without sleeping: VM timer wakeups run late */
 #define CHECK_NS 200000      /* while busy-polling, sample the machine's runnable tasks this often */
 #define PAUSE_NS 50000000LL  /* first busy-poll pause on contended CPUs; doubles while it lasts */
@@ -56,14 +70,24 @@ struct shaping {
 struct packet {
     int64_t release_ns;
     uint64_t seq;       /* keeps FIFO order among equal release times */
-    uint16_t len;
-    unsigned char *data;
+    uint32_t len;       /* virtio-net header included */
+    uint32_t wire_packets; /* 1, or the MSS-sized packets of a GSO segment */
+    uint32_t wire_bytes;   /* IP bytes of those packets, headers repeated */
+    unsigned char *data;   /* a slot: the first SLOT_BYTES */
+    unsigned char *tail;   /* a tail buffer: the rest of a GSO segment, or NULL */
 };
 
-struct counters {
+struct pool { /* free buffers of one size, allocated on first use so a large limit costs
+               * nothing idle */
+    size_t bytes, count, cap;
+    unsigned char **free;
+};
+
+struct counters { /* packets are wire packets: a GSO segment counts as its packets */
     uint64_t received, forwarded, forwarded_bytes, dropped_loss, dropped_queue;
     uint64_t dropped_oversize, write_errors, max_queue_depth, wakeups; /* wakeups: sleeps ended */
     uint64_t busy_poll_pauses;
+    uint64_t reads, gso_reads, gso_packets; /* reads that carried a GSO segment, its packets */
     int64_t late_ns_sum, late_ns_max; /* release accuracy: write time minus release time */
     uint64_t late_log2_us[LATE_BUCKETS];
     uint64_t late_over_res;     /* releases later than RESOLUTION_NS ... */
@@ -84,12 +108,14 @@ struct direction {
     int sched_applied;
     int64_t busy_poll_ns; /* keep polling this long after the last packet read */
     struct shaping shape;
+    unsigned offload;   /* TUN_F_* taken on in_fd */
     uint64_t rng;
     int64_t link_free_ns; /* when the rate limiter finishes serialising the last packet */
     struct packet *heap;
-    size_t held, heap_cap, next_seq;
-    unsigned char **free_slots;
-    size_t free_count, free_cap;
+    size_t held, heap_cap, next_seq; /* held: heap entries */
+    size_t held_packets;             /* the wire packets they stand for (the queue limit's) */
+    struct pool slots, tails;
+    unsigned char *spare_tail;       /* where the next read past SLOT_BYTES continues */
     struct wake wake;
     struct counters c;
 };
@@ -184,46 +210,83 @@ static struct packet heap_pop(struct direction *d) {
     return top;
 }
 
-/* ---- packet slots, allocated on first use so a large limit costs nothing idle ---- */
-static unsigned char *slot_get(struct direction *d) {
-    if (d->free_count) return d->free_slots[--d->free_count];
-    unsigned char *s = malloc(SLOT_BYTES);
-    if (!s) die("malloc");
-    return s;
+/* ---- buffers: slots and GSO tails ---- */
+static unsigned char *buf_get(struct pool *p) {
+    if (p->count) return p->free[--p->count];
+    unsigned char *b = malloc(p->bytes);
+    if (!b) die("malloc");
+    return b;
 }
 
-static void slot_put(struct direction *d, unsigned char *s) {
-    if (d->free_count == d->free_cap) {
-        d->free_cap = d->free_cap ? d->free_cap * 2 : 1024;
-        d->free_slots = realloc(d->free_slots, d->free_cap * sizeof *d->free_slots);
-        if (!d->free_slots) die("realloc");
+static void buf_put(struct pool *p, unsigned char *b) {
+    if (!b) return;
+    if (p->count == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 1024;
+        p->free = realloc(p->free, p->cap * sizeof *p->free);
+        if (!p->free) die("realloc");
     }
-    d->free_slots[d->free_count++] = s;
+    p->free[p->count++] = b;
 }
 
-/* Loss, queue limit, then rate and delay: the order netem applies them in. */
-static void admit(struct direction *d, unsigned char *data, uint16_t len, int64_t now) {
-    d->c.received++;
+static void pool_free(struct pool *p) {
+    for (size_t i = 0; i < p->count; i++) free(p->free[i]);
+    free(p->free);
+}
+
+static void packet_free(struct direction *d, struct packet *p) {
+    buf_put(&d->slots, p->data);
+    buf_put(&d->tails, p->tail);
+}
+
+/* The wire packets a read stands for: a GSO segment is ceil(payload / gso_size) packets,
+ * each carrying the segment's IP and TCP headers (csum_start is where TCP begins). */
+static void wire_size(struct packet *p) {
+    const struct virtio_net_hdr *h = (const struct virtio_net_hdr *)p->data;
+    uint32_t ip_len = p->len - VNET_BYTES, mss = le16toh(h->gso_size);
+    uint32_t l4 = le16toh(h->csum_start);
+    p->wire_packets = 1;
+    p->wire_bytes = ip_len;
+    if ((h->gso_type & ~VIRTIO_NET_HDR_GSO_ECN) == VIRTIO_NET_HDR_GSO_NONE || !mss ||
+        l4 + 20 > ip_len || VNET_BYTES + l4 + 20 > SLOT_BYTES)
+        return;
+    uint32_t headers = l4 + (uint32_t)(p->data[VNET_BYTES + l4 + 12] >> 4) * 4;
+    if (headers >= ip_len) return;
+    p->wire_packets = (ip_len - headers + mss - 1) / mss;
+    p->wire_bytes = ip_len + (p->wire_packets - 1) * headers;
+}
+
+/* Loss, queue limit, then rate and delay: the order netem applies them in. A lossy
+ * direction reads no GSO segments (main), so its one draw per read is per wire packet. */
+static void admit(struct direction *d, struct packet p, int64_t now) {
+    wire_size(&p);
+    d->c.reads++;
+    d->c.received += p.wire_packets;
+    if (p.wire_packets > 1) {
+        d->c.gso_reads++;
+        d->c.gso_packets += p.wire_packets;
+    }
     if (d->shape.loss > 0 && unit(&d->rng) < d->shape.loss) {
-        d->c.dropped_loss++;
-        slot_put(d, data);
+        d->c.dropped_loss += p.wire_packets;
+        packet_free(d, &p);
         return;
     }
-    if (d->held >= d->shape.limit) {
-        d->c.dropped_queue++;
-        slot_put(d, data);
+    if (d->held_packets + p.wire_packets > d->shape.limit) {
+        d->c.dropped_queue += p.wire_packets;
+        packet_free(d, &p);
         return;
     }
     int64_t sent = now;
-    if (d->shape.rate_bps > 0) {
+    if (d->shape.rate_bps > 0) { /* a segment's packets leave back to back */
         int64_t start = d->link_free_ns > now ? d->link_free_ns : now;
-        sent = start + (int64_t)(len * 8.0 * 1e9 / d->shape.rate_bps);
+        sent = start + (int64_t)(p.wire_bytes * 8.0 * 1e9 / d->shape.rate_bps);
         d->link_free_ns = sent;
     }
-    int64_t release = sent + d->shape.delay_ns + jitter_draw(d);
-    if (release < sent) release = sent;
-    heap_push(d, (struct packet){release, d->next_seq++, len, data});
-    if (d->held > d->c.max_queue_depth) d->c.max_queue_depth = d->held;
+    p.release_ns = sent + d->shape.delay_ns + jitter_draw(d);
+    if (p.release_ns < sent) p.release_ns = sent;
+    p.seq = d->next_seq++;
+    heap_push(d, p);
+    d->held_packets += p.wire_packets;
+    if (d->held_packets > d->c.max_queue_depth) d->c.max_queue_depth = d->held_packets;
 }
 
 /* The machine's share of a release at `at` due at `release`: sleep past both the armed wake-up
@@ -242,19 +305,20 @@ static int64_t machine_share(const struct wake *w, int64_t release, int64_t at, 
 
 /* Lateness below the resolution is all counted as the emulator's own: splitting it would
  * cost a CPU clock read per packet. *cpu caches that read for one release round. */
-static void account_lateness(struct direction *d, int64_t release, int64_t at, int64_t *cpu) {
+static void account_lateness(struct direction *d, int64_t release, int64_t at, int64_t *cpu,
+                             uint32_t packets) {
     int64_t late = at - release, own = late;
-    d->c.late_ns_sum += late;
+    d->c.late_ns_sum += late * packets;
     if (late > d->c.late_ns_max) d->c.late_ns_max = late;
     int bucket = 0;
     for (int64_t us = late / 1000; us > 0 && bucket < LATE_BUCKETS - 1; us >>= 1) bucket++;
-    d->c.late_log2_us[bucket]++;
+    d->c.late_log2_us[bucket] += packets;
     if (late > RESOLUTION_NS) {
         if (*cpu < 0) *cpu = thread_cpu_ns();
         int64_t machine = machine_share(&d->wake, release, at, *cpu);
         own = late - machine;
-        d->c.late_over_res++;
-        if (own > RESOLUTION_NS) d->c.own_late_over_res++;
+        d->c.late_over_res += packets;
+        if (own > RESOLUTION_NS) d->c.own_late_over_res += packets;
         if (machine > d->c.stall_ns_max) d->c.stall_ns_max = machine;
     }
     if (own > d->c.own_late_ns_max) d->c.own_late_ns_max = own;
@@ -264,33 +328,48 @@ static void release_due(struct direction *d) {
     int64_t cpu = -1;
     while (d->held && d->heap[0].release_ns <= now_ns()) {
         struct packet p = heap_pop(d);
-        account_lateness(d, p.release_ns, now_ns(), &cpu);
-        if (write(d->out_fd, p.data, p.len) == p.len) {
-            d->c.forwarded++;
-            d->c.forwarded_bytes += p.len;
+        d->held_packets -= p.wire_packets;
+        account_lateness(d, p.release_ns, now_ns(), &cpu, p.wire_packets);
+        struct iovec iov[2] = {{p.data, p.tail ? SLOT_BYTES : p.len},
+                               {p.tail, p.tail ? p.len - SLOT_BYTES : 0}};
+        if (writev(d->out_fd, iov, p.tail ? 2 : 1) == (ssize_t)p.len) {
+            d->c.forwarded += p.wire_packets;
+            d->c.forwarded_bytes += p.wire_bytes;
         } else {
-            d->c.write_errors++;
+            d->c.write_errors += p.wire_packets;
         }
-        slot_put(d, p.data);
+        packet_free(d, &p);
     }
 }
 
-/* Reads until the TUN is drained or a batch is full; returns -1 when the device is gone. */
+/* Reads until the TUN is drained or a batch's bytes are read (a batch of GSO segments would
+ * keep due packets waiting); returns -1 when the device is gone. */
 static int read_batch(struct direction *d) {
-    for (int n = 0; n < READ_BATCH; n++) {
-        unsigned char *s = slot_get(d);
-        ssize_t r = read(d->in_fd, s, SLOT_BYTES);
+    uint64_t bytes = 0;
+    for (int n = 0; n < READ_BATCH && bytes < READ_BATCH_BYTES; n++) {
+        unsigned char *s = buf_get(&d->slots);
+        if (!d->spare_tail) d->spare_tail = buf_get(&d->tails);
+        /* a packet up to the MTU stays in its slot; a GSO segment continues in a tail */
+        struct iovec iov[2] = {{s, SLOT_BYTES}, {d->spare_tail, TAIL_BYTES}};
+        ssize_t r = readv(d->in_fd, iov, 2);
         if (r <= 0) {
-            slot_put(d, s);
+            buf_put(&d->slots, s);
             if (r < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
             return -1;
         }
-        if (r > SLOT_BYTES - 1) { /* cannot tell a full slot from a truncated packet */
+        bytes += (uint64_t)r;
+        if (r >= SLOT_BYTES + TAIL_BYTES || r <= (ssize_t)VNET_BYTES) {
+            /* cannot tell a full buffer from a truncated packet */
             d->c.dropped_oversize++;
-            slot_put(d, s);
+            buf_put(&d->slots, s);
             continue;
         }
-        admit(d, s, (uint16_t)r, now_ns());
+        struct packet p = {.len = (uint32_t)r, .data = s};
+        if (r > SLOT_BYTES) {
+            p.tail = d->spare_tail;
+            d->spare_tail = NULL;
+        }
+        admit(d, p, now_ns());
     }
     return 0;
 }
@@ -379,8 +458,9 @@ static void *run_direction(void *arg) {
     return NULL;
 }
 
-/* Creates a TUN (no packet-info header) inside the namespace at netns_path. */
-static int open_tun_in(const char *netns_path, const char *ifname) {
+/* Creates a TUN (no packet-info header; virtio-net headers) inside the namespace at
+ * netns_path, taking the offloads given (TUN_F_*: what the kernel may hand us unsegmented). */
+static int open_tun_in(const char *netns_path, const char *ifname, unsigned offload) {
     int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     int target = open(netns_path, O_RDONLY | O_CLOEXEC);
     if (home < 0 || target < 0) die(netns_path);
@@ -388,9 +468,10 @@ static int open_tun_in(const char *netns_path, const char *ifname) {
     int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) die("/dev/net/tun");
     struct ifreq ifr = {0};
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | IFF_VNET_HDR;
     snprintf(ifr.ifr_name, IFNAMSIZ, "%s", ifname);
     if (ioctl(fd, TUNSETIFF, &ifr) < 0) die(ifname);
+    if (ioctl(fd, TUNSETOFFLOAD, offload) < 0) die("TUNSETOFFLOAD");
     if (setns(home, CLONE_NEWNET) < 0) die("setns back");
     close(home);
     close(target);
@@ -432,10 +513,22 @@ static struct shaping parse_shaping(const char *spec) {
 }
 
 static void direction_free(struct direction *d) {
-    for (size_t i = 0; i < d->held; i++) free(d->heap[i].data);
-    for (size_t i = 0; i < d->free_count; i++) free(d->free_slots[i]);
+    for (size_t i = 0; i < d->held; i++) packet_free(d, &d->heap[i]);
     free(d->heap);
-    free(d->free_slots);
+    buf_put(&d->tails, d->spare_tail);
+    pool_free(&d->slots);
+    pool_free(&d->tails);
+}
+
+/* Offloads a direction's input TUN takes: TSO only where shaping acts on whole packets. */
+static unsigned direction_offload(const struct shaping *s, int offload) {
+    if (!offload) return 0;
+    int per_packet = s->loss > 0 || s->jitter_ns > 0; /* drops and reorders one by one */
+    return TUN_F_CSUM | (per_packet ? 0 : TUN_F_TSO4 | TUN_F_TSO6);
+}
+
+static const char *offload_name(unsigned offload) {
+    return offload & TUN_F_TSO4 ? "csum,tso" : offload ? "csum" : "none";
 }
 
 static void print_counters(FILE *f, const struct direction *d, const char *sep) {
@@ -446,16 +539,19 @@ static void print_counters(FILE *f, const struct direction *d, const char *sep) 
             "\"held_at_exit\": %zu, \"late_us_mean\": %.1f, \"late_us_max\": %.1f, "
             "\"resolution_us\": %d, \"late_over_resolution\": %llu, "
             "\"own_late_over_resolution\": %llu, \"own_late_us_max\": %.1f, "
-            "\"stall_us_max\": %.1f, \"late_log2_us\": [", d->name,
+            "\"stall_us_max\": %.1f, \"reads\": %llu, \"gso_reads\": %llu, "
+            "\"gso_packets\": %llu, \"offload\": \"%s\", \"late_log2_us\": [", d->name,
             (unsigned long long)c->received, (unsigned long long)c->forwarded,
             (unsigned long long)c->forwarded_bytes, (unsigned long long)c->dropped_loss,
             (unsigned long long)c->dropped_queue, (unsigned long long)c->dropped_oversize,
             (unsigned long long)c->write_errors, (unsigned long long)c->max_queue_depth,
-            (unsigned long long)c->wakeups, d->held,
+            (unsigned long long)c->wakeups, d->held_packets,
             c->forwarded ? c->late_ns_sum / 1e3 / (double)c->forwarded : 0.0,
             c->late_ns_max / 1e3, RESOLUTION_NS / 1000, (unsigned long long)c->late_over_res,
             (unsigned long long)c->own_late_over_res, c->own_late_ns_max / 1e3,
-            c->stall_ns_max / 1e3);
+            c->stall_ns_max / 1e3, (unsigned long long)c->reads,
+            (unsigned long long)c->gso_reads, (unsigned long long)c->gso_packets,
+            offload_name(d->offload));
     for (int i = 0; i < LATE_BUCKETS; i++)
         fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)c->late_log2_us[i]);
     fprintf(f, "], \"queue_limit\": %zu, \"busy_poll_us\": %lld, \"busy_poll_pauses\": %llu, "
@@ -471,6 +567,8 @@ static void usage(void) {
             "                 [--sched fifo:N|batch|other]  (forwarding threads' policy)\n"
             "                 [--busy-poll-us N]  (poll N us after a packet before sleeping;\n"
             "                                      not with fifo: it yields to no one)\n"
+            "                 [--offload on|off]  (on: checksum and TSO offloads, GSO segments\n"
+            "                                      forwarded whole where shaping allows)\n"
             "SHAPING: delay_us=N,jitter_us=N,dist=uniform|normal,loss=P,rate_bps=N,"
             "limit=N\nPrints 'ready' on stdout once both TUNs exist; SIGTERM/SIGINT stop it.\n");
     exit(2);
@@ -482,6 +580,7 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     const char *sched = "other";
     int64_t busy_poll_ns = 0;
+    int offload = 1;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!val) usage();
@@ -495,6 +594,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(arg, "--stats")) stats = val;
         else if (!strcmp(arg, "--sched")) sched = val;
         else if (!strcmp(arg, "--busy-poll-us")) busy_poll_ns = strtoll(val, NULL, 10) * 1000;
+        else if (!strcmp(arg, "--offload") && !strcmp(val, "on")) offload = 1;
+        else if (!strcmp(arg, "--offload") && !strcmp(val, "off")) offload = 0;
         else usage();
         i++;
     }
@@ -512,15 +613,23 @@ int main(int argc, char **argv) {
     struct shaping ab_shape = parse_shaping(ab), ba_shape = parse_shaping(ba);
     loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC); /* none: poll regardless */
     ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN); /* what /proc/loadavg's count runs on */
-    int a_fd = open_tun_in(a_ns, a_dev), b_fd = open_tun_in(b_ns, b_dev);
+    unsigned ab_offload = direction_offload(&ab_shape, offload);
+    unsigned ba_offload = direction_offload(&ba_shape, offload);
+    int a_fd = open_tun_in(a_ns, a_dev, ab_offload), b_fd = open_tun_in(b_ns, b_dev, ba_offload);
     int stop_fd = eventfd(0, EFD_CLOEXEC);
     if (stop_fd < 0) die("eventfd");
     struct direction dirs[2] = {
         {.name = "a_to_b", .in_fd = a_fd, .out_fd = b_fd, .stop_fd = stop_fd,
-         .shape = ab_shape, .rng = seed * 2 + 1, .sched = sched, .busy_poll_ns = busy_poll_ns},
+         .shape = ab_shape, .offload = ab_offload, .rng = seed * 2 + 1, .sched = sched,
+         .busy_poll_ns = busy_poll_ns},
         {.name = "b_to_a", .in_fd = b_fd, .out_fd = a_fd, .stop_fd = stop_fd,
-         .shape = ba_shape, .rng = seed * 2 + 2, .sched = sched, .busy_poll_ns = busy_poll_ns},
+         .shape = ba_shape, .offload = ba_offload, .rng = seed * 2 + 2, .sched = sched,
+         .busy_poll_ns = busy_poll_ns},
     };
+    for (int i = 0; i < 2; i++) {
+        dirs[i].slots.bytes = SLOT_BYTES;
+        dirs[i].tails.bytes = TAIL_BYTES;
+    }
     pthread_t threads[2];
     for (int i = 0; i < 2; i++)
         if (pthread_create(&threads[i], NULL, run_direction, &dirs[i]) != 0) die("pthread_create");
