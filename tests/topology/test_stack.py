@@ -112,23 +112,31 @@ def test_bulk_pair_acks_every_full_segment_on_the_receivers_own_cpu(no_leftovers
         counts = transfer(handle, "receiver", "sender")
         hosts = handle.manifest()["hosts"]
     assert counts["mss"] == 1460  # no timestamp option
-    # one MSS per segment (plus the handshake and FIN); an ACK for each, but for the few
-    # that Linux merges while the receiver holds its socket (backlog coalescing)
+    # one MSS per segment (plus the handshake and FIN)
     assert 2000 <= counts["in"] <= 2010, counts
-    assert 0.95 * counts["in"] <= counts["out"] <= counts["in"], counts
+    # quick ACKs: about one ACK per segment, where delayed ACKs send one per two full-sized
+    # segments (RFC 5681 4.2); the bound sits between the two. Some ACKs go missing, for a
+    # cause not found (no backlog coalescing counted): 1,752 of 2,004 once, 1,940-2,005 in
+    # 12 others, so the 0.95 that stood here failed now and then; window updates after the
+    # reader's reads add a few (2,005 once), so no upper bound
+    assert counts["out"] >= 0.75 * counts["in"], counts
     assert hosts["receiver"]["receive_cpu"] == 0 and hosts["sender"]["receive_cpu"] == 1
 
 
 @needs_root
 @pytest.mark.slow
-def test_plain_link_delays_acks_and_leaves_receive_work_where_it_lands(no_leftovers):
+def test_plain_link_keeps_timestamps_and_delayed_acks_and_leaves_receive_work_where_it_lands(no_leftovers):
     with bring_up(load_topology(LAN), "userspace", calibrate=False) as handle:
         no_leftovers.append(handle.prefix)
         handle.steer_receive({"server": 0, "client": 1})  # lan's hosts do not ask for it
         assert set(rps_masks(handle, "server")) == {0}
         counts = transfer(handle, "server", "client")
         hosts = handle.manifest()["hosts"]
+        routes = subprocess.run([*handle.exec_prefix("server"), "ip", "route"],
+                                capture_output=True, text=True, check=True).stdout
     assert counts["mss"] == 1448  # 12 bytes of timestamp option
     assert hosts["server"]["receive_cpu"] is None
-    # the same bytes in more segments (1448 each), fewer ACKs than segments
-    assert counts["in"] > 2000 and counts["out"] < 0.8 * counts["in"], counts
+    assert routes and "quickack" not in routes  # ACKs left to delay as the kernel does
+    # No count of segments or ACKs here: on a plain link GSO is on, so InSegs counts a train
+    # of segments as one skb, and the receiver's ACKs follow its reads; 8 transfers gave
+    # 1,664-2,005 segments in and 1,521-1,934 out for the same 2,017 wire segments.
