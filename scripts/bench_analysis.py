@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 REFERENCE = REPO / "results" / "reference"
 GOALS_S = {"papers": 10.0, "one run": 3.0}
-FIGURES = {"papers": "papers' figures", "one run": "one run's generic figures"}
+FIGURES = {"papers": "the papers' figures", "one run": "one run's generic figures"}
 # The phases of a plot, timed in one process through the functions both revisions have.
 PHASES = """
 import sys, time
@@ -183,7 +183,7 @@ def main() -> int:
                      f"{statistics.median(case.cpu_s):.1f} | ≤ {goal:.0f} s: {verdict} |")
     for what in GOALS_S:
         mine = {side: p for (of, side), p in profiles.items() if of == what}
-        lines += ["", f"Profile of one cold plot of the {FIGURES[what]} in one process (CPU s):",
+        lines += ["", f"Profile of one cold plot of {FIGURES[what]} in one process (CPU s):",
                   "", "| phase | " + " | ".join(mine) + " |", "|---|" + "---|" * len(mine)]
         for i, phase in enumerate(PHASE_NAMES):
             lines.append(f"| {phase} | " + " | ".join(f"{p[i]:.2f}" for p in mine.values())
@@ -192,7 +192,7 @@ def main() -> int:
         ours = mine["this revision"]
         drawing = sum(ours[i] for i in DRAWING)
         lines += ["", f"Drawing is {100 * drawing / sum(ours):.0f} % of this revision's cold plot "
-                  f"of the {FIGURES[what]} ({drawing:.1f} of {sum(ours):.1f} s of CPU); imports "
+                  f"of {FIGURES[what]} ({drawing:.1f} of {sum(ours):.1f} s of CPU); imports "
                   f"and reading ({ours[0] + ours[1]:.1f} s) are paid by every plot, in one "
                   "process."]
     args.out.write_text("\n".join(lines) + "\n")
