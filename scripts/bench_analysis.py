@@ -13,8 +13,8 @@ no cache: each of its runs is cold. Each row gives the wall-clock seconds as min
 and the CPU seconds (user + system of the command and its worker processes), with the load
 average and the CPU steal seen during the rounds. Then a profile of one cold plot of each (the
 papers' figures, one run's generic figures) in one process, CPU seconds by phase, for both
-revisions: drawing split into building the figures' artists and laying them out and writing
-the files.
+revisions: drawing split into building the figures' artists, laying them out and writing the
+PNG, and writing the SVG.
 """
 
 from __future__ import annotations
@@ -56,17 +56,23 @@ for result in figures:
     draw(result)
 t4 = time.process_time()
 for result in figures:
-    render(result, Path(sys.argv[2]) / "figures")
+    render(result, Path(sys.argv[2]) / "png", ("png",))
 t5 = time.process_time()
-write_report(runs, results, Path(sys.argv[2]))
+for result in figures:
+    render(result, Path(sys.argv[2]) / "figures")
 t6 = time.process_time()
-# render builds the artists again: the rest of its time lays them out and writes the files
-print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, (t5 - t4) - (t4 - t3), t6 - t5)
+write_report(runs, results, Path(sys.argv[2]))
+t7 = time.process_time()
+# render builds the artists again, then lays them out and writes each format: the PNG's share
+# is a PNG-only render's time less the building, the SVG's the rest of a PNG + SVG render
+build, png = t4 - t3, t5 - t4
+print(t1 - t0, t2 - t1, t3 - t2, build, png - build, (t6 - t5) - png, t7 - t6)
 """
 PHASE_NAMES = ("imports", "reading the runs", "preparing (deriving)",
                "drawing: building the figures' artists",
-               "drawing: laying out, writing PNG + SVG", "index.html (point tables)")
-DRAWING = (3, 4)  # PHASE_NAMES' drawing phases
+               "drawing: laying out, writing the PNG", "drawing: writing the SVG",
+               "index.html (point tables)")
+DRAWING = (3, 4, 5)  # PHASE_NAMES' drawing phases
 
 
 @dataclass
