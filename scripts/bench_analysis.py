@@ -11,8 +11,10 @@ This revision is timed three ways: `cold` (an empty cache: everything prepared a
 again from cached data) and `unchanged` (the same folder again: nothing to draw). The base has
 no cache: each of its runs is cold. Each row gives the wall-clock seconds as min / median / max
 and the CPU seconds (user + system of the command and its worker processes), with the load
-average and the CPU steal seen during the rounds. Then a profile of one cold plot of the papers'
-figures in one process, CPU seconds by phase, for both revisions.
+average and the CPU steal seen during the rounds. Then a profile of one cold plot of each (the
+papers' figures, one run's generic figures) in one process, CPU seconds by phase, for both
+revisions: drawing split into building the figures' artists, laying them out and writing the
+PNG, and writing the SVG.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 REFERENCE = REPO / "results" / "reference"
 GOALS_S = {"papers": 10.0, "one run": 3.0}
+FIGURES = {"papers": "the papers' figures", "one run": "one run's generic figures"}
 # The phases of a plot, timed in one process through the functions both revisions have.
 PHASES = """
 import sys, time
@@ -43,20 +46,33 @@ from harness.analysis.prepare import FigureData, prepare
 from harness.analysis.report import applicable, write_report
 from harness.results.runset import read_runs
 t1 = time.process_time()
+from harness.analysis.plots import draw
 runs = read_runs([sys.argv[1]])
 t2 = time.process_time()
-results = [prepare(spec, runs) for spec in applicable(runs, generic=False)]
+results = [prepare(spec, runs) for spec in applicable(runs, generic=sys.argv[3] == "generic")]
+figures = [result for result in results if isinstance(result, FigureData)]
 t3 = time.process_time()
-for result in results:
-    if isinstance(result, FigureData):
-        render(result, Path(sys.argv[2]) / "figures")
+for result in figures:
+    draw(result)
 t4 = time.process_time()
-write_report(runs, results, Path(sys.argv[2]))
+for result in figures:
+    render(result, Path(sys.argv[2]) / "png", ("png",))
 t5 = time.process_time()
-print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+for result in figures:
+    render(result, Path(sys.argv[2]) / "figures")
+t6 = time.process_time()
+write_report(runs, results, Path(sys.argv[2]))
+t7 = time.process_time()
+# render builds the artists again, then lays them out and writes each format: the PNG's share
+# is a PNG-only render's time less the building, the SVG's the rest of a PNG + SVG render
+build, png = t4 - t3, t5 - t4
+print(t1 - t0, t2 - t1, t3 - t2, build, png - build, (t6 - t5) - png, t7 - t6)
 """
 PHASE_NAMES = ("imports", "reading the runs", "preparing (deriving)",
-               "drawing (PNG + SVG)", "index.html (point tables)")
+               "drawing: building the figures' artists",
+               "drawing: laying out, writing the PNG", "drawing: writing the SVG",
+               "index.html (point tables)")
+DRAWING = (3, 4, 5)  # PHASE_NAMES' drawing phases
 
 
 @dataclass
@@ -101,9 +117,9 @@ def _spread(values: list[float]) -> str:
             if values else "—")
 
 
-def _profile(tree: Path, out: Path) -> list[float]:
+def _profile(tree: Path, runs: Path, figures: str, out: Path) -> list[float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "WANBENCH_CACHE": str(out / "cache")}
-    text = subprocess.run([PYTHON, "-c", PHASES, str(REFERENCE), str(out)], env=env,
+    text = subprocess.run([PYTHON, "-c", PHASES, str(runs), str(out), figures], env=env,
                           check=True, capture_output=True, text=True, cwd=tree).stdout
     return [float(v) for v in text.split()]
 
@@ -111,7 +127,7 @@ def _profile(tree: Path, out: Path) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", default="bc79925", help="revision to compare with")
+    parser.add_argument("--base", default="5c3d027", help="revision to compare with")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "bench-analysis.md")
     args = parser.parse_args()
@@ -144,7 +160,10 @@ def main() -> int:
         steal = _steal_ticks() - steal0
         ticks = _cpu_ticks() - ticks0
         load_after = os.getloadavg()
-        profiles = {side: _profile(tree, root / f"profile-{side.replace(' ', '-')}")
+        profiles = {(what, side): _profile(tree, runs, figures,
+                                           root / f"profile-{what}-{side.replace(' ', '-')}")
+                    for what, runs, figures in (("papers", REFERENCE, "papers"),
+                                                ("one run", one_run, "generic"))
                     for side, tree in trees.items()}
     revision = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
@@ -168,19 +187,20 @@ def main() -> int:
                 "one run": f"one run's generic (`{one_run.relative_to(REPO)}`)"}[case.goal]
         lines.append(f"| {name} | {case.side} | {case.way} | {_spread(case.wall_s)} | "
                      f"{statistics.median(case.cpu_s):.1f} | ≤ {goal:.0f} s: {verdict} |")
-    lines += ["", "Profile of one cold plot of the papers' figures in one process (CPU s):", "",
-              "| phase | " + " | ".join(profiles) + " |",
-              "|---|" + "---|" * len(profiles)]
-    for i, phase in enumerate(PHASE_NAMES):
-        lines.append(f"| {phase} | " + " | ".join(f"{p[i]:.2f}" for p in profiles.values())
-                     + " |")
-    lines.append("| total | " + " | ".join(f"{sum(p):.2f}" for p in profiles.values()) + " |")
-    ours = profiles["this revision"]
-    drawing, fixed = ours[3], ours[0] + ours[1]
-    lines += ["", f"Drawing is {100 * drawing / sum(ours):.0f} % of a cold plot's CPU "
-              f"({drawing:.1f} of {sum(ours):.1f} s): worker processes can split it over idle "
-              "CPUs only, and the cache spares it only where nothing changed; imports and "
-              f"reading ({fixed:.1f} s) are paid by every plot, in one process."]
+    for what in GOALS_S:
+        mine = {side: p for (of, side), p in profiles.items() if of == what}
+        lines += ["", f"Profile of one cold plot of {FIGURES[what]} in one process (CPU s):",
+                  "", "| phase | " + " | ".join(mine) + " |", "|---|" + "---|" * len(mine)]
+        for i, phase in enumerate(PHASE_NAMES):
+            lines.append(f"| {phase} | " + " | ".join(f"{p[i]:.2f}" for p in mine.values())
+                         + " |")
+        lines.append("| total | " + " | ".join(f"{sum(p):.2f}" for p in mine.values()) + " |")
+        ours = mine["this revision"]
+        drawing = sum(ours[i] for i in DRAWING)
+        lines += ["", f"Drawing is {100 * drawing / sum(ours):.0f} % of this revision's cold plot "
+                  f"of {FIGURES[what]} ({drawing:.1f} of {sum(ours):.1f} s of CPU); imports "
+                  f"and reading ({ours[0] + ours[1]:.1f} s) are paid by every plot, in one "
+                  "process."]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

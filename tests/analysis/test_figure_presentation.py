@@ -4,15 +4,18 @@ short run on its whole window, vector output."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 import pytest
 from matplotlib.colors import rgb_to_hsv, to_rgb
+from matplotlib.figure import Figure
 
 from harness.analysis.figures import BY_ID, readable
 from harness.analysis.generic import specs_for
-from harness.analysis.plots import _colors, draw, render
+from harness.analysis.plots import STYLE, _colors, draw, render
 from harness.analysis.prepare import FigureData, prepare
 from harness.results.runset import RunSet, read_runs
 
@@ -109,6 +112,31 @@ def test_pdf_is_written_beside_png_and_svg_when_asked(tmp_path: Path) -> None:
     paths = render(data, tmp_path / "figures", ("png", "svg", "pdf"))
     assert [p.suffix for p in paths] == [".png", ".svg", ".pdf"]
     assert paths[2].read_bytes().startswith(b"%PDF")
+
+
+@pytest.mark.parametrize("look", ["screen", "paper"])
+def test_each_format_is_drawn_once_in_the_layout_savefig_would_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, look: str
+) -> None:
+    # a regression figure: fitted lines' legends beside the panels, the figure's legend below
+    data = _prepared("bm98-tables-4-5", _runs(tmp_path, make_points(
+        "bm98-fig3-6-naive-vs-realistic", repetitions=2)))
+    figure, laid_out_by_savefig = draw(data, look), io.BytesIO()
+    with matplotlib.rc_context(STYLE):
+        figure.savefig(laid_out_by_savefig, format="png")
+    drawn_with = []
+    draw_figure = Figure.draw
+
+    def counted(figure: Figure, renderer: object) -> None:
+        drawn_with.append(type(renderer).__name__)
+        draw_figure(figure, renderer)
+
+    monkeypatch.setattr(Figure, "draw", counted)
+    png, _svg = render(data, tmp_path / "figures", look=look)
+    # the PNG, then the SVG (a vector backend's renderer comes wrapped): no draw without
+    # output to lay the figure out
+    assert drawn_with == ["RendererAgg", "MixedModeRenderer"]
+    assert png.read_bytes() == laid_out_by_savefig.getvalue()  # the same pixels
 
 
 def test_a_figure_whose_paper_gives_words_only_says_so(tmp_path: Path) -> None:

@@ -104,6 +104,26 @@ def test_the_latency_spectrum_runs_from_the_median_to_the_tail_the_count_resolve
     assert frame.groupby("series")["median"].max().to_numpy() == pytest.approx(27.5, rel=0.01)
 
 
+def test_each_points_spectrum_and_cdf_come_from_its_own_repetitions(tmp_path: Path) -> None:
+    run = write_run(tmp_path, make_points("my-sweep", {"cold_conns": [0, 1000]}))
+    # the 1,000-idle point's responses 10 times slower than the idle-free point's
+    histograms = pd.read_parquet(run / "histograms.parquet")
+    points = pd.read_parquet(run / "points.parquet")
+    slow = histograms["point_id"].isin(points.loc[points["cold_conns"] == 1000, "point_id"])
+    histograms.loc[slow, ["lo_us", "hi_us"]] *= 10
+    histograms.to_parquet(run / "histograms.parquet")
+    runs = read_runs([run])
+    spectrum, cdf = (prepare(_spec(runs, kind), runs) for kind in ("latency", "latency-cdf"))
+    assert isinstance(spectrum, FigureData) and isinstance(cdf, FigureData)
+    medians = spectrum.frame[spectrum.frame["x"] == spectrum.frame["x"].min()]
+    by_series = medians.groupby("series")["median"].agg(["min", "max"])
+    assert by_series.loc["cold_conns=0"].to_numpy() == pytest.approx(0.75, rel=0.01)
+    assert by_series.loc["cold_conns=1000"].to_numpy() == pytest.approx(7.5, rel=0.01)
+    at_half = cdf.frame[cdf.frame["median"] == 0.5].groupby("series")["x"].agg(["min", "max"])
+    assert at_half.loc["cold_conns=0"].to_numpy() == pytest.approx(0.75, rel=0.01)
+    assert at_half.loc["cold_conns=1000"].to_numpy() == pytest.approx(7.5, rel=0.01)
+
+
 def test_the_cdf_climbs_to_every_response_and_meets_the_spectrum_at_the_median(
     tmp_path: Path,
 ) -> None:
