@@ -44,9 +44,15 @@ deps: system-deps python-deps
 demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml --allow-invalid
 
+# tests/analysis reads recorded and synthetic runs (figures, compare, notebooks, the browser):
+# no load and no timing, so it runs on both CPUs; the rest one test at a time, as real loads,
+# namespaces and `timing` tests need the machine to themselves. Both parts run; either fails it.
 test: deps all
 	@bash scripts/setup-system.sh test
-	$(PY) -m pytest -q --durations=25 tests
+	@status=0; \
+	$(PY) -m pytest -q -n 2 --durations=10 tests/analysis || status=$$?; \
+	$(PY) -m pytest -q --durations=25 --ignore=tests/analysis tests || status=$$?; \
+	exit $$status
 
 # Every `timing` test 20 times beside the rest of the suite: each must pass 20 of 20.
 test-flaky: deps all
