@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -78,8 +79,10 @@ def measure_clone(branch: str, wrap: list[str], keep: Path) -> None:
                        check=True)
         notes = Path(tmp) / "notes"
         notes.mkdir()
+        # as a user's shell would run it: nothing of this checkout's Python on its paths
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         subprocess.run([*wrap, "sh", "-c", MEASURED, "measured", str(notes)], cwd=clone,
-                       check=False)
+                       env=env, check=False)
         start, end = map(float, (notes / "wall").read_text().split())
         before, after = (notes / "before").read_text(), (notes / "after").read_text()
         runs = sorted((clone / "results/quickstart").glob("*/manifest.json"))

@@ -7,6 +7,7 @@ the CPU's idle time are not."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.metrics.whoran import WhoRan
+from tests.conftest import STALLER
 from tests.ktrace.conftest import Loader
 
 CPU = max(os.sched_getaffinity(0))
@@ -30,23 +32,14 @@ while True:
     time.sleep(0.00025)
     sum(range(200))
 """
-# holds the CPU 5 ms in every 50, at real-time priority: nothing of normal priority runs then
-STALLER = """
-import time
-while True:
-    until = time.monotonic() + 0.005
-    while time.monotonic() < until:
-        pass
-    time.sleep(0.045)
-"""
-
-
 @pytest.fixture
 def started() -> Iterator[list[subprocess.Popen]]:
+    """Processes started in sessions of their own: each killed with its whole group (the
+    generator's busy child too)."""
     procs: list[subprocess.Popen] = []
     yield procs
     for proc in procs:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
@@ -74,7 +67,7 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: P
         pytest.skip("one CPU: the loader and the staller would share the generator's")
     generator = _generator(started)
     staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU), sys.executable,
-                                "-c", STALLER])
+                                "-c", STALLER], start_new_session=True)
     started.append(staller)
     window = _window(ktrace_bin, generator)
     held = next(t for t in window.tasks if t.pid == staller.pid)
