@@ -649,20 +649,23 @@ def generator_crowded(late: Reason, generator_wait_pct: float | None,
     shards, its CPU's ksoftirqd, softirq in its time) or a slow wake-up are not others':
     those late sends stay the generator's.
 
+    The wait behind others is part of its whole wait (generator_wait_pct, schedstat): never
+    more than that is counted (the tracer's windows have read more: docs/bench-demo.md).
     Untraced (wait_others_pct None), the wait other tasks can explain is at most both its
     whole wait and their time on its CPU (others_pct then /proc/stat's lower bound,
     docs/validity.md)."""
     stolen = stolen_pct or 0.0
     if wait_others_pct is not None:
-        held = wait_others_pct
+        held = (wait_others_pct if generator_wait_pct is None
+                else min(wait_others_pct, generator_wait_pct))
     elif generator_wait_pct is None or others_pct is None:
         return None
     else:
         held = min(generator_wait_pct, others_pct)
     if held + stolen <= 100 * LATE_LIMIT:
         return None
-    behind = (f"other tasks held the generator's CPU while it waited for {wait_others_pct:.1f} "
-              f"% of the window (they ran there {others_pct or 0:.1f} % of it)"
+    behind = (f"other tasks held the generator's CPU while it waited for {held:.1f} % of the "
+              f"window (they ran there {others_pct or 0:.1f} % of it)"
               if wait_others_pct is not None
               else f"another task ran on the generator's CPU for {others_pct:.1f} % of the "
                    f"window while it waited {generator_wait_pct:.1f} %")

@@ -102,7 +102,8 @@ def measure_clone(branch: str, wrap: list[str], keep: Path) -> None:
 
 def _clone_rows(stamp: Path) -> list[dict[str, Any]]:
     rows = []
-    for keep in sorted(stamp.glob("clone-*"), key=lambda p: int(p.name.split("-")[1])):
+    done = [path.parent for path in stamp.glob("clone-*/clone.json")]
+    for keep in sorted(done, key=lambda p: int(p.name.split("-")[1])):
         facts = json.loads((keep / "clone.json").read_text())
         points = (pd.read_parquet(keep / "points.parquet")
                   if (keep / "points.parquet").exists() else pd.DataFrame())
@@ -123,8 +124,8 @@ def _traced(rows: list[dict[str, Any]]) -> pd.DataFrame:
     points = pd.concat(frames)
     columns = ["clone", "dispatch", "cold_conns", "repetition", "attempt", "late_sends",
                "generator_wait_pct", "generator_wait_others_pct", "steal_generator_cpu_pct",
-               "other_generator_cpu_pct", "other_generator_tasks", "other_server_cpu_pct",
-               "valid"]
+               "other_generator_cpu_pct", "other_generator_tasks", "server_wait_pct",
+               "reply_rate_rps", "valid"]
     return points[points["dispatch"] == "select"][columns]
 
 

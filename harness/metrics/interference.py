@@ -19,6 +19,9 @@ from harness.metrics import cpu
 from harness.metrics.whoran import WhoRan
 
 CPUINFO = Path("/proc/cpuinfo")
+# the columns of other tasks' time on the generator's CPU (all null without one)
+OTHERS_ON_GENERATOR_CPU = ("other_generator_cpu_pct", "generator_wait_others_pct",
+                           "other_generator_tasks", "other_generator_measure")
 
 
 def cpu_mhz(which: int) -> float | None:
@@ -110,12 +113,11 @@ class Interference:
                                                elapsed(generator_cpu))
                                           if generator_cpu is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
-            **_others_on_generator_cpu(
-                who_ran, untraced,
-                None if generator_cpu is None else _pct(
-                    max(0.0, delta(generator_cpu, "user", "nice", "system")
-                        - (last.generator_ran_s - first.generator_ran_s)),
-                    elapsed(generator_cpu))),
+            **(dict.fromkeys(OTHERS_ON_GENERATOR_CPU) if generator_cpu is None else
+               _others_on_generator_cpu(who_ran, untraced, _pct(
+                   max(0.0, delta(generator_cpu, "user", "nice", "system")
+                       - (last.generator_ran_s - first.generator_ran_s)),
+                   elapsed(generator_cpu)))),
         }
 
 
@@ -124,11 +126,8 @@ def _others_on_generator_cpu(who_ran: WhoRan | None, untraced: str,
     """Other tasks' time on the generator's CPU (its late sends may be theirs): traced, with
     the generator's wait behind them; else lower_bound_pct, /proc/stat's user and system time
     there less the generator's run time, which the softirq run in the generator's time hides
-    (its run time includes it, the CPU's user and system time do not), and no wait behind them.
-    All null without a generator's CPU (lower_bound_pct None)."""
-    if lower_bound_pct is None:
-        return {"other_generator_cpu_pct": None, "generator_wait_others_pct": None,
-                "other_generator_tasks": None, "other_generator_measure": None}
+    (its run time includes it, the CPU's user and system time do not), and no wait behind
+    them. The keys are OTHERS_ON_GENERATOR_CPU."""
     if who_ran is not None:
         return {"other_generator_cpu_pct": _pct(who_ran.others_s, who_ran.window_s),
                 "generator_wait_others_pct": _pct(who_ran.waited_behind_others_s,
