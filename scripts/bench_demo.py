@@ -109,7 +109,9 @@ def _clone_rows(stamp: Path) -> list[dict[str, Any]]:
                   if (keep / "points.parquet").exists() else pd.DataFrame())
         manifest = (json.loads((keep / "manifest.json").read_text())
                     if (keep / "manifest.json").exists() else {})
-        rows.append({"name": keep.name, **facts, "points": points,
+        invalid = (points[~points["valid"].astype(bool)].to_dict("records")
+                   if len(points) else [])
+        rows.append({"name": keep.name, **facts, "points": points, "invalid": invalid,
                      "valid": int(points["valid"].sum()) if len(points) else 0,
                      "measured": len(points), "revision": manifest.get("git_revision", "")[:7],
                      "kernel": manifest.get("kernel", {}).get("release", "")})
