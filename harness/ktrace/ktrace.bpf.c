@@ -402,6 +402,8 @@ KT_FUNCTION_LIST(KT_FUNCTION_PROGRAMS)
 /* --who-ran CPU (the loader sets who_cpu before loading and attaches only these and
  * follow_fork): who ran on that CPU, and whom the generator's threads waited behind there. */
 const volatile __s32 who_cpu = -1;
+/* --late-us: a wait behind others shorter than this makes no send late */
+const volatile __u64 late_ns = 0;
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -532,8 +534,11 @@ int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_
         if (wait && wait->since_ns && now > wait->since_ns) {
             w->waited_ns += now - wait->since_ns;
             /* a wake-up on another CPU may have read a slice this switch just closed */
-            if (w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns)
-                w->waited_others_ns += w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns;
+            __u64 behind = w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns
+                               ? w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns : 0;
+            w->waited_others_ns += behind;
+            if (behind > late_ns)
+                w->waited_others_late_ns += behind - late_ns;
             w->waits++;
             wait->since_ns = 0;
         }

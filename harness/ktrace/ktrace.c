@@ -2,7 +2,7 @@
  * and every CPU's network softirqs, over exactly the window it is told; prints JSON.
  *
  *   wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] [--duration S]
- *   wb-ktrace --who-ran CPU --generator-pid PID [...] [--duration S]
+ *   wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US] [--duration S]
  *   wb-ktrace --probe | --describe | --help
  *
  * Without --duration it is driven on stdin, as perf is over its control fifo: it loads and
@@ -198,11 +198,13 @@ static void usage(void)
 {
     fputs("usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
           "[--duration SECONDS]\n"
-          "       wb-ktrace --who-ran CPU --generator-pid PID [...] [--duration SECONDS]\n"
+          "       wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US]\n"
+          "                 [--duration SECONDS]\n"
           "       wb-ktrace --probe | --describe\n"
           "  --pid            a process whose tree is measured (the server), at most 64\n"
           "  --generator-pid  a process whose tree is traced apart, as the generator\n"
           "  --who-ran        only who ran on this CPU and whom the generator waited behind\n"
+          "  --late-us        with --who-ran: each wait behind others also counted past this\n"
           "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
           "                   the document; without it: ready / start / stop on stdin\n"
           "  --probe          what this machine allows (one JSON line), then exit\n"
@@ -634,7 +636,7 @@ static int by_time_spent(const void *a, const void *b)
 
 /* --who-ran: the CPU's time by who ran there, the generator's waits, and each other task that
  * ran there (most time first). */
-static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu)
+static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu, double late_us)
 {
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0)
@@ -655,10 +657,11 @@ static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu)
     qsort(tasks, count, sizeof *tasks, by_time_spent);
     printf("{\"window_ns\": %llu, \"who_ran\": {\"cpu\": %d, \"idle_ns\": %llu, "
            "\"generator_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
-           "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"waits\": %llu, \"tasks\": [",
+           "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"late_us\": %g, "
+           "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"tasks\": [",
            (unsigned long long)window_ns, cpu, who.ran_ns[KT_WHO_IDLE],
            who.ran_ns[KT_WHO_GENERATOR], who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER],
-           who.waited_ns, who.waited_others_ns, who.waits);
+           who.waited_ns, who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits);
     for (size_t i = 0; i < count; i++) {
         printf("%s{\"pid\": %u, \"comm\": ", i ? ", " : "", tasks[i].pid);
         print_json_string(tasks[i].task.comm);
@@ -726,6 +729,7 @@ int main(int argc, char **argv)
     double duration = -1;
     bool probe = false;
     long who_cpu = -1;
+    double late_us = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool has_value = i + 1 < argc;
@@ -750,6 +754,15 @@ int main(int argc, char **argv)
             if (errno || *end || who_cpu < 0 || who_cpu >= libbpf_num_possible_cpus()) {
                 fprintf(stderr, "wb-ktrace: --who-ran %s: not a CPU of this machine\n",
                         argv[i]);
+                usage();
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(arg, "--late-us") == 0 && has_value) {
+            char *end;
+            late_us = strtod(argv[++i], &end);
+            if (*end || !(late_us >= 0 && late_us <= 1e9)) {
+                fprintf(stderr, "wb-ktrace: --late-us %s: not a number of microseconds in "
+                        "[0, 1e9]\n", argv[i]);
                 usage();
                 return EXIT_USAGE;
             }
@@ -791,6 +804,7 @@ int main(int argc, char **argv)
     choose_functions(skel, functions, fentry);
     choose_mode(skel, who_ran);
     skel->rodata->who_cpu = (__s32)who_cpu;
+    skel->rodata->late_ns = (__u64)(late_us * 1e3);
     if (ktrace_bpf__load(skel) != 0) {
         int saved = errno;
         if (saved == EPERM || saved == EACCES)
@@ -851,7 +865,7 @@ int main(int argc, char **argv)
     stopped = now_ns();
     detach_window(skel, functions, &held);
     if (who_ran)
-        print_who_ran(skel, stopped - started, (int)who_cpu);
+        print_who_ran(skel, stopped - started, (int)who_cpu, late_us);
     else
         print_document(skel, functions, fentry, stopped - started,
                        root_count[KT_GENERATOR] > 0);

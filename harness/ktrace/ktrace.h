@@ -115,6 +115,7 @@ struct kt_who_cpu {
     __u64 ran_ns[KT_WHOS];  /* closed slices by who ran them (interrupts inside them included) */
     __u64 waited_ns;        /* the generator's threads runnable there but not running */
     __u64 waited_others_ns; /* of that, while a KT_WHO_OTHER task ran there */
+    __u64 waited_others_late_ns; /* of that, each wait's part past late_ns (--late-us) */
     __u64 waits;            /* waits that ended with a generator's thread getting the CPU */
 };
 

@@ -130,7 +130,7 @@ def _others_on_generator_cpu(who_ran: WhoRan | None, untraced: str,
     them. The keys are OTHERS_ON_GENERATOR_CPU."""
     if who_ran is not None:
         return {"other_generator_cpu_pct": _pct(who_ran.others_s, who_ran.window_s),
-                "generator_wait_others_pct": _pct(who_ran.waited_behind_others_s,
+                "generator_wait_others_pct": _pct(who_ran.late_behind_others_s,
                                                   who_ran.window_s),
                 "other_generator_tasks": who_ran.named(),
                 "other_generator_measure": "traced"}

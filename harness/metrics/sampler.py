@@ -31,6 +31,7 @@ class SamplerConfig:
     emulator_pids: list[int] = field(default_factory=list)
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
     kernel_trace: bool = False  # wb-ktrace over the window (the kernel_* columns)
+    late_us: float | None = None  # the generator's late threshold (the wait that makes sends late)
 
 
 @dataclass
@@ -123,7 +124,7 @@ class WindowSampler:
             self._untraced = support.detail
             return
         try:
-            self._who = whoran.trace(c.generator_pids, c.generator_cpu, c.workdir)
+            self._who = whoran.trace(c.generator_pids, c.generator_cpu, c.workdir, c.late_us)
             await self._who.prepare()
         except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
             self._untraced = str(exc)

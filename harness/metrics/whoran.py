@@ -41,6 +41,10 @@ class WhoRan:
     others_s: float
     waited_s: float  # the generator's threads runnable there but not running
     waited_behind_others_s: float  # of which while another task ran there
+    # of which each wait's part past the late threshold: what can make a send late. Each
+    # wake-up's own latency (µs) counts as waiting in the trace, not in schedstat; no send is
+    # late for it
+    late_behind_others_s: float
     tasks: tuple[TaskTime, ...]  # the other tasks, most time first
 
     @classmethod
@@ -50,6 +54,7 @@ class WhoRan:
                    ksoftirqd_s=who["ksoftirqd_ns"] / 1e9, idle_s=who["idle_ns"] / 1e9,
                    others_s=who["other_ns"] / 1e9, waited_s=who["waited_ns"] / 1e9,
                    waited_behind_others_s=who["waited_others_ns"] / 1e9,
+                   late_behind_others_s=who["waited_others_late_ns"] / 1e9,
                    tasks=tuple(TaskTime(t["comm"], t["pid"], t["ran_ns"] / 1e9)
                                for t in who["tasks"]))
 
@@ -59,10 +64,12 @@ class WhoRan:
                          for t in self.tasks[:NAMED_TASKS]) if self.window_s else ""
 
 
-def trace(generator_pids: list[int], generator_cpu: int, workdir: Path) -> ktrace.KernelTrace:
-    """The tracer for one window (prepare, start, stop, close as KernelTrace). Its loader
-    sleeps through the window, off the generator's CPU (unless that is the only one)."""
-    args = ["--who-ran", str(generator_cpu)]
+def trace(generator_pids: list[int], generator_cpu: int, workdir: Path,
+          late_us: float | None = None) -> ktrace.KernelTrace:
+    """The tracer for one window (prepare, start, stop, close as KernelTrace); late_us: the
+    generator's late threshold. Its loader sleeps through the window, off the generator's CPU
+    (unless that is the only one)."""
+    args = ["--who-ran", str(generator_cpu), "--late-us", f"{late_us or 0:g}"]
     for pid in generator_pids:
         args += ["--generator-pid", str(pid)]
     return ktrace.KernelTrace(args, pinning.all_but(generator_cpu) or {generator_cpu}, workdir,

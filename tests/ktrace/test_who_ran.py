@@ -52,7 +52,8 @@ def _generator(started: list[subprocess.Popen], *args: str) -> subprocess.Popen:
 
 
 def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5) -> WhoRan:
-    loader = Loader(binary, "--who-ran", str(CPU), "--generator-pid", str(generator.pid))
+    loader = Loader(binary, "--who-ran", str(CPU), "--generator-pid", str(generator.pid),
+                    "--late-us", "1000")
     try:
         loader.start()
         subprocess.run(["sleep", str(seconds)], check=True)
@@ -78,6 +79,8 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: P
     assert window.waited_behind_others_s > 0.5 * held.ran_s, window
     assert window.waited_behind_others_s <= window.waited_s
     assert "python" in window.named()
+    # past 1 ms of each wait: the 4 ms after each stall's first, which make sends late
+    assert 0.3 * held.ran_s < window.late_behind_others_s < window.waited_behind_others_s
 
 
 def test_the_generators_own_shard_is_not_another_task(ktrace_bin: Path, started: list):
@@ -94,6 +97,7 @@ def test_the_generators_own_shard_is_not_another_task(ktrace_bin: Path, started:
     assert window.generator_s > 0.9 * child_ran_s, (window, child_ran_s)
     assert child not in {t.pid for t in window.tasks}, window
     assert window.waited_behind_others_s <= window.waited_s
+    assert window.late_behind_others_s <= window.waited_behind_others_s
 
 
 def _ran_s(pid: int) -> float:
