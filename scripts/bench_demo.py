@@ -133,10 +133,14 @@ def _traced(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def render(stamp: Path) -> str:
     rows = _clone_rows(stamp)
+    traced = _traced(rows)
+    # windows whose traced wait behind others read more than the whole wait (schedstat)
+    over = (traced[traced["generator_wait_others_pct"] > traced["generator_wait_pct"]]
+            if len(traced) else traced)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return env.get_template(TEMPLATE.name).render(
-        stamp=stamp.relative_to(REPO_ROOT), clones=rows, traced=_traced(rows),
+        stamp=stamp.relative_to(REPO_ROOT), clones=rows, traced=traced, over=over,
         all_valid=all(r["valid"] == r["measured"] == 12 for r in rows),
         all_exit_0=all(r["exit"] == 0 for r in rows), pd=pd)
 
