@@ -12,8 +12,8 @@ them for users, with their codes):
 
 - the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than the
   rule's late threshold (LATE_THRESHOLD_US, which every generator is told) after their
-  intended time (interference when other tasks' time on its CPU, while it waited, explains
-  them);
+  intended time (interference when the generator waited for its CPU behind other tasks long
+  enough to make them);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
   GENERATOR_SATURATED_PCT of the window and it did not keep its open-loop schedule (a
   generator that sent what was offered, on time, did not limit the rate, whatever its CPU
@@ -294,6 +294,8 @@ class WindowFacts:
     generator_cpu_pct: float | None = None  # the hot and cold generators together
     generator_wait_pct: float | None = None
     other_generator_cpu_pct: float | None = None  # other tasks' time on the generator's CPU
+    # the generator's wait for its CPU while other tasks ran there (None: not traced)
+    generator_wait_others_pct: float | None = None
     server_cpu_pct: float | None = None
     server_wait_pct: float | None = None
     other_server_cpu_pct: float | None = None  # other tasks' time on the server's CPU
@@ -377,7 +379,9 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
         # late sends that another task's time on the generator's CPU explains are its
         # interference: measured again (interference_retries), not the generator's limit
         late = generator_crowded(late, window.generator_wait_pct,
-                                 window.other_generator_cpu_pct) or late
+                                 window.other_generator_cpu_pct,
+                                 window.generator_wait_others_pct,
+                                 window.steal_generator_pct) or late
     reasons = [
         late,
         None if g.kept_schedule() else generator_saturated(
@@ -633,20 +637,40 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None,
 
 
 def generator_crowded(late: Reason, generator_wait_pct: float | None,
-                      others_pct: float | None) -> Reason | None:
-    """Late sends are interference, to be measured again, when the generator waited for its
-    CPU while other tasks ran there (others_pct: their busy time on its CPU, % of the window)
-    long enough to make them: more than LATE_LIMIT of the window, a stall that delays that
-    share of sends past any threshold. Its own softirq work or a slow wake-up are not
-    others' time: those late sends stay the generator's."""
-    if generator_wait_pct is None or others_pct is None:
+                      others_pct: float | None, wait_others_pct: float | None = None,
+                      stolen_pct: float | None = None) -> Reason | None:
+    """Late sends are interference, to be measured again, when the generator was kept from
+    its CPU by others long enough to make them: more than LATE_LIMIT of the window, a stall
+    that delays that share of sends past any threshold (the rule's own limit, so that others'
+    stalls alone could have made the point invalid). Others are the tasks that held its CPU
+    while it waited (wait_others_pct: traced by whoran, % of the window) and the hypervisor,
+    which ran someone else on its vCPU (stolen_pct: steal on its CPU, % of the window; a
+    halted vCPU accrues none, so all of it was time the CPU had work). Its own work (its
+    shards, its CPU's ksoftirqd, softirq in its time) or a slow wake-up are not others':
+    those late sends stay the generator's.
+
+    The wait behind others is part of its whole wait (generator_wait_pct, schedstat): never
+    more than that is counted (the tracer's windows have read more: docs/bench-demo.md).
+    Untraced (wait_others_pct None), the wait other tasks can explain is at most both its
+    whole wait and their time on its CPU (others_pct then /proc/stat's lower bound,
+    docs/validity.md)."""
+    stolen = stolen_pct or 0.0
+    if wait_others_pct is not None:
+        held = (wait_others_pct if generator_wait_pct is None
+                else min(wait_others_pct, generator_wait_pct))
+    elif generator_wait_pct is None or others_pct is None:
         return None
-    explained = min(generator_wait_pct, others_pct)
-    if explained <= 100 * LATE_LIMIT:
+    else:
+        held = min(generator_wait_pct, others_pct)
+    if held + stolen <= 100 * LATE_LIMIT:
         return None
-    return Reason(Code.GENERATOR_CROWDED,
-                  f"{late.sentence}: another task ran on the generator's CPU for "
-                  f"{others_pct:.1f} % of the window while it waited {generator_wait_pct:.1f} %")
+    behind = (f"other tasks held the generator's CPU while it waited for {held:.1f} % of the "
+              f"window (they ran there {others_pct or 0:.1f} % of it)"
+              if wait_others_pct is not None
+              else f"another task ran on the generator's CPU for {others_pct:.1f} % of the "
+                   f"window while it waited {generator_wait_pct:.1f} %")
+    steal = f", and the hypervisor stole {stolen:.1f} % of it" if stolen else ""
+    return Reason(Code.GENERATOR_CROWDED, f"{late.sentence}: {behind}{steal}")
 
 
 def foreign_work(others_pct: float | None, server_cpu: int | None) -> Reason | None:

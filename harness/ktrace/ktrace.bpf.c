@@ -398,3 +398,153 @@ static __always_inline int function_returned(__u32 fn, enum kt_context context)
         return function_returned(KT_FN_##name, context);     \
     }
 KT_FUNCTION_LIST(KT_FUNCTION_PROGRAMS)
+
+/* --who-ran CPU (the loader sets who_cpu before loading and attaches only these and
+ * follow_fork): who ran on that CPU, and whom the generator's threads waited behind there. */
+const volatile __s32 who_cpu = -1;
+/* --late-us: a wait behind others shorter than this makes no send late */
+const volatile __u64 late_ns = 0;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct kt_who_cpu);
+} kt_who SEC(".maps");
+
+/* pid -> its time on who_cpu, for tasks of KT_WHO_OTHER */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, KT_MAX_WHO_TASKS);
+    __type(key, __u32);
+    __type(value, struct kt_who_task);
+} kt_who_tasks SEC(".maps");
+
+/* A generator's thread runnable on who_cpu but not running: since when, and the CPU's
+ * KT_WHO_OTHER time then. */
+struct who_wait {
+    __u64 since_ns;
+    __u64 others_at_ns;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct who_wait);
+} kt_who_waits SEC(".maps");
+
+static __always_inline bool generators(struct task_struct *task)
+{
+    __u32 tgid = task->tgid;
+    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
+    return role && *role == KT_GENERATOR;
+}
+
+static __always_inline __u64 who_of(struct task_struct *task)
+{
+    if (task->pid == 0)
+        return KT_WHO_IDLE;
+    if (generators(task))
+        return KT_WHO_GENERATOR;
+    /* the CPU's softirq thread does the network work its interrupts leave: the generator's */
+    if ((task->flags & 0x00200000 /* PF_KTHREAD */) && task->comm[0] == 'k' &&
+        task->comm[1] == 's' && task->comm[2] == 'o' && task->comm[3] == 'f' &&
+        task->comm[4] == 't' && task->comm[5] == 'i' && task->comm[6] == 'r' &&
+        task->comm[7] == 'q' && task->comm[8] == 'd')
+        return KT_WHO_KSOFTIRQD;
+    return KT_WHO_OTHER;
+}
+
+/* Other tasks' time on the CPU up to now, the running slice's part included. */
+static __always_inline __u64 others_until(const struct kt_who_cpu *w, __u64 now)
+{
+    __u64 ran = w->ran_ns[KT_WHO_OTHER];
+    if (w->running == KT_WHO_OTHER && w->slice_since_ns && now > w->slice_since_ns)
+        ran += now - w->slice_since_ns;
+    return ran;
+}
+
+static __always_inline void wait_begins(struct task_struct *task, const struct kt_who_cpu *w,
+                                        __u64 now)
+{
+    struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, task, 0,
+                                                 BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (wait) {
+        wait->since_ns = now;
+        wait->others_at_ns = others_until(w, now);
+    }
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(kt_who_wakeup, struct task_struct *p)
+{
+    __u32 zero = 0;
+    struct kt_who_cpu *w;
+    if (!counting || p->wake_cpu != who_cpu || !generators(p) ||
+        !(w = bpf_map_lookup_elem(&kt_who, &zero)))
+        return 0;
+    wait_begins(p, w, bpf_ktime_get_ns());
+    return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    __u32 zero = 0;
+    struct kt_who_cpu *w;
+    if (bpf_get_smp_processor_id() != (__u32)who_cpu)
+        return 0;
+    struct kt_events *e = counted_run();
+    if (!e || !(w = bpf_map_lookup_elem(&kt_who, &zero)))
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    if (w->slice_since_ns && w->running < KT_WHOS) {
+        __u64 spent = now - w->slice_since_ns;
+        w->ran_ns[w->running] += spent;
+        if (w->running == KT_WHO_OTHER) {
+            __u32 pid = prev->pid;
+            struct kt_who_task *t = bpf_map_lookup_elem(&kt_who_tasks, &pid);
+            if (t) {
+                t->ran_ns += spent;
+                /* its latest name: a process that ran here before its exec keeps its pid */
+                bpf_probe_read_kernel_str(t->comm, sizeof t->comm, prev->comm);
+            } else {
+                struct kt_who_task fresh = {.ran_ns = spent};
+                bpf_probe_read_kernel_str(fresh.comm, sizeof fresh.comm, prev->comm);
+                bpf_map_update_elem(&kt_who_tasks, &pid, &fresh, BPF_NOEXIST);
+            }
+        }
+    }
+    /* who ran the closing slice, as the last switch found (before it: looked up) */
+    if (w->slice_since_ns ? w->running == KT_WHO_GENERATOR : generators(prev)) {
+        if (prev->__state == 0) {
+            /* preempted (still runnable): its wait for the CPU begins now */
+            wait_begins(prev, w, now);
+        } else {
+            /* asleep: a wake-up that found it still running began no wait */
+            struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, prev, 0, 0);
+            if (wait)
+                wait->since_ns = 0;
+        }
+    }
+    __u64 who = who_of(next);
+    if (who == KT_WHO_GENERATOR) {
+        struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, next, 0, 0);
+        if (wait && wait->since_ns && now > wait->since_ns) {
+            w->waited_ns += now - wait->since_ns;
+            /* a wake-up on another CPU may have read a slice this switch just closed */
+            __u64 behind = w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns
+                               ? w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns : 0;
+            w->waited_others_ns += behind;
+            if (behind > late_ns)
+                w->waited_others_late_ns += behind - late_ns;
+            w->waits++;
+            wait->since_ns = 0;
+        }
+    }
+    w->slice_since_ns = now;
+    w->running = who;
+    traced(e);
+    return 0;
+}

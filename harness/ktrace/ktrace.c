@@ -2,6 +2,7 @@
  * and every CPU's network softirqs, over exactly the window it is told; prints JSON.
  *
  *   wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] [--duration S]
+ *   wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US] [--duration S]
  *   wb-ktrace --probe | --describe | --help
  *
  * Without --duration it is driven on stdin, as perf is over its control fifo: it loads and
@@ -15,6 +16,10 @@
  * Function grain (fentry/fexit on ktrace.h's KT_FUNCTION_LIST) is loaded only where an fentry
  * program loads and attaches here (fentry_loads); a function this kernel lacks (inlined,
  * renamed) or will not trace is skipped and named, never fatal.
+ *
+ * --who-ran CPU loads only what tells who ran on that CPU (the generator's trees, the CPU's
+ * ksoftirqd, idle, each other task by name) and how long the generator's threads waited for it
+ * while other tasks held it: a context switch's worth of work on that CPU, none on the others.
  *
  * Why it cannot run is one line on stderr and its own exit status (kt_exit below). */
 #include <errno.h>
@@ -148,7 +153,7 @@ struct function {
 /* Every tracepoint the programs attach to (its BTF type is btf_trace_NAME). */
 static const char *const TRACEPOINTS[] = {
     "sched_process_fork", "sys_enter", "sys_exit", "sched_switch", "softirq_entry",
-    "softirq_exit", "netif_receive_skb", "net_dev_xmit",
+    "softirq_exit", "netif_receive_skb", "net_dev_xmit", "sched_wakeup",
 };
 
 static char libbpf_said[512]; /* libbpf's last warning: the detail of a failed load */
@@ -193,9 +198,13 @@ static void usage(void)
 {
     fputs("usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
           "[--duration SECONDS]\n"
+          "       wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US]\n"
+          "                 [--duration SECONDS]\n"
           "       wb-ktrace --probe | --describe\n"
           "  --pid            a process whose tree is measured (the server), at most 64\n"
           "  --generator-pid  a process whose tree is traced apart, as the generator\n"
+          "  --who-ran        only who ran on this CPU and whom the generator waited behind\n"
+          "  --late-us        with --who-ran: each wait behind others also counted past this\n"
           "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
           "                   the document; without it: ready / start / stop on stdin\n"
           "  --probe          what this machine allows (one JSON line), then exit\n"
@@ -452,15 +461,36 @@ static void print_timed_as(const struct function *functions)
     printf("}");
 }
 
-static void attach_window(struct ktrace_bpf *skel, struct function *functions,
-                          struct window_links *held)
+/* The window's programs: the calls' and softirqs' (who_ran: false), or who ran on a CPU. */
+static size_t window_programs(struct ktrace_bpf *skel, bool who_ran,
+                              struct bpf_program *programs[7])
 {
-    struct bpf_program *window[] = {
+    struct bpf_program *calls[] = {
         skel->progs.kt_sys_enter, skel->progs.kt_sys_exit, skel->progs.kt_sched_switch,
         skel->progs.kt_softirq_entry, skel->progs.kt_softirq_exit, skel->progs.kt_netif_receive_skb,
         skel->progs.kt_net_dev_xmit,
     };
-    for (size_t i = 0; i < sizeof window / sizeof *window; i++) {
+    struct bpf_program *who[] = {skel->progs.kt_who_wakeup, skel->progs.kt_who_switch};
+    size_t count = who_ran ? sizeof who / sizeof *who : sizeof calls / sizeof *calls;
+    memcpy(programs, who_ran ? who : calls, count * sizeof *programs);
+    return count;
+}
+
+/* Before the object loads: only the mode's programs (and follow_fork) are loaded. */
+static void choose_mode(struct ktrace_bpf *skel, bool who_ran)
+{
+    struct bpf_program *other[7];
+    size_t count = window_programs(skel, !who_ran, other);
+    for (size_t i = 0; i < count; i++)
+        bpf_program__set_autoload(other[i], false);
+}
+
+static void attach_window(struct ktrace_bpf *skel, struct function *functions, bool who_ran,
+                          struct window_links *held)
+{
+    struct bpf_program *window[7];
+    size_t count = window_programs(skel, who_ran, window);
+    for (size_t i = 0; i < count; i++) {
         struct bpf_link *link = bpf_program__attach(window[i]);
         if (!link)
             die(EXIT_FAILED, "attaching %s: %s (%s)", bpf_program__name(window[i]),
@@ -526,6 +556,29 @@ static void print_functions(struct ktrace_bpf *skel, const struct function *func
     free(per_cpu);
 }
 
+/* The programs' runs, CPUs summed, and the document's end. */
+static void print_events(struct ktrace_bpf *skel, int cpus)
+{
+    struct kt_events *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
+    if (!per_cpu)
+        die(EXIT_FAILED, "out of memory");
+    __u32 zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_events), &zero, per_cpu) != 0)
+        die(EXIT_FAILED, "reading the events map: %s", strerror(errno));
+    struct kt_events total;
+    sum_cpus(&total, per_cpu, sizeof total, cpus);
+    printf(", \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
+           "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
+    fflush(stdout);
+    free(per_cpu);
+}
+
+/* An entry of the who-ran tasks map, with its key. */
+struct who_task {
+    __u32 pid;
+    struct kt_who_task task;
+};
+
 static void print_document(struct ktrace_bpf *skel, const struct function *functions,
                            bool fentry, uint64_t window_ns, bool generator)
 {
@@ -534,8 +587,7 @@ static void print_document(struct ktrace_bpf *skel, const struct function *funct
         die(EXIT_FAILED, "cannot count this machine's CPUs: %s", strerror(-cpus));
     struct kt_calls *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
     struct kt_cpu *cpu_values = calloc((size_t)cpus, sizeof *cpu_values);
-    struct kt_events *event_values = calloc((size_t)cpus, sizeof *event_values);
-    if (!per_cpu || !cpu_values || !event_values)
+    if (!per_cpu || !cpu_values)
         die(EXIT_FAILED, "out of memory");
     printf("{\"window_ns\": %llu, \"attach\": \"tp_btf\", \"fentry\": %s, \"fentry_detail\": ",
            (unsigned long long)window_ns, fentry ? "true" : "false");
@@ -560,8 +612,7 @@ static void print_document(struct ktrace_bpf *skel, const struct function *funct
         printf("}");
     }
     __u32 zero = 0;
-    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_cpu), &zero, cpu_values) != 0 ||
-        bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_events), &zero, event_values) != 0)
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_cpu), &zero, cpu_values) != 0)
         die(EXIT_FAILED, "reading the per-CPU maps: %s", strerror(errno));
     printf("}, \"cpus\": [");
     for (int c = 0; c < cpus; c++) {
@@ -571,14 +622,53 @@ static void print_document(struct ktrace_bpf *skel, const struct function *funct
                "\"tx_packets\": %llu}", c ? ", " : "", c, v->net_rx_ns, v->net_rx_count,
                v->net_tx_ns, v->net_tx_count, v->rx_packets, v->tx_packets);
     }
-    struct kt_events total;
-    sum_cpus(&total, event_values, sizeof total, cpus);
-    printf("], \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
-           "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
-    fflush(stdout);
+    printf("]");
+    print_events(skel, cpus);
     free(per_cpu);
     free(cpu_values);
-    free(event_values);
+}
+
+static int by_time_spent(const void *a, const void *b)
+{
+    const struct who_task *x = a, *y = b;
+    return (y->task.ran_ns > x->task.ran_ns) - (y->task.ran_ns < x->task.ran_ns);
+}
+
+/* --who-ran: the CPU's time by who ran there, the generator's waits, and each other task that
+ * ran there (most time first). */
+static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu, double late_us)
+{
+    int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0)
+        die(EXIT_FAILED, "cannot count this machine's CPUs: %s", strerror(-cpus));
+    __u32 zero = 0;
+    struct kt_who_cpu who;
+    if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_who), &zero, &who) != 0)
+        die(EXIT_FAILED, "reading the who-ran map: %s", strerror(errno));
+    static struct who_task tasks[KT_MAX_WHO_TASKS];
+    size_t count = 0;
+    int tasks_fd = bpf_map__fd(skel->maps.kt_who_tasks);
+    __u32 key, *previous = NULL;
+    while (count < KT_MAX_WHO_TASKS && bpf_map_get_next_key(tasks_fd, previous, &key) == 0) {
+        if (bpf_map_lookup_elem(tasks_fd, &key, &tasks[count].task) == 0)
+            tasks[count++].pid = key;
+        previous = &key;
+    }
+    qsort(tasks, count, sizeof *tasks, by_time_spent);
+    printf("{\"window_ns\": %llu, \"who_ran\": {\"cpu\": %d, \"idle_ns\": %llu, "
+           "\"generator_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
+           "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"late_us\": %g, "
+           "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"tasks\": [",
+           (unsigned long long)window_ns, cpu, who.ran_ns[KT_WHO_IDLE],
+           who.ran_ns[KT_WHO_GENERATOR], who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER],
+           who.waited_ns, who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits);
+    for (size_t i = 0; i < count; i++) {
+        printf("%s{\"pid\": %u, \"comm\": ", i ? ", " : "", tasks[i].pid);
+        print_json_string(tasks[i].task.comm);
+        printf(", \"ran_ns\": %llu}", tasks[i].task.ran_ns);
+    }
+    printf("]}");
+    print_events(skel, cpus);
 }
 
 static volatile sig_atomic_t stop_requested;
@@ -638,6 +728,8 @@ int main(int argc, char **argv)
     int root_count[KT_ROLES] = {0, 0};
     double duration = -1;
     bool probe = false;
+    long who_cpu = -1;
+    double late_us = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool has_value = i + 1 < argc;
@@ -655,6 +747,25 @@ int main(int argc, char **argv)
             if (root_count[role] == MAX_ROOTS)
                 die(EXIT_USAGE, "%s: at most %d", arg, MAX_ROOTS);
             roots[role][root_count[role]++] = parse_pid(arg, argv[++i]);
+        } else if (strcmp(arg, "--who-ran") == 0 && has_value) {
+            char *end;
+            errno = 0;
+            who_cpu = strtol(argv[++i], &end, 10);
+            if (errno || *end || who_cpu < 0 || who_cpu >= libbpf_num_possible_cpus()) {
+                fprintf(stderr, "wb-ktrace: --who-ran %s: not a CPU of this machine\n",
+                        argv[i]);
+                usage();
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(arg, "--late-us") == 0 && has_value) {
+            char *end;
+            late_us = strtod(argv[++i], &end);
+            if (*end || !(late_us >= 0 && late_us <= 1e9)) {
+                fprintf(stderr, "wb-ktrace: --late-us %s: not a number of microseconds in "
+                        "[0, 1e9]\n", argv[i]);
+                usage();
+                return EXIT_USAGE;
+            }
         } else if (strcmp(arg, "--duration") == 0 && has_value) {
             char *end;
             duration = strtod(argv[++i], &end);
@@ -670,8 +781,15 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (!probe && root_count[KT_SERVER] == 0) {
+    bool who_ran = who_cpu >= 0;
+    if (!probe && !who_ran && root_count[KT_SERVER] == 0) {
         fputs("wb-ktrace: give the measured process with --pid PID\n", stderr);
+        usage();
+        return EXIT_USAGE;
+    }
+    if (who_ran && (probe || root_count[KT_GENERATOR] == 0)) {
+        fputs("wb-ktrace: --who-ran needs the generator (--generator-pid PID) and no --probe\n",
+              stderr);
         usage();
         return EXIT_USAGE;
     }
@@ -681,9 +799,12 @@ int main(int argc, char **argv)
     struct ktrace_bpf *skel = ktrace_bpf__open();
     if (!skel)
         die(EXIT_FAILED, "opening the BPF object: %s", strerror(errno));
-    bool fentry = fentry_allowed();
+    bool fentry = !who_ran && fentry_allowed();
     struct function functions[KT_FUNCTIONS];
     choose_functions(skel, functions, fentry);
+    choose_mode(skel, who_ran);
+    skel->rodata->who_cpu = (__s32)who_cpu;
+    skel->rodata->late_ns = (__u64)(late_us * 1e3);
     if (ktrace_bpf__load(skel) != 0) {
         int saved = errno;
         if (saved == EPERM || saved == EACCES)
@@ -693,7 +814,7 @@ int main(int argc, char **argv)
     if (probe) {
         /* the window's programs attach and detach once: what a point would do */
         struct window_links held = {.count = 0};
-        attach_window(skel, functions, &held);
+        attach_window(skel, functions, false, &held);
         detach_window(skel, functions, &held);
         ktrace_bpf__destroy(skel);
         printf("{\"tracepoints\": true, \"fentry\": %s, \"fentry_detail\": ",
@@ -727,7 +848,7 @@ int main(int argc, char **argv)
     struct window_links held = {.count = 0};
     uint64_t started, stopped;
     if (duration > 0) {
-        attach_window(skel, functions, &held);
+        attach_window(skel, functions, who_ran, &held);
         started = now_ns();
         count_for(duration);
     } else {
@@ -735,7 +856,7 @@ int main(int argc, char **argv)
         printf("ready\n");
         if (!await_command("start"))
             return EXIT_OK;
-        attach_window(skel, functions, &held);
+        attach_window(skel, functions, who_ran, &held);
         started = now_ns();
         printf("started\n");
         if (!await_command("stop"))
@@ -743,7 +864,11 @@ int main(int argc, char **argv)
     }
     stopped = now_ns();
     detach_window(skel, functions, &held);
-    print_document(skel, functions, fentry, stopped - started, root_count[KT_GENERATOR] > 0);
+    if (who_ran)
+        print_who_ran(skel, stopped - started, (int)who_cpu, late_us);
+    else
+        print_document(skel, functions, fentry, stopped - started,
+                       root_count[KT_GENERATOR] > 0);
     bpf_link__destroy(follow);
     ktrace_bpf__destroy(skel);
     return EXIT_OK;

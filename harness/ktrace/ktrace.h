@@ -104,4 +104,27 @@ struct kt_fn_stack {
     __u64 entered_ns[KT_FN_DEPTH];
 };
 
+/* --who-ran CPU: that CPU's time by who ran there, and the generator's waits for it (who held
+ * the CPU meanwhile). One entry, written by the programs on that CPU only and read by a wake-up
+ * on any CPU. */
+enum kt_who { KT_WHO_IDLE, KT_WHO_GENERATOR, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHOS };
+
+struct kt_who_cpu {
+    __u64 slice_since_ns;   /* the running task's slice began (0: no switch seen yet) */
+    __u64 running;          /* enum kt_who of the running task */
+    __u64 ran_ns[KT_WHOS];  /* closed slices by who ran them (interrupts inside them included) */
+    __u64 waited_ns;        /* the generator's threads runnable there but not running */
+    __u64 waited_others_ns; /* of that, while a KT_WHO_OTHER task ran there */
+    __u64 waited_others_late_ns; /* of that, each wait's part past late_ns (--late-us) */
+    __u64 waits;            /* waits that ended with a generator's thread getting the CPU */
+};
+
+/* A task other than the generator's, the CPU's ksoftirqd and idle that ran on that CPU. */
+struct kt_who_task {
+    __u64 ran_ns;
+    char comm[16];
+};
+
+#define KT_MAX_WHO_TASKS 1024
+
 #endif

@@ -1,7 +1,12 @@
 """What neighbours did to one measured window: CPU steal (the hypervisor gave the vCPU to
 someone else), time the server waited for its own CPU (another task ran there), softirq
 time and other tasks' time on the generator's CPU, and the CPU clock. Read at the window's
-start and end only, so it costs nothing in between."""
+start and end only, so it costs nothing in between.
+
+Other tasks' time on the generator's CPU, and the generator's wait behind them, come from
+wb-ktrace --who-ran where it runs (harness.metrics.whoran: exact, softirq hides nothing);
+elsewhere other_generator_cpu_pct is /proc/stat's lower bound and other_generator_measure
+says why."""
 
 from __future__ import annotations
 
@@ -11,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.metrics import cpu
+from harness.metrics.whoran import WhoRan
 
 CPUINFO = Path("/proc/cpuinfo")
+# the columns of other tasks' time on the generator's CPU (all null without one)
+OTHERS_ON_GENERATOR_CPU = ("other_generator_cpu_pct", "generator_wait_others_pct",
+                           "other_generator_tasks", "other_generator_measure")
 
 
 def cpu_mhz(which: int) -> float | None:
@@ -67,7 +76,9 @@ class Interference:
     def start(self) -> None:
         self._first = self._snapshot()
 
-    def stop(self, window_s: float) -> dict[str, Any]:
+    def stop(self, window_s: float, who_ran: WhoRan | None = None,
+             untraced: str = "") -> dict[str, Any]:
+        """who_ran: the generator's CPU traced over the window; else untraced says why not."""
         assert self._first is not None, "start() first"
         first, last = self._first, self._snapshot()
 
@@ -106,10 +117,28 @@ class Interference:
             "idle_generator_cpu_pct": (_pct(delta(generator_cpu, "idle", "iowait"),
                                             elapsed(generator_cpu))
                                        if generator_cpu is not None else None),
-            # other tasks' time on the generator's CPU (its late sends may be theirs)
-            "other_generator_cpu_pct": (
-                _pct(max(0.0, delta(generator_cpu, "user", "nice", "system")
-                         - (last.generator_ran_s - first.generator_ran_s)),
-                     elapsed(generator_cpu)) if generator_cpu is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
+            **(dict.fromkeys(OTHERS_ON_GENERATOR_CPU) if generator_cpu is None else
+               _others_on_generator_cpu(who_ran, untraced, _pct(
+                   max(0.0, delta(generator_cpu, "user", "nice", "system")
+                       - (last.generator_ran_s - first.generator_ran_s)),
+                   elapsed(generator_cpu)))),
         }
+
+
+def _others_on_generator_cpu(who_ran: WhoRan | None, untraced: str,
+                             lower_bound_pct: float | None) -> dict[str, Any]:
+    """Other tasks' time on the generator's CPU (its late sends may be theirs): traced, with
+    the generator's wait behind them; else lower_bound_pct, /proc/stat's user and system time
+    there less the generator's run time, which the softirq run in the generator's time hides
+    (its run time includes it, the CPU's user and system time do not), and no wait behind
+    them. The keys are OTHERS_ON_GENERATOR_CPU."""
+    if who_ran is not None:
+        return {"other_generator_cpu_pct": _pct(who_ran.others_s, who_ran.window_s),
+                "generator_wait_others_pct": _pct(who_ran.late_behind_others_s,
+                                                  who_ran.window_s),
+                "other_generator_tasks": who_ran.named(),
+                "other_generator_measure": "traced"}
+    return {"other_generator_cpu_pct": lower_bound_pct, "generator_wait_others_pct": None,
+            "other_generator_tasks": None,
+            "other_generator_measure": f"lower bound: {untraced or 'not traced'}"}

@@ -141,15 +141,22 @@ def _said(stderr: str) -> str:
 
 class KernelTrace:
     """wb-ktrace over one window: prepare() before it, start() at its start, stop() at its end
-    (the document), close() whatever happened. It runs beside the server, never on its CPU
-    (unless that is the only one)."""
+    (the document), close() whatever happened. args: what it traces; it runs on cpus (it
+    sleeps through the window); name: its files in workdir."""
 
-    def __init__(self, server_pid: int, server_cpu: int, workdir: Path):
-        self.argv = [str(_loader()), "--pid", str(server_pid)]
-        self.cpus = pinning.all_but(server_cpu) or {server_cpu}
-        self.stderr = workdir / "ktrace.stderr"
-        self.document_path = workdir / "ktrace.json"
+    def __init__(self, args: list[str], cpus: set[int], workdir: Path, name: str):
+        self.argv = [str(_loader()), *args]
+        self.cpus = cpus
+        self.stderr = workdir / f"{name}.stderr"
+        self.document_path = workdir / f"{name}.json"
         self._proc: asyncio.subprocess.Process | None = None
+
+    @classmethod
+    def of_server(cls, server_pid: int, server_cpu: int, workdir: Path) -> KernelTrace:
+        """The server tree's calls and every CPU's softirqs, beside the server, never on its
+        CPU (unless that is the only one)."""
+        return cls(["--pid", str(server_pid)], pinning.all_but(server_cpu) or {server_cpu},
+                   workdir, "ktrace")
 
     async def prepare(self) -> None:
         """Loaded, verified, following the server's forks; counting nothing yet."""

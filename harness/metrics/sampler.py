@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clients import pinning
-from harness.metrics import cpu, ktrace, net, perf, profile
+from clients.paths import MissingBinary
+from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
 
@@ -29,6 +31,7 @@ class SamplerConfig:
     emulator_pids: list[int] = field(default_factory=list)
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
     kernel_trace: bool = False  # wb-ktrace over the window (the kernel_* columns)
+    late_us: float | None = None  # the generator's late threshold (the wait that makes sends late)
 
 
 @dataclass
@@ -44,7 +47,10 @@ class _Reading:
 
 class WindowSampler:
     """Reads /proc once a second (cheap: a few small files), perf and wb-ktrace run beside it
-    when asked.
+    when asked, and wb-ktrace --who-ran on the generator's CPU where it can (whoran). During
+    the window this process (the run's Python: these samplers, the progress display) keeps off
+    the generator's CPU, whose stalls make late sends; its ~0.4 % of a CPU goes to the
+    server's instead, where other_server_cpu_pct shows it (docs/bench-demo.md).
 
     prepare() before the window (perf's start-up), start() at its start, stop() at its end;
     close() whatever happened."""
@@ -56,6 +62,9 @@ class WindowSampler:
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
         self._ktrace: ktrace.KernelTrace | None = None
+        self._who: ktrace.KernelTrace | None = None
+        self._untraced = ""  # why the generator's CPU is not traced
+        self._own_cpus: set[int] | None = None  # this process's CPUs before the window
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
@@ -99,8 +108,27 @@ class WindowSampler:
         for controlled, _ in self._perf:
             await controlled.start()
         if c.kernel_trace:
-            self._ktrace = ktrace.KernelTrace(c.server_pid, c.server_cpu, c.workdir)
+            self._ktrace = ktrace.KernelTrace.of_server(c.server_pid, c.server_cpu, c.workdir)
             await self._ktrace.prepare()
+        await self._prepare_who_ran()
+
+    async def _prepare_who_ran(self) -> None:
+        """The generator's CPU traced where wb-ktrace runs; else why not (the measure falls
+        back to /proc/stat's lower bound and says so)."""
+        c = self.config
+        if c.generator_cpu is None or not c.generator_pids:
+            self._untraced = "no generator on this host"
+            return
+        support = ktrace.support()
+        if not support.tracepoints:
+            self._untraced = support.detail
+            return
+        try:
+            self._who = whoran.trace(c.generator_pids, c.generator_cpu, c.workdir, c.late_us)
+            await self._who.prepare()
+        except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
+            self._untraced = str(exc)
+            await self._close_who()
 
     async def start(self) -> None:
         """The window starts: perf and wb-ktrace count, /proc is read once a second."""
@@ -108,6 +136,13 @@ class WindowSampler:
             await controlled.enable()
         if self._ktrace is not None:
             await self._ktrace.start()
+        if self._who is not None:
+            try:
+                await self._who.start()
+            except ktrace.KernelTraceFailed as exc:
+                self._untraced = str(exc)
+                await self._close_who()
+        self._keep_off_generator_cpu()
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
@@ -131,18 +166,45 @@ class WindowSampler:
         assert self._first is not None and self._task is not None, "start() first"
         last = self._read()
         traced = await self._ktrace.stop() if self._ktrace is not None else None
-        interference = self._interference.stop(last.t - self._first.t)
+        who_ran = await self._stop_who()
+        interference = self._interference.stop(last.t - self._first.t, who_ran, self._untraced)
         self._task.cancel()
         await self.close()
         return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
 
     async def close(self) -> None:
         """No perf or wb-ktrace left running (after stop(), or when the point failed before
-        it)."""
+        it), and this process back on its CPUs."""
+        if self._own_cpus is not None:
+            pinning.pin_running(os.getpid(), self._own_cpus)
+            self._own_cpus = None
         for controlled, _ in self._perf:
             await controlled.stop()
         if self._ktrace is not None:
             await self._ktrace.close()
+        await self._close_who()
+
+    def _keep_off_generator_cpu(self) -> None:
+        """This process off the generator's CPU for the window (where it has another)."""
+        c = self.config
+        beside = pinning.all_but(c.generator_cpu) if c.generator_cpu is not None else set()
+        if c.generator_pids and beside:
+            self._own_cpus = os.sched_getaffinity(0)
+            pinning.pin_running(os.getpid(), beside)
+
+    async def _stop_who(self) -> whoran.WhoRan | None:
+        if self._who is None:
+            return None
+        try:
+            return whoran.WhoRan.of(await self._who.stop())
+        except ktrace.KernelTraceFailed as exc:
+            self._untraced = str(exc)
+            return None
+
+    async def _close_who(self) -> None:
+        who, self._who = self._who, None
+        if who is not None:
+            await who.close()
 
     def profile_rows(self) -> list[dict[str, Any]]:
         return [row for controlled, out in self._perf if controlled.name == "record"

@@ -54,6 +54,7 @@ class PointRecorder:
             generator_cpu_pct=row.get("cpu_generator_pct"),
             generator_wait_pct=row.get("generator_wait_pct"),
             other_generator_cpu_pct=row.get("other_generator_cpu_pct"),
+            generator_wait_others_pct=row.get("generator_wait_others_pct"),
             server_cpu_pct=row.get("cpu_server_pct"), server_wait_pct=row.get("server_wait_pct"),
             other_server_cpu_pct=row.get("other_server_cpu_pct"),
             steal_server_pct=row.get("steal_server_cpu_pct"),

@@ -209,7 +209,8 @@ class ServerSide:
             generator_pids=generator_pids, tsc_hz=tsc_hz, hardware_counters=hardware_counters,
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
             # where the machine cannot, the columns stay null (the run said why at its start)
-            kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints))
+            kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
+            late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator)))
         try:
             await sampler.prepare()  # during the warm-up
             await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))

@@ -16,6 +16,7 @@ import pytest
 from clients import validity
 from harness.metrics.interference import Interference
 from harness.metrics.sampler import SamplerConfig, WindowSampler
+from harness.metrics.whoran import WhoRan
 from harness.topology.cgroups import CgroupError, cpu_hierarchy
 from tests.conftest import build
 from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
@@ -76,6 +77,35 @@ def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
             sleeper.wait()
     assert totals["other_generator_cpu_pct"] == pytest.approx(30, abs=0.5)
     assert totals["other_server_cpu_pct"] == 0
+    # untraced, that is all there is: a lower bound, and no wait behind them
+    assert totals["other_generator_measure"] == "lower bound: not traced"
+    assert totals["generator_wait_others_pct"] is None
+
+
+def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
+    """Where wb-ktrace --who-ran ran, its document is the measure, whatever /proc/stat's
+    difference says (it read 0 while kdamond and the run's Python held CPU 1)."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
+    server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    document = {"window_ns": 3_000_000_000, "who_ran": {
+        "cpu": 1, "idle_ns": 900_000_000, "generator_ns": 2_070_000_000, "ksoftirqd_ns": 0,
+        "other_ns": 30_000_000, "waited_ns": 45_000_000, "waited_others_ns": 30_000_000,
+        "late_us": 1000, "waited_others_late_ns": 24_000_000, "waits": 900,
+        "tasks": [{"pid": 77, "comm": "kdamond.0", "ran_ns": 21_000_000},
+                  {"pid": 4099, "comm": "wanbench", "ran_ns": 9_000_000}]}}
+    try:
+        window = Interference(server.pid, 0, [generator.pid], 1, proc_stat=stat)
+        window.start()
+        totals = window.stop(3.0, WhoRan.of(document))
+    finally:
+        for sleeper in (server, generator):
+            sleeper.kill()
+            sleeper.wait()
+    assert totals["other_generator_measure"] == "traced"
+    assert totals["other_generator_cpu_pct"] == pytest.approx(1.0)
+    assert totals["generator_wait_others_pct"] == pytest.approx(0.8)
+    assert totals["other_generator_tasks"] == "kdamond.0 0.70 %, wanbench 0.30 %"
 
 
 def test_interference_verdicts_in_both_directions():

@@ -1,0 +1,112 @@
+"""wb-ktrace --who-ran CPU: who ran on the generator's CPU and behind whom the generator waited
+there, against tasks whose doings are known: a real-time task that holds the CPU in 5 ms
+stalls (as kdamond, a kernel thread the kernel does not preempt, held CPU 1 in the demo) is
+another task the generator waited behind; a child the generator forked (its own shard) and
+the CPU's idle time are not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.metrics.whoran import WhoRan
+from tests.conftest import STALLER
+from tests.ktrace.conftest import Loader
+
+CPU = max(os.sched_getaffinity(0))
+# wakes every 250 µs and works a little, as a generator at 4,000 sends a second does
+GENERATOR = f"""
+import os, sys, time
+os.sched_setaffinity(0, {{{CPU}}})
+if sys.argv[1:] == ["--busy-child"] and os.fork() == 0:  # its own shard: busy on its CPU
+    while True:
+        pass
+print("ready", flush=True)
+while True:
+    time.sleep(0.00025)
+    sum(range(200))
+"""
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen]]:
+    """Processes started in sessions of their own: each killed with its whole group (the
+    generator's busy child too)."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _generator(started: list[subprocess.Popen], *args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", GENERATOR, *args], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    started.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5) -> WhoRan:
+    loader = Loader(binary, "--who-ran", str(CPU), "--generator-pid", str(generator.pid),
+                    "--late-us", "1000")
+    try:
+        loader.start()
+        subprocess.run(["sleep", str(seconds)], check=True)
+        return WhoRan.of(loader.stop())
+    finally:
+        loader.close()
+
+
+def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: Path,
+                                                                  started: list):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the loader and the staller would share the generator's")
+    generator = _generator(started)
+    staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU), sys.executable,
+                                "-c", STALLER], start_new_session=True)
+    started.append(staller)
+    window = _window(ktrace_bin, generator)
+    held = next(t for t in window.tasks if t.pid == staller.pid)
+    # 5 ms in every 50: about 10 % of the window (the hypervisor may stretch it)
+    assert 0.04 < held.ran_s / window.window_s < 0.3, window
+    assert held.comm.startswith("python"), held
+    # woken every 250 µs, the generator was runnable through most of each stall
+    assert window.waited_behind_others_s > 0.5 * held.ran_s, window
+    assert window.waited_behind_others_s <= window.waited_s
+    assert "python" in window.named()
+    # past 1 ms of each wait: the 4 ms after each stall's first, which make sends late
+    assert 0.3 * held.ran_s < window.late_behind_others_s < window.waited_behind_others_s
+
+
+def test_the_generators_own_shard_is_not_another_task(ktrace_bin: Path, started: list):
+    """A busy child of the generator's shares its CPU: the generator waits behind it, but that
+    is the generator's own work, not another task's."""
+    generator = _generator(started, "--busy-child")
+    (child,) = map(int, Path(f"/proc/{generator.pid}/task/{generator.pid}/children")
+                   .read_text().split())
+    before = _ran_s(child)
+    window = _window(ktrace_bin, generator)
+    child_ran_s = _ran_s(child) - before
+    # all the child's time on the CPU (pinned there) is counted as the generator's
+    assert child_ran_s > 0.01, child_ran_s
+    assert window.generator_s > 0.9 * child_ran_s, (window, child_ran_s)
+    assert child not in {t.pid for t in window.tasks}, window
+    assert window.waited_behind_others_s <= window.waited_s
+    assert window.late_behind_others_s <= window.waited_behind_others_s
+
+
+def _ran_s(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def test_who_ran_refuses_a_bad_cpu_and_a_missing_generator(ktrace_built: Path):
+    for args, said in ((["--who-ran", "9999", "--generator-pid", "1"], "not a CPU"),
+                       (["--who-ran", str(CPU)], "--who-ran needs the generator")):
+        done = subprocess.run([str(ktrace_built), *args], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert said in done.stderr.splitlines()[0]
