@@ -307,13 +307,19 @@ int main(int argc, char **argv) {
     struct opts o;
     parse_args(&o, argc, argv);
     if (o.cpu >= 0) {
-        cpu_set_t allowed;
-        if (sched_getaffinity(0, sizeof allowed, &allowed) < 0 || !CPU_ISSET(o.cpu, &allowed)) {
-            fprintf(stderr, "wb-sclient: --cpu %d: not among the CPUs this process may use; "
-                            "fix: pass one of them (taskset -p $$ shows them)\n", o.cpu);
+        /* refused here, not at cold_ready: pinning once proves the CPU may be used (the
+           process's affinity is no limit to sched_setaffinity, its cpuset is); a cold-only
+           run then ramps on the CPUs it was started with */
+        cpu_set_t started_with;
+        int ramp_mask = pins_at_ready(&o) &&
+                        sched_getaffinity(0, sizeof started_with, &started_with) == 0;
+        if (pin_cpu(o.cpu) < 0) {
+            fprintf(stderr, "wb-sclient: --cpu %d: %s; fix: pass a CPU this process may use "
+                            "(its cpuset: cat /proc/self/status | grep Cpus_allowed_list)\n",
+                    o.cpu, strerror(errno));
             return 2;
         }
-        if (!pins_at_ready(&o) && pin_cpu(o.cpu) < 0) { perror("wb-sclient: --cpu"); return 2; }
+        if (ramp_mask) sched_setaffinity(0, sizeof started_with, &started_with);
     }
     prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
     o.slice_us_set = o.slice_us ? set_slice(o.slice_us) : current_slice();

@@ -63,8 +63,8 @@ class WindowSampler:
         self._perf: list[tuple[ControlledPerf, Path]] = []
         self._ktrace: ktrace.KernelTrace | None = None
         self._who: ktrace.KernelTrace | None = None
+        self._who_unready: ktrace.KernelTrace | None = None  # not ready by the window's start
         self._untraced = ""  # why the generator's CPU is not traced
-        self._own_cpus: set[int] | None = None  # this process's CPUs before the window
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
@@ -90,9 +90,11 @@ class WindowSampler:
             net=counters,
         )
 
-    async def prepare(self) -> None:
+    async def prepare(self, window_start: float | None = None) -> None:
         """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
-        KernelTraceFailed if one cannot)."""
+        KernelTraceFailed if one cannot). wb-ktrace --who-ran, a measure of interference only,
+        gets until window_start (the event loop's time) to be ready: the window does not wait
+        for it (under an emulated CPU loading it takes longer than a short run lasts)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
         # never on the server's CPU (unless it is the only one)
@@ -110,7 +112,15 @@ class WindowSampler:
         if c.kernel_trace:
             self._ktrace = ktrace.KernelTrace.of_server(c.server_pid, c.server_cpu, c.workdir)
             await self._ktrace.prepare()
-        await self._prepare_who_ran()
+        loop = asyncio.get_running_loop()
+        left = None if window_start is None else max(0.0, window_start - loop.time())
+        try:
+            await asyncio.wait_for(self._prepare_who_ran(), left)
+        except TimeoutError:
+            # stopped at the window's end (close), not now: a loader stopped mid-load can
+            # take as long to go as it took to load
+            self._untraced = "wb-ktrace --who-ran was not ready when the window started"
+            self._who, self._who_unready = None, self._who
 
     async def _prepare_who_ran(self) -> None:
         """The generator's CPU traced where wb-ktrace runs; else why not (the measure falls
@@ -119,7 +129,9 @@ class WindowSampler:
         if c.generator_cpu is None or not c.generator_pids:
             self._untraced = "no generator on this host"
             return
-        support = ktrace.support()
+        # in a thread: the probe loads programs, seconds under an emulated CPU, and the
+        # window's start must not wait for it
+        support = await asyncio.to_thread(ktrace.support)
         if not support.tracepoints:
             self._untraced = support.detail
             return
@@ -142,7 +154,6 @@ class WindowSampler:
             except ktrace.KernelTraceFailed as exc:
                 self._untraced = str(exc)
                 await self._close_who()
-        self._keep_off_generator_cpu()
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
@@ -174,23 +185,12 @@ class WindowSampler:
 
     async def close(self) -> None:
         """No perf or wb-ktrace left running (after stop(), or when the point failed before
-        it), and this process back on its CPUs."""
-        if self._own_cpus is not None:
-            pinning.pin_running(os.getpid(), self._own_cpus)
-            self._own_cpus = None
+        it)."""
         for controlled, _ in self._perf:
             await controlled.stop()
         if self._ktrace is not None:
             await self._ktrace.close()
         await self._close_who()
-
-    def _keep_off_generator_cpu(self) -> None:
-        """This process off the generator's CPU for the window (where it has another)."""
-        c = self.config
-        beside = pinning.all_but(c.generator_cpu) if c.generator_cpu is not None else set()
-        if c.generator_pids and beside:
-            self._own_cpus = os.sched_getaffinity(0)
-            pinning.pin_running(os.getpid(), beside)
 
     async def _stop_who(self) -> whoran.WhoRan | None:
         if self._who is None:
@@ -202,9 +202,10 @@ class WindowSampler:
             return None
 
     async def _close_who(self) -> None:
-        who, self._who = self._who, None
-        if who is not None:
-            await who.close()
+        for who in (self._who, self._who_unready):
+            if who is not None:
+                await who.close()
+        self._who = self._who_unready = None
 
     def profile_rows(self) -> list[dict[str, Any]]:
         return [row for controlled, out in self._perf if controlled.name == "record"

@@ -212,7 +212,7 @@ class ServerSide:
             kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
             late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator)))
         try:
-            await sampler.prepare()  # during the warm-up
+            await sampler.prepare(window_start)  # during the warm-up
             await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
             stats_before = await self.stats()
             throttled_before = self.budget.throttling() if self.budget else None

@@ -257,13 +257,27 @@ def test_a_run_with_hot_connections_keeps_to_its_cpu_from_the_start(server, scli
 
 
 def test_a_cpu_the_generator_may_not_use_is_refused(server, sclient, tmp_path):
+    absent = os.cpu_count()  # one past the last CPU
     s = spec(server, tmp_path, cold_conns=10, duration_s=0, warmup_s=0, cpu=None)
-    r = subprocess.run(["taskset", "-c", "0", *command(s), "--cpu", "1"], capture_output=True,
-                       text=True, timeout=10)
+    r = subprocess.run([*command(s), "--cpu", str(absent)], capture_output=True, text=True,
+                       timeout=10)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "wb-sclient: --cpu 1: not among the CPUs this process may use; fix: pass one of them "
-        "(taskset -p $$ shows them)"]
+        f"wb-sclient: --cpu {absent}: Invalid argument; fix: pass a CPU this process may use "
+        "(its cpuset: cat /proc/self/status | grep Cpus_allowed_list)"]
+
+
+def test_a_cpu_outside_the_affinity_it_was_started_with_is_taken(server, sclient, tmp_path):
+    """A process's affinity is no limit to re-pinning it (a cluster worker starts its
+    generators under the worker's own affinity): only the cpuset refuses a CPU."""
+    s = spec(server, tmp_path, cold_conns=10, duration_s=0, warmup_s=0, cpu=None)
+    proc = subprocess.Popen(["taskset", "-c", "0", *command(s), "--cpu", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_line(proc, timeout=30)["established"] == 10
+        assert allowed_cpus(proc.pid) == {1}
+    finally:
+        stop_generator(proc)
 
 
 def children_of(pid: int) -> list[int]:

