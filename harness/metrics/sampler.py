@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from clients import pinning
 from clients.paths import MissingBinary
+from harness.guest import record as guest_record
 from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
@@ -128,6 +128,12 @@ class WindowSampler:
         c = self.config
         if c.generator_cpu is None or not c.generator_pids:
             self._untraced = "no generator on this host"
+            return
+        guest = guest_record.current()
+        if guest is not None and guest.emulated:
+            # its timings, waits included, are not measured there; and loading the programs
+            # under TCG took longer than a short run, once with the guest stopping mid-run
+            self._untraced = "an emulated CPU (a guest under TCG)"
             return
         # in a thread: the probe loads programs, seconds under an emulated CPU, and the
         # window's start must not wait for it
