@@ -94,7 +94,7 @@ class WindowSampler:
         """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
         KernelTraceFailed if one cannot). wb-ktrace --who-ran, a measure of interference only,
         gets until window_start (the event loop's time) to be ready: the window does not wait
-        for it (under an emulated CPU loading it takes longer than a short run lasts)."""
+        for it (a loaded machine can take longer than a short warm-up to load it)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
         # never on the server's CPU (unless it is the only one)
@@ -135,7 +135,7 @@ class WindowSampler:
             # under TCG took longer than a short run, once with the guest stopping mid-run
             self._untraced = "an emulated CPU (a guest under TCG)"
             return
-        # in a thread: the probe loads programs, seconds under an emulated CPU, and the
+        # in a thread: the probe loads programs (seconds on a loaded machine), and the
         # window's start must not wait for it
         support = await asyncio.to_thread(ktrace.support)
         if not support.tracepoints:
