@@ -10,7 +10,6 @@ from typing import Any
 
 from clients import pinning
 from clients.paths import MissingBinary
-from harness.guest import record as guest_record
 from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
@@ -32,6 +31,8 @@ class SamplerConfig:
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
     kernel_trace: bool = False  # wb-ktrace over the window (the kernel_* columns)
     late_us: float | None = None  # the generator's late threshold (the wait that makes sends late)
+    # why the generator's CPU must not be traced here, as the caller knows it (an emulated CPU)
+    who_ran_refused: str | None = None
 
 
 @dataclass
@@ -129,11 +130,8 @@ class WindowSampler:
         if c.generator_cpu is None or not c.generator_pids:
             self._untraced = "no generator on this host"
             return
-        guest = guest_record.current()
-        if guest is not None and guest.emulated:
-            # its timings, waits included, are not measured there; and loading the programs
-            # under TCG took longer than a short run, once with the guest stopping mid-run
-            self._untraced = "an emulated CPU (a guest under TCG)"
+        if c.who_ran_refused:
+            self._untraced = c.who_ran_refused
             return
         # in a thread: the probe loads programs (seconds on a loaded machine), and the
         # window's start must not wait for it

@@ -16,6 +16,7 @@ from clients import validity
 from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import procs, servers
+from harness.guest import record as guest_record
 from harness.metrics import ktrace
 from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
@@ -49,6 +50,16 @@ def throttling_columns(held: Throttling, window: dict[str, Any]) -> dict[str, An
     if waited is not None and span:
         columns["server_wait_pct"] = max(0.0, waited - 100 * held.throttled_s / span)
     return columns
+
+
+def _who_ran_refused() -> str | None:
+    """Why this process must not trace the generator's CPU, if it must not."""
+    guest = guest_record.current()
+    if guest is not None and guest.emulated:
+        # its timings, waits included, are not measured there; and loading the programs
+        # under TCG took longer than a short run, once with the guest stopping mid-run
+        return "an emulated CPU (a guest under TCG)"
+    return None
 
 
 @dataclass
@@ -210,7 +221,8 @@ class ServerSide:
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
             # where the machine cannot, the columns stay null (the run said why at its start)
             kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
-            late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator)))
+            late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator),
+            who_ran_refused=_who_ran_refused()))
         try:
             await sampler.prepare(window_start)  # during the warm-up
             await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))

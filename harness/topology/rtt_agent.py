@@ -1,7 +1,7 @@
 """Measurement agent run inside a namespace (stdlib only, started by file path for speed).
 
-serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK (report the
-                       received goodput) and SOURCE SECONDS (send bulk) connections.
+serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK SECONDS (report
+                       the goodput received) and SOURCE SECONDS (send bulk) connections.
 measure --host --port  connect times, ping-pong RTTs and bulk goodput, printed as JSON.
         [--pair-netns FILE --pair-host --pair-port]
                        each connect and ping also done once to a second server, from the
@@ -15,6 +15,7 @@ time, less the echo's own turnaround (receive timestamp to send), which the pong
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -55,24 +56,50 @@ def goodput_bps(timeline: list[tuple[float, int]]) -> float | None:
     return (timeline[-1][1] - start[1]) * 8 / (t_end - start[0])
 
 
-def receive_all(sock: socket.socket) -> list[tuple[float, int]]:
-    timeline, total = [], 0
-    while data := sock.recv(CHUNK):
+def receive_for(sock: socket.socket, seconds: float) -> list[tuple[float, int]]:
+    """What arrives until the sender's end, or seconds after the first byte: a link slower
+    than its rate still holds the sender's buffered bytes, and they are not waited for."""
+    timeline: list[tuple[float, int]] = []
+    total, deadline = 0, None
+    while deadline is None or (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(None if deadline is None else left)
+        try:
+            data = sock.recv(CHUNK)
+        except TimeoutError:
+            break
+        if not data:
+            break
+        now = time.monotonic()
+        deadline = deadline or now + seconds
         total += len(data)
-        timeline.append((time.monotonic(), total))
+        timeline.append((now, total))
+    sock.settimeout(None)
     return timeline
 
 
 def send_for(sock: socket.socket, seconds: float) -> None:
+    """Sends for seconds, however slowly the path drains: a send blocked at the end stops
+    there, and the receiver, which stops on its own clock, may go first."""
     payload = b"x" * CHUNK
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sock.sendall(payload)
-    sock.shutdown(socket.SHUT_WR)
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+    except (TimeoutError, ConnectionError):
+        pass
+    sock.settimeout(None)
+
+
+def abort(sock: socket.socket) -> None:
+    """Closes with a reset: the bytes still queued for a slow link are dropped, not sent."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def read_line(conn: socket.socket) -> bytes:
-    """The command line, byte by byte: a buffered reader could swallow the first ping."""
+    """A line, byte by byte: a buffered reader could swallow the ping after a command."""
     line = b""
     while (byte := conn.recv(1)) and byte != b"\n":
         line += byte
@@ -92,7 +119,13 @@ def handle(conn: socket.socket) -> None:
                     break
                 conn.sendall(data + TURNAROUND.pack(time.time() - arrived))
         elif command[0] == b"SINK":
-            conn.sendall(json.dumps({"goodput_bps": goodput_bps(receive_all(conn))}).encode())
+            timeline = receive_for(conn, float(command[1]))
+            conn.sendall(json.dumps({"goodput_bps": goodput_bps(timeline)}).encode() + b"\n")
+            # until the sender has the answer and resets: closing with its bytes unread would
+            # reset first, and a reordering link could deliver that before the answer
+            with contextlib.suppress(ConnectionError):
+                while conn.recv(CHUNK):
+                    pass
         elif command[0] == b"SOURCE":
             send_for(conn, float(command[1]))
 
@@ -188,13 +221,14 @@ def measure(args: argparse.Namespace) -> dict:
     if pair:
         result["floor"] = pair[0]
     if args.upload_s:
-        with command_conn(args.host, args.port, b"SINK\n") as sock:
-            send_for(sock, args.upload_s)
-            result["upload_bps"] = json.loads(b"".join(iter(lambda: sock.recv(CHUNK), b"")))[
-                "goodput_bps"]
+        sock = command_conn(args.host, args.port, f"SINK {args.upload_s}\n".encode())
+        send_for(sock, args.upload_s)
+        result["upload_bps"] = json.loads(read_line(sock))["goodput_bps"]
+        abort(sock)
     if args.download_s:
-        with command_conn(args.host, args.port, f"SOURCE {args.download_s}\n".encode()) as sock:
-            result["download_bps"] = goodput_bps(receive_all(sock))
+        sock = command_conn(args.host, args.port, f"SOURCE {args.download_s}\n".encode())
+        result["download_bps"] = goodput_bps(receive_for(sock, args.download_s))
+        abort(sock)
     return result
 
 
