@@ -488,6 +488,65 @@ int BPF_PROG(kt_who_wakeup, struct task_struct *p)
     return 0;
 }
 
+/* ns of the CPU's time to who; a task other than the generator's, ksoftirqd and idle also by
+ * its pid, under its latest name (a process that ran here before its exec keeps its pid). */
+static __always_inline void credit(struct kt_who_cpu *w, __u64 who, __u32 pid, const char *comm,
+                                   __u64 ns)
+{
+    if (who >= KT_WHOS)
+        return;
+    w->ran_ns[who] += ns;
+    if (who != KT_WHO_OTHER)
+        return;
+    struct kt_who_task *t = bpf_map_lookup_elem(&kt_who_tasks, &pid);
+    if (t) {
+        t->ran_ns += ns;
+        bpf_probe_read_kernel_str(t->comm, sizeof t->comm, comm);
+    } else {
+        struct kt_who_task fresh = {.ran_ns = ns};
+        bpf_probe_read_kernel_str(fresh.comm, sizeof fresh.comm, comm);
+        bpf_map_update_elem(&kt_who_tasks, &pid, &fresh, BPF_NOEXIST);
+    }
+}
+
+/* A generator's thread got the CPU at `at`: the wait it was in, if any, ends there. */
+static __always_inline void wait_ends(struct kt_who_cpu *w, struct task_struct *task, __u64 at)
+{
+    struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, task, 0, 0);
+    if (!wait || !wait->since_ns || at <= wait->since_ns)
+        return;
+    w->waited_ns += at - wait->since_ns;
+    /* a wake-up on another CPU may have read a slice this switch just closed */
+    __u64 behind = w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns
+                       ? w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns : 0;
+    w->waited_others_ns += behind;
+    if (behind > late_ns)
+        w->waited_others_late_ns += behind - late_ns;
+    w->waits++;
+    wait->since_ns = 0;
+}
+
+/* A fair-class task's run since it was last picked (the kernel's own account, set at the pick);
+ * 0 for others (real-time, stop, idle), whose picks leave no such mark. */
+static __always_inline __u64 run_since_picked(struct task_struct *task)
+{
+    unsigned int policy = task->policy;
+    if (task->pid == 0 || (policy != 0 /* NORMAL */ && policy != 3 /* BATCH */ &&
+                           policy != 5 /* IDLE */))
+        return 0;
+    __u64 sum = task->se.sum_exec_runtime, at_pick = task->se.prev_sum_exec_runtime;
+    return sum > at_pick ? sum - at_pick : 0;
+}
+
+static __always_inline void slice_begins(struct kt_who_cpu *w, __u64 who, __u32 pid,
+                                         const char *comm, __u64 now)
+{
+    w->slice_since_ns = now;
+    w->running = who;
+    w->running_pid = pid;
+    bpf_probe_read_kernel_str(w->running_comm, sizeof w->running_comm, comm);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -499,25 +558,23 @@ int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_
     if (!e || !(w = bpf_map_lookup_elem(&kt_who, &zero)))
         return 0;
     __u64 now = bpf_ktime_get_ns();
-    if (w->slice_since_ns && w->running < KT_WHOS) {
-        __u64 spent = now - w->slice_since_ns;
-        w->ran_ns[w->running] += spent;
-        if (w->running == KT_WHO_OTHER) {
-            __u32 pid = prev->pid;
-            struct kt_who_task *t = bpf_map_lookup_elem(&kt_who_tasks, &pid);
-            if (t) {
-                t->ran_ns += spent;
-                /* its latest name: a process that ran here before its exec keeps its pid */
-                bpf_probe_read_kernel_str(t->comm, sizeof t->comm, prev->comm);
-            } else {
-                struct kt_who_task fresh = {.ran_ns = spent};
-                bpf_probe_read_kernel_str(fresh.comm, sizeof fresh.comm, prev->comm);
-                bpf_map_update_elem(&kt_who_tasks, &pid, &fresh, BPF_NOEXIST);
-            }
+    __u64 prev_who = who_of(prev);
+    if (w->slice_since_ns) {
+        __u64 spent = now - w->slice_since_ns, prevs = spent;
+        if (prev->pid != w->running_pid) {
+            /* the switch into prev went unreported: the slice began with the task recorded
+             * and ended with prev, which ran its own run since its pick */
+            w->untraced_switches++;
+            prevs = run_since_picked(prev);
+            if (prevs > spent)
+                prevs = spent;
+            credit(w, w->running, (__u32)w->running_pid, w->running_comm, spent - prevs);
+            if (prev_who == KT_WHO_GENERATOR)
+                wait_ends(w, prev, now - prevs);
         }
+        credit(w, prev_who, prev->pid, prev->comm, prevs);
     }
-    /* who ran the closing slice, as the last switch found (before it: looked up) */
-    if (w->slice_since_ns ? w->running == KT_WHO_GENERATOR : generators(prev)) {
+    if (prev_who == KT_WHO_GENERATOR) {
         if (prev->__state == 0) {
             /* preempted (still runnable): its wait for the CPU begins now */
             wait_begins(prev, w, now);
@@ -529,22 +586,27 @@ int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_
         }
     }
     __u64 who = who_of(next);
-    if (who == KT_WHO_GENERATOR) {
-        struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, next, 0, 0);
-        if (wait && wait->since_ns && now > wait->since_ns) {
-            w->waited_ns += now - wait->since_ns;
-            /* a wake-up on another CPU may have read a slice this switch just closed */
-            __u64 behind = w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns
-                               ? w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns : 0;
-            w->waited_others_ns += behind;
-            if (behind > late_ns)
-                w->waited_others_late_ns += behind - late_ns;
-            w->waits++;
-            wait->since_ns = 0;
-        }
-    }
-    w->slice_since_ns = now;
-    w->running = who;
+    if (who == KT_WHO_GENERATOR)
+        wait_ends(w, next, now);
+    slice_begins(w, who, next->pid, next->comm, now);
     traced(e);
+    return 0;
+}
+
+/* The CPU enters an idle state (often, when idle polls: no counting of runs here). A task still
+ * recorded as running means its switch to the idle task went unreported: its slice ends now. */
+SEC("tp_btf/cpu_idle")
+int BPF_PROG(kt_who_idle, unsigned int state, unsigned int cpu_id)
+{
+    __u32 zero = 0;
+    struct kt_who_cpu *w;
+    if (!counting || state == (unsigned int)-1 /* PWR_EVENT_EXIT */ ||
+        cpu_id != (__u32)who_cpu || !(w = bpf_map_lookup_elem(&kt_who, &zero)) ||
+        !w->slice_since_ns || w->running_pid == 0)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    w->untraced_switches++;
+    credit(w, w->running, (__u32)w->running_pid, w->running_comm, now - w->slice_since_ns);
+    slice_begins(w, KT_WHO_IDLE, 0, "swapper", now);
     return 0;
 }

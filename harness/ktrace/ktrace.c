@@ -470,7 +470,8 @@ static size_t window_programs(struct ktrace_bpf *skel, bool who_ran,
         skel->progs.kt_softirq_entry, skel->progs.kt_softirq_exit, skel->progs.kt_netif_receive_skb,
         skel->progs.kt_net_dev_xmit,
     };
-    struct bpf_program *who[] = {skel->progs.kt_who_wakeup, skel->progs.kt_who_switch};
+    struct bpf_program *who[] = {skel->progs.kt_who_wakeup, skel->progs.kt_who_switch,
+                                 skel->progs.kt_who_idle};
     size_t count = who_ran ? sizeof who / sizeof *who : sizeof calls / sizeof *calls;
     memcpy(programs, who_ran ? who : calls, count * sizeof *programs);
     return count;
@@ -658,10 +659,12 @@ static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu, 
     printf("{\"window_ns\": %llu, \"who_ran\": {\"cpu\": %d, \"idle_ns\": %llu, "
            "\"generator_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
            "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"late_us\": %g, "
-           "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"tasks\": [",
+           "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"untraced_switches\": %llu, "
+           "\"tasks\": [",
            (unsigned long long)window_ns, cpu, who.ran_ns[KT_WHO_IDLE],
            who.ran_ns[KT_WHO_GENERATOR], who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER],
-           who.waited_ns, who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits);
+           who.waited_ns, who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits,
+           who.untraced_switches);
     for (size_t i = 0; i < count; i++) {
         printf("%s{\"pid\": %u, \"comm\": ", i ? ", " : "", tasks[i].pid);
         print_json_string(tasks[i].task.comm);

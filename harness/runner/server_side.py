@@ -17,7 +17,7 @@ from clients.pinning import pin_argv
 from clients.targets import check_target
 from harness import procs, servers
 from harness.guest import record as guest_record
-from harness.metrics import ktrace
+from harness.metrics import ktrace, writeback
 from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
@@ -85,6 +85,7 @@ class ServerSide:
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
         self.stats_path = self.raw / "server-stats.json"
+        self.unwritten_mb = 0.0  # dirty pages written out at the start (start)
         self._stack = contextlib.ExitStack()
         cpus = config.cpus
         # the server's cgroup, when it has a CPU budget
@@ -101,8 +102,10 @@ class ServerSide:
             self._stack.close()
 
     async def start(self) -> str:
-        """The server started and checked; its ADDR:PORT."""
+        """The server started and checked; its ADDR:PORT. This host's dirty pages are written
+        out first (unwritten_mb: how many there were), so that writeback is not in the window."""
         cfg = self.config
+        self.unwritten_mb = await writeback.write_out()
         if isinstance(cfg.server, WbServer):
             port = 0 if self.shared_host else cfg.server.port
             server = servers.ServerConfig(

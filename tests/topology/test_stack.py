@@ -125,7 +125,7 @@ def test_bulk_pair_acks_every_full_segment_on_the_receivers_own_cpu(no_leftovers
 
 @needs_root
 @pytest.mark.slow
-def test_plain_link_keeps_timestamps_and_delayed_acks_and_leaves_receive_work_where_it_lands(no_leftovers):
+def test_a_plain_link_keeps_timestamps_delayed_acks_and_where_receive_work_lands(no_leftovers):
     with bring_up(load_topology(LAN), "userspace", calibrate=False) as handle:
         no_leftovers.append(handle.prefix)
         handle.steer_receive({"server": 0, "client": 1})  # lan's hosts do not ask for it
