@@ -400,8 +400,11 @@ def test_calibration_refuses_a_link_whose_delay_is_wrong(no_leftovers, actual_ms
 
 @pytest.mark.timing
 def test_calibration_refuses_a_link_that_cannot_carry_its_rate(no_leftovers, state_dir):
-    # Two packets of queue at 1 Mbit/s: TCP loses in every burst and cannot fill the rate.
-    overrides = {"links.lan.a_to_b.rate_mbit": "1", "links.lan.a_to_b.queue_limit": "2"}
+    # One packet of queue at 1 Mbit/s: TCP loses in every burst and carries 0.13-0.25 Mbit/s
+    # (4 bring-ups here). Two packets, as this test had, carried the rate within 5 % in 5 of 20
+    # runs once the calibration stopped timing the buffered tail that the sender left (its
+    # losses then waited out retransmission timeouts): that link does not always deserve it.
+    overrides = {"links.lan.a_to_b.rate_mbit": "1", "links.lan.a_to_b.queue_limit": "1"}
     with pytest.raises(CalibrationError) as err:
         bring_up(load_topology(LAN, overrides), "userspace")
     assert "lan a_to_b: TCP goodput" in str(err.value) and "for 1 Mbit/s" in str(err.value)
