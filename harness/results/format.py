@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import numbers
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 
@@ -222,7 +223,11 @@ def column_kind(name: str) -> str | None:
     return NUMBER if name.endswith(UNIT_SUFFIXES) else None
 
 
+# numpy and pandas are imported where a frame is checked, not with the names above: the
+# tracer's module reads those in a guest under TCG too, where importing pandas takes seconds
 def _fits(value: Any, kind: str) -> bool:
+    import numpy as np
+
     if kind == TEXT:
         return isinstance(value, str)
     if kind == BOOLEAN:
@@ -235,6 +240,8 @@ def _fits(value: Any, kind: str) -> bool:
 @functools.cache  # a few dtypes, asked for each column of every table
 def _typed_as(dtype: Any, kind: str) -> bool:
     """A column of this dtype holds only values of kind (an object column may hold any)."""
+    import pandas as pd
+
     types = pd.api.types
     if kind == TEXT:
         return types.is_string_dtype(dtype) and not types.is_object_dtype(dtype)
@@ -248,6 +255,9 @@ def _typed_as(dtype: Any, kind: str) -> bool:
 def column_problem(frame: pd.DataFrame) -> str | None:
     """The first column of frame holding a value of another kind than its name says, with
     the value; None when every column holds what it should."""
+    import numpy as np
+    import pandas as pd
+
     for name, dtype in frame.dtypes.items():
         kind = column_kind(str(name))
         if kind is None or _typed_as(dtype, kind):
