@@ -165,6 +165,34 @@ static __always_inline struct task_state *member_state(struct kt_events *e)
     return state->membership == MEMBER ? state : NULL;
 }
 
+/* A fair-class task's run since it was last picked (the kernel's own account, set at the pick);
+ * 0 for others (real-time, stop, idle), whose picks leave no such mark. */
+static __always_inline __u64 run_since_picked(struct task_struct *task)
+{
+    unsigned int policy = task->policy;
+    if (task->pid == 0 || (policy != 0 /* NORMAL */ && policy != 3 /* BATCH */ &&
+                           policy != 5 /* IDLE */))
+        return 0;
+    __u64 sum = task->se.sum_exec_runtime, at_pick = task->se.prev_sum_exec_runtime;
+    return sum > at_pick ? sum - at_pick : 0;
+}
+
+/* The current thread of a measured tree runs, yet its switch back in went unreported (a kernel
+ * may not report some tasks' switches out, and so the switch to the task after them): it got
+ * the CPU at its pick, which the kernel's account of its run since then dates. Without this,
+ * its next switch out would overwrite the time it went off, and that time count as the call's. */
+static __always_inline void back_on_cpu(struct kt_events *e, struct task_state *state,
+                                        struct task_struct *task, __u64 now)
+{
+    if (!state->off_since_ns)
+        return;
+    __u64 picked = now - run_since_picked(task);
+    if (picked > state->off_since_ns)
+        state->off_cpu_ns += picked - state->off_since_ns;
+    state->off_since_ns = 0;
+    e->untraced_switches++;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 {
@@ -194,7 +222,9 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
                                                     0);
     if (!state || !state->entered_ns)
         return 0;
-    __u64 elapsed = bpf_ktime_get_ns() - state->entered_ns;
+    __u64 now = bpf_ktime_get_ns();
+    back_on_cpu(e, state, bpf_get_current_task_btf(), now);
+    __u64 elapsed = now - state->entered_ns;
     state->entered_ns = 0;
     __u64 away = state->off_cpu_ns + state->softirq_ns;
     __u64 own = elapsed > away ? elapsed - away : 0;
@@ -229,6 +259,7 @@ int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct tas
     struct task_state *out = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
     if (out && out->entered_ns) {
         now = bpf_ktime_get_ns();
+        back_on_cpu(e, out, prev, now);
         out->off_since_ns = now;
         traced(e);
     }
@@ -284,10 +315,12 @@ int BPF_PROG(kt_softirq_exit, unsigned int vec)
     }
     traced(e);
     /* ran on the time of a traced call that it interrupted: not that call's work */
-    struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0,
-                                                    0);
-    if (state && state->entered_ns && !state->off_since_ns)
+    struct task_struct *current = bpf_get_current_task_btf();
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, current, 0, 0);
+    if (state && state->entered_ns) {
+        back_on_cpu(e, state, current, bpf_ktime_get_ns());
         state->softirq_ns += spent;
+    }
     return 0;
 }
 
@@ -362,10 +395,11 @@ static __always_inline int function_returned(__u32 fn, enum kt_context context)
         return 0;
     __u64 now = bpf_ktime_get_ns();
     if (context == KT_IN_PROCESS) {
-        struct task_state *state = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(),
-                                                        0, 0);
+        struct task_struct *current = bpf_get_current_task_btf();
+        struct task_state *state = bpf_task_storage_get(&kt_tasks, current, 0, 0);
         if (!state || !state->fn_entered_ns[fn])
             return 0; /* a stranger's, or entered before the window */
+        back_on_cpu(e, state, current, now);
         __u64 elapsed = now - state->fn_entered_ns[fn];
         __u64 away = state->off_cpu_ns + state->softirq_ns - state->fn_away_ns[fn];
         state->fn_entered_ns[fn] = 0;
@@ -524,18 +558,6 @@ static __always_inline void wait_ends(struct kt_who_cpu *w, struct task_struct *
         w->waited_others_late_ns += behind - late_ns;
     w->waits++;
     wait->since_ns = 0;
-}
-
-/* A fair-class task's run since it was last picked (the kernel's own account, set at the pick);
- * 0 for others (real-time, stop, idle), whose picks leave no such mark. */
-static __always_inline __u64 run_since_picked(struct task_struct *task)
-{
-    unsigned int policy = task->policy;
-    if (task->pid == 0 || (policy != 0 /* NORMAL */ && policy != 3 /* BATCH */ &&
-                           policy != 5 /* IDLE */))
-        return 0;
-    __u64 sum = task->se.sum_exec_runtime, at_pick = task->se.prev_sum_exec_runtime;
-    return sum > at_pick ? sum - at_pick : 0;
 }
 
 static __always_inline void slice_begins(struct kt_who_cpu *w, __u64 who, __u32 pid,

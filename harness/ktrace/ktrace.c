@@ -569,7 +569,8 @@ static void print_events(struct ktrace_bpf *skel, int cpus)
     struct kt_events total;
     sum_cpus(&total, per_cpu, sizeof total, cpus);
     printf(", \"events\": {\"runs\": %llu, \"traced\": %llu, \"untimed\": %llu, "
-           "\"followed\": %llu}}\n", total.runs, total.traced, total.untimed, total.followed);
+           "\"followed\": %llu, \"untraced_switches\": %llu}}\n", total.runs, total.traced,
+           total.untimed, total.followed, total.untraced_switches);
     fflush(stdout);
     free(per_cpu);
 }

@@ -60,6 +60,7 @@ struct kt_events {
     __u64 traced;
     __u64 untimed;       /* calls not timed: no task storage for the thread (out of memory) */
     __u64 followed;      /* processes added by fork */
+    __u64 untraced_switches; /* a measured thread's switch back in, unreported (back_on_cpu) */
 };
 
 /* The functions the papers timed (fentry/fexit, where this kernel allows it), in the order of
