@@ -48,10 +48,10 @@ class _Reading:
 
 class WindowSampler:
     """Reads /proc once a second (cheap: a few small files), perf and wb-ktrace run beside it
-    when asked, and wb-ktrace --who-ran on the generator's CPU where it can (whoran). During
-    the window this process (the run's Python: these samplers, the progress display) keeps off
-    the generator's CPU, whose stalls make late sends; its ~0.4 % of a CPU goes to the
-    server's instead, where other_server_cpu_pct shows it (docs/bench-demo.md).
+    when asked, and wb-ktrace --who-ran on the generator's CPU where it can (whoran). This
+    process (the run's Python: these samplers, the progress display) is not pinned: pinned to
+    the server's CPU it stretched the server's traced in-kernel time; on the generator's CPU
+    the trace counts it among the others (docs/validity.md).
 
     prepare() before the window (perf's start-up), start() at its start, stop() at its end;
     close() whatever happened."""
