@@ -275,7 +275,6 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
     markers = _paper_markers(data)
     # One short title: the notes are the report's, written once below the figure.
     title = spec.title
-    handles, labels = _legend(data, colors, markers)
     if len(facets) == 1 and len(metrics) > WRAP_COLUMNS:
         # many metrics of one facet: rows of WRAP_COLUMNS panels, not one long strip
         rows, cols = math.ceil(len(metrics) / WRAP_COLUMNS), WRAP_COLUMNS
@@ -284,6 +283,8 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
         rows, cols = len(facets), len(metrics)
         cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
     with matplotlib.rc_context(LOOKS[look].rc):
+        # the keys inside the look: a Line2D takes its marker size and width when made
+        handles, labels = _legend(data, colors, markers)
         size, columns = _figure_size(data, rows, cols, title, labels, LOOKS[look])
         figure = Figure(figsize=size, dpi=LOOKS[look].dpi, layout="constrained")
         # A right axis' label otherwise nearly touches the next panel's left one.

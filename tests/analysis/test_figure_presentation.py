@@ -158,6 +158,23 @@ def test_the_paper_style_fits_a_single_column(tmp_path: Path) -> None:
     assert paper.axes[0].xaxis.label.get_fontfamily() == ["serif"]
 
 
+@pytest.mark.parametrize("look", ["screen", "paper"])
+def test_the_legend_keys_are_drawn_as_the_data_are(tmp_path: Path, look: str) -> None:
+    """A key's marker and line as large as the series' own, in each look."""
+    data = _prepared("bmd99-fig8", _runs(tmp_path, make_points(
+        "bmd99-fig8-reply-rate-vs-cold", repetitions=2)))
+    figure = draw(data, look)
+    drawn = {line.get_color(): line for ax in figure.axes for line in ax.get_lines()
+             if line.get_marker() == "o"}
+    keys = [handle for handle in figure.legends[0].legend_handles
+            if handle.get_marker() == "o" and handle.get_color() in drawn]
+    assert keys
+    for key in keys:
+        line = drawn[key.get_color()]
+        assert (key.get_markersize(), key.get_linewidth()) == (line.get_markersize(),
+                                                                line.get_linewidth())
+
+
 def test_plot_writes_the_formats_asked_for_and_refuses_others(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
