@@ -20,7 +20,7 @@ from harness.scenario import Point
 # before, up to a second earlier, and a generator busy all of a 3 s window read 67 %
 GENERATOR_TAIL_S = 0.1
 # a fresh build's worth of dirty pages is said; a point's own logs are not
-LOGGED_WRITE_OUT_MB = 64
+LOGGED_WRITE_OUT_MIB = 64
 
 
 @dataclass
@@ -61,8 +61,8 @@ class PointLauncher:
     async def _measure(self, server: ServerSide) -> Measurement:
         cfg, ends = self.config, self.ends
         target = await server.start()
-        if server.unwritten_mb >= LOGGED_WRITE_OUT_MB:
-            self.ctx.on_event(f"wrote {server.unwritten_mb:,.0f} MB of dirty pages out before "
+        if server.unwritten_mib >= LOGGED_WRITE_OUT_MIB:
+            self.ctx.on_event(f"wrote {server.unwritten_mib:,.0f} MiB of dirty pages out before "
                               f"measuring (writeback in the window runs on the measured CPUs)")
         cold = cold_spec(cfg, self.seed, target, ends.sources(ends.cold_host),
                          self.raw / "cold.json")

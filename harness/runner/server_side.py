@@ -85,7 +85,7 @@ class ServerSide:
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
         self.stats_path = self.raw / "server-stats.json"
-        self.unwritten_mb = 0.0  # dirty pages written out at the start (start)
+        self.unwritten_mib = 0.0  # dirty pages written out at the start (start)
         self._stack = contextlib.ExitStack()
         cpus = config.cpus
         # the server's cgroup, when it has a CPU budget
@@ -103,9 +103,9 @@ class ServerSide:
 
     async def start(self) -> str:
         """The server started and checked; its ADDR:PORT. This host's dirty pages are written
-        out first (unwritten_mb: how many there were), so that writeback is not in the window."""
+        out first (unwritten_mib: how many there were), so that writeback is not in the window."""
         cfg = self.config
-        self.unwritten_mb = await writeback.write_out()
+        self.unwritten_mib = await writeback.write_out()
         if isinstance(cfg.server, WbServer):
             port = 0 if self.shared_host else cfg.server.port
             server = servers.ServerConfig(
