@@ -49,8 +49,8 @@ HARNESS_LAYERS = (
     ("metrics", "scenario"),
     ("manifest", "analysis"),
     ("guest",),
-    ("doctor", "runner", "reproduce"),
-    ("cluster",),
+    ("doctor", "runner"),
+    ("cluster", "reproduce"),
     ("commands",),
     ("cli", "__main__"),
 )

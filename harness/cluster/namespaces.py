@@ -2,7 +2,8 @@
 cluster scheduler`) in its server host's namespace and a `wanbench worker` per host in the
 host's own, each taking the host's name as its role, all with certificates of a CA of this
 cluster's own. What the cluster tests and the coordination benchmark run on; real machines
-hold the same addresses (harness.topology.addressing.host_addresses)."""
+hold the same addresses (harness.topology.addressing.host_addresses). Its scheduler and
+workers are `wanbench` commands, as on real machines; a run across it is the runner's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from clients.pinning import pin_argv
+from harness.cluster.run import entry
 from harness.cluster.security import Access, write
+from harness.runner.child import ChildRun
+from harness.runner.outcome import RunRequest
 from harness.topology import bring_up, load_topology
 
 WANBENCH = [sys.executable, "-m", "harness.cli"]
@@ -57,13 +61,10 @@ class NamespaceCluster:
         subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
                        timeout=timeout_s + 60)
 
-    def run(self, *args: str) -> subprocess.Popen:
-        """`wanbench run ARGS --cluster` from the server host's namespace, where the
-        scheduler is reachable."""
-        return subprocess.Popen(self.prefix("server") + [*WANBENCH, "run", *args, "--cluster",
-                                                         self.scheduler.address,
-                                                         *self.scheduler.options()],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def run(self, request: RunRequest) -> ChildRun:
+        """The run across the cluster, in a child process in the server host's namespace,
+        where the scheduler is reachable; its output captured."""
+        return ChildRun(request, self.prefix("server"), entry(self.scheduler), capture=True)
 
     def running(self, names: tuple[str, ...] = ("wb-sclient", "wb-server")) -> dict[str, list[str]]:
         """Host → the processes of these names running in its namespace."""

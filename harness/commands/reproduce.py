@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.commands import terminal
+from harness.commands.run import TerminalDisplay
 from harness.reproduce.check import check_all, history_all
 from harness.reproduce.run import ReproduceError, prune_raw, reproduce
 from harness.reproduce.status import StatusFileError, lines, write_status
@@ -36,8 +38,10 @@ def _run(args: argparse.Namespace) -> int | None:
     if len(args.results) != 1:
         return _fail("--run writes into one folder: give one RESULTS")
     try:
+        display = TerminalDisplay(terminal(args.verbosity), quiet=args.verbosity < 0,
+                                  allow_invalid=True)
         summary = reproduce(args.results[0], quick=args.quick, allow_dirty=args.allow_dirty,
-                            only=args.only)
+                            only=args.only, display=display)
     except (ReproduceError, ScenarioError) as exc:
         return _fail(str(exc))
     if args.prune_raw:

@@ -3,59 +3,49 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import logging
-import signal
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from clients.paths import REPO_ROOT, MissingBinary
-from harness import interrupts, manifest
-from harness.analysis import derive
+from clients.paths import REPO_ROOT
+from harness import interrupts
 from harness.analysis.numbers import metric, point_label, short_name
-from harness.analysis.summary import PointSummary, reason_lines, thresholds_crossed
+from harness.analysis.summary import reason_lines
 from harness.cluster import ClusterError
+from harness.cluster.run import ClusterHosts
 from harness.cluster.security import access
 from harness.commands import LOGGER, terminal
 from harness.commands.cluster import add_access_options
-from harness.guest import kernels, record
+from harness.guest import kernels
 from harness.guest.machine import GuestError
-from harness.metrics import perf
-from harness.results.format import ResultsFormatError
-from harness.results.store import RunDir, RunDirError, write_json
-from harness.runner.context import RunContext
-from harness.runner.run import (
-    MissingTool,
-    PointSource,
-    check_topologies,
-    kernel_trace,
-    pending,
-    preflight,
-    run_manifest,
-    run_points,
-    session_manifest,
+from harness.results.store import write_json
+from harness.runner.display import Advance
+from harness.runner.kernels import run_kernels
+from harness.runner.outcome import (
+    EXIT_INVALID,
+    EXIT_REFUSED,
+    EXIT_THRESHOLDS,
+    RunRefused,
+    RunRequest,
+    RunResult,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load, points
-from harness.topology import TopologyError
+from harness.runner.scenario_run import SUMMARY_FILE, load_request, run_scenario
+from harness.scenario import ScenarioError
 from harness.topology.backend_probe import BACKENDS
 
-EXIT_USAGE = 2
 # The terminal table's metrics (summary.json holds every one); names and formats: numbers.
 # The in-kernel time per dispatch call shows only where kernel_trace measured it.
 SUMMARY_METRICS = ("reply_rate_rps", "stream_throughput_mbps", "cpu_server_pct",
                    "resp_time_p50_ms", "resp_time_p99_ms", "kernel_dispatch_ns_per_call",
                    "steal_pct")
-SUMMARY_FILE = "summary.json"
 log = logging.getLogger(LOGGER)
 
 
@@ -101,44 +91,16 @@ EXIT_STATUSES = """exit status:
   99   the run finished, but a point's median crossed one of the scenario's thresholds
        (as k6's thresholds; before 1 when both apply)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
-EXIT_INVALID = 1
-EXIT_THRESHOLDS = 99
 KERNELS_EXIT = """
 with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconclusive;
   0 when no pair of kernels has comparable timings), 2 when a kernel failed (the other
   kernels' runs are kept) or bad input"""
 
 
-def _recorded_scenario(run_dir: RunDir) -> Scenario:
-    """The scenario a run recorded: exactly what was run, validated when it ran."""
-    recorded = run_dir.read_manifest()
-    for key in ("scenario", "scenario_dir"):
-        if recorded.get(key) is None:
-            raise ResultsFormatError(f"{run_dir.manifest_path}: no \"{key}\": the run cannot be "
-                                     f"resumed; start a new run")
-    try:
-        return Scenario.model_validate(recorded["scenario"])
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ResultsFormatError(
-            f"{run_dir.manifest_path}: scenario.{'.'.join(map(str, first['loc']))}: "
-            f"{first['msg']}: the recorded scenario is damaged; restore the manifest from a "
-            f"copy, or start a new run") from None
-
-
-def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
-    if args.resume is not None:
-        scenario = _recorded_scenario(RunDir(args.resume))  # before the run is touched
-        if args.scenario is not None and load(args.scenario, args.set) != scenario:
-            raise ScenarioError(f"{args.scenario} differs from the scenario recorded in "
-                                f"{args.resume / 'manifest.json'}; resume without SCENARIO to "
-                                f"finish what was recorded, or start a new run")
-        run_dir = RunDir.open(args.resume)
-        return scenario, Path(run_dir.read_manifest()["scenario_dir"]), run_dir
-    if args.scenario is None:
-        raise ScenarioError("no scenario given: wanbench run SCENARIO.yaml "
-                            "(or --resume RUN_DIR)")
-    return load(args.scenario, args.set), args.scenario.resolve().parent, None
+def request_of(args: argparse.Namespace) -> RunRequest:
+    """The run the flags ask for."""
+    return RunRequest(scenario=args.scenario, sets=tuple(args.set), resume=args.resume,
+                      out=args.out, backend=args.backend, allow_invalid=args.allow_invalid)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -146,163 +108,88 @@ def handle(args: argparse.Namespace) -> int:
     if args.kernel and args.cluster:
         print("wanbench run: --kernel boots guests on this machine and --cluster runs on other "
               "hosts; give one of them", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_REFUSED
     if args.kernel:
         return _run_kernels(args, console)
+    display = TerminalDisplay(console, quiet=args.verbosity < 0,
+                              allow_invalid=args.allow_invalid, table_to_stderr=args.json == "-")
     try:
-        scenario, scenario_dir, run_dir = _load(args)
-    except (ScenarioError, FileNotFoundError, ResultsFormatError, RunDirError) as exc:
+        hosts = ClusterHosts(access(args.cluster, args.certs, args.insecure)) \
+            if args.cluster else None
+        result = run_scenario(request_of(args), display, hosts)
+    except (RunRefused, ClusterError) as exc:
         print(f"wanbench run: {exc}", file=sys.stderr)  # unwrapped: one line per problem
-        return EXIT_USAGE
-    with contextlib.ExitStack() as stack:
-        if run_dir is not None:
-            stack.enter_context(run_dir)  # its writer's lock, released on the way out
-        try:
-            check_topologies(scenario, scenario_dir)
-            cluster = _cluster(args, stack, scenario, scenario_dir, run_dir)
-            if cluster is None:
-                preflight(scenario)  # a cluster's workers check what they will run
-            return _run(args, console, scenario, scenario_dir, run_dir, cluster, stack)
-        except (MissingBinary, MissingTool, ClusterError, RunDirError,
-                ResultsFormatError) as exc:
-            print(f"wanbench run: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        except TopologyError as exc:
-            print(f"wanbench run: the scenario's topology (topology.file, topology.set): {exc}",
-                  file=sys.stderr)
-            return EXIT_USAGE
+        return EXIT_REFUSED
+    if args.json:
+        _also_write_summary(result, args.json)
+    return result.status
 
 
-def _cluster(args: argparse.Namespace, stack: contextlib.ExitStack, scenario: Scenario,
-             scenario_dir: Path, run_dir: RunDir | None) -> Cluster | None:
-    """With --cluster: the scheduler's client (closed with stack), where each topology's
-    points run and the manifest's cluster block; ClusterError before anything starts."""
-    recorded = run_dir.read_manifest().get("cluster") if run_dir else None
-    if run_dir is not None and bool(recorded) != bool(args.cluster):
-        raise ClusterError(f"{run_dir.path} was run " + (
-            f"across the cluster of {recorded['scheduler']}: resume it with --cluster "
-            f"tls://HOST:PORT" if recorded else "on one machine: resume it without --cluster"))
-    if not args.cluster:
-        return None
-    from harness.cluster import coordinator, session  # the cluster extra: only here
-
-    client = stack.enter_context(coordinator.connect(access(args.cluster, args.certs,
-                                                           args.insecure)))
-    found = session.placements(client, scenario, scenario_dir)
-    block = session.describe(client, args.cluster, found)
-    return Cluster(client, found, block)
-
-
-@dataclass
-class Cluster:
-    client: Any
-    placements: dict[str, Any]  # topology key → harness.cluster.placement.Placement
-    manifest: dict[str, Any]
-
-
-def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenario_dir: Path,
-         run_dir: RunDir | None, cluster: Cluster | None, stack: contextlib.ExitStack) -> int:
-    counters, reason = perf.hardware_counters()
-    machine = manifest.collect()
-    resumed = run_dir is not None
-    if run_dir is None:
-        run_dir = stack.enter_context(
-            RunDir.create(args.out, scenario.name, machine["kernel"]["release"]))
-    ctx = RunContext(scenario=scenario, scenario_dir=scenario_dir, run_dir=run_dir,
-                     run_id=run_dir.run_id, tsc_hz=machine["cpu"]["tsc_hz"],
-                     hardware_counters=counters,
-                     backend=args.backend, on_event=log.info,
-                     guest=record.current(), cluster=cluster.manifest if cluster else {})
-    source = None
-    if cluster is not None:
-        from harness.cluster.session import ClusterPoints
-
-        source = ClusterPoints(ctx, cluster.client, cluster.placements)
-        ctx.topology_manifest.update(file=scenario.topology.file, backend="cluster")
-    if not counters:
-        log.info("no hardware counters: %s; cycles are estimated from CPU time × TSC "
-                 "frequency and labelled cycles_estimated", reason)
-    trace = kernel_trace(scenario)
-    if trace is not None and not trace.tracepoints:
-        log.warning("kernel_trace cannot run here: %s; the kernel_* columns are null",
-                    trace.detail)
-    elif trace is not None:
-        log.info("kernel_trace: %s", trace.function_grain())
-    todo = pending(scenario, run_dir.finished())
-    total = len(todo) + len(run_dir.finished())
-    log.info("run %s: %d of %d point × repetition to measure", run_dir.path, len(todo), total)
-    session = session_manifest(ctx, machine, reason)
-    if resumed:
-        run_dir.begin_resumption(session)
-    else:
-        run_dir.begin_run(run_manifest(ctx), session)
-    stopped = _run_with_progress(ctx, todo, console, source, quiet=args.verbosity < 0)
-    run_dir.save_session()
-    summaries = _summaries(run_dir, scenario)
-    _print_summary(summaries, scenario, console, to_stderr=args.json == "-")
-    done = len(run_dir.finished())
-    if stopped is not None:
-        why, status = stopped
-        console.print(f"[yellow]{why}[/yellow]: {done} of {total} finished points kept in "
-                      f"{run_dir.path}; continue with: wanbench run --resume {run_dir.path}",
-                      highlight=False)
-    else:
-        console.print(f"results: {run_dir.path}")
-        status = _status(summaries, args.allow_invalid, console)
-    _write_summary(run_dir, summaries, status, args.json)
-    return status
-
-
-def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console) -> int:
-    """A finished run's exit status: a crossed threshold, then invalid repetitions."""
-    crossed = thresholds_crossed(summaries)
-    for point, check in crossed:
-        console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
-                      f"{check.metric} {metric(check.metric, check.value)}, the scenario "
-                      f"asks {check.threshold}", highlight=False)
-    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
-    if unjudged:
-        console.print(f"[yellow]thresholds not judged[/yellow] on {len(unjudged)} point(s) "
-                      f"without a valid repetition", highlight=False)
-    invalid = sum(s.total - s.valid for s in summaries)
-    if invalid and not allow_invalid:
-        console.print(f"[yellow]{invalid} point × repetition(s) invalid[/yellow]: exit "
-                      f"{EXIT_INVALID} (--allow-invalid to exit 0)", highlight=False)
-    if crossed:
-        console.print(f"{len(crossed)} threshold check(s) crossed: exit {EXIT_THRESHOLDS}",
-                      highlight=False)
-        return EXIT_THRESHOLDS
-    return EXIT_INVALID if invalid and not allow_invalid else 0
-
-
-def _summaries(run_dir: RunDir, scenario: Scenario) -> list[PointSummary]:
-    import pandas as pd  # only here: validation errors should come back fast
-
-    from harness.analysis.summary import summarise
-
-    path = run_dir.path / "points.parquet"
-    if not path.is_file():
-        return []
-    axes = run_dir.read_manifest()["sweep_axes"]
-    return summarise(derive.add_derived(pd.read_parquet(path)), axes,
-                     [p.point_id for p in points(scenario)], scenario.thresholds)
-
-
-def _write_summary(run_dir: RunDir, summaries: list[PointSummary], status: int,
-                   also: str | None) -> None:
-    """summary.json in the run directory, and where --json asks (- : standard output)."""
-    from harness.analysis.summary import document
-
-    doc = document(run_dir.read_manifest(), summaries, status)
-    write_json(run_dir.path / SUMMARY_FILE, doc)
+def _also_write_summary(result: RunResult, also: str) -> None:
+    """The run's summary.json where --json asks too (- : standard output)."""
+    doc = json.loads((result.run_dir / SUMMARY_FILE).read_text())
     if also == "-":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    elif also:
-        try:
-            write_json(Path(also), doc)
-        except OSError as exc:
-            log.error("--json %s: %s; the summary is in %s", also, exc.strerror,
-                      run_dir.path / SUMMARY_FILE)
+        return
+    try:
+        write_json(Path(also), doc)
+    except OSError as exc:
+        log.error("--json %s: %s; the summary is in %s", also, exc.strerror,
+                  result.run_dir / SUMMARY_FILE)
+
+
+class TerminalDisplay:
+    """A run on the terminal: the `wanbench` log's lines, rich's progress bar, then the
+    table of medians, where the run is and its exit status explained."""
+
+    def __init__(self, console: Console, quiet: bool, allow_invalid: bool,
+                 table_to_stderr: bool = False):
+        self.console, self.quiet = console, quiet
+        self.allow_invalid, self.table_to_stderr = allow_invalid, table_to_stderr
+
+    def info(self, line: str) -> None:
+        log.info("%s", line)
+
+    def warning(self, line: str) -> None:
+        log.warning("%s", line)
+
+    @contextlib.contextmanager
+    def progress(self, total: int) -> Iterator[Advance]:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("ETA"), TimeRemainingColumn())
+        with Progress(*columns, console=self.console, transient=False,
+                      disable=self.quiet) as bar:
+            task = bar.add_task("points", total=total)
+            yield lambda: bar.advance(task)
+
+    def outcome(self, result: RunResult) -> None:
+        _print_summary(result, self.console, self.table_to_stderr)
+        if result.stop is not None:
+            self.console.print(
+                f"[yellow]{result.stop.reason}[/yellow]: {result.finished} of {result.total} "
+                f"finished points kept in {result.run_dir}; continue with: wanbench run "
+                f"--resume {result.run_dir}", highlight=False)
+        else:
+            self.console.print(f"results: {result.run_dir}")
+            self._explain_status(result)
+
+    def _explain_status(self, result: RunResult) -> None:
+        """What made a finished run's exit status: crossed thresholds, invalid repetitions."""
+        for point, check in result.crossed:
+            self.console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
+                               f"{check.metric} {metric(check.metric, check.value)}, the "
+                               f"scenario asks {check.threshold}", highlight=False)
+        if result.unjudged:
+            self.console.print(f"[yellow]thresholds not judged[/yellow] on "
+                               f"{len(result.unjudged)} point(s) without a valid repetition",
+                               highlight=False)
+        if result.invalid and not self.allow_invalid:
+            self.console.print(f"[yellow]{result.invalid} point × repetition(s) invalid"
+                               f"[/yellow]: exit {EXIT_INVALID} (--allow-invalid to exit 0)",
+                               highlight=False)
+        if result.crossed:
+            self.console.print(f"{len(result.crossed)} threshold check(s) crossed: exit "
+                               f"{EXIT_THRESHOLDS}", highlight=False)
 
 
 def _run_kernels(args: argparse.Namespace, console: Console) -> int:
@@ -311,20 +198,21 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
         print("wanbench run: --kernel starts new runs and --resume continues one; resume "
               "without --kernel (the run's manifest says which kernel it ran on)",
               file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_REFUSED
     try:
-        scenario, _, _ = _load(args)
+        scenario, _, _ = load_request(request_of(args))
         kernels.check_kernels(args.kernel)
     except (ScenarioError, FileNotFoundError, GuestError) as exc:
         print(f"wanbench run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_REFUSED
     # only here: the compare machinery (scipy) would slow every run's start, in guests most
     from harness.guest.comparison import print_comparison
 
+    request = RunRequest(scenario=args.scenario.resolve(), sets=tuple(args.set),
+                         out=args.out.resolve(), backend=args.backend, allow_invalid=True)
     try:
         with interrupts.raising():  # SIGTERM too stops the guest (its `finally`) and the run
-            outcomes = kernels.run_kernels(args.scenario, scenario, args.kernel, args.out,
-                                           args.set, args.backend, log.info)
+            outcomes = run_kernels(scenario, args.kernel, request, log.info)
     except interrupts.Interrupted as exc:
         console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
                       f"{args.out}", highlight=False)
@@ -335,68 +223,21 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
     for outcome in failed:
         console.print(f"[red]kernel {outcome.kernel} failed[/red]: {outcome.error}",
                       highlight=False)
-    return EXIT_USAGE if failed else status
+    return EXIT_REFUSED if failed else status
 
 
-def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console,
-                       source: PointSource | None, quiet: bool) -> tuple[str, int] | None:
-    """Runs the points; returns why it stopped early (a signal, a refused topology) and the
-    exit status that says so, or None."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False, disable=quiet) as bar:
-        task = bar.add_task("points", total=len(todo))
-
-        def advance(point: Point, rep: int, row: dict[str, Any]) -> None:
-            shown = next((f"{metric(m, row[m])} {short_name(m)}" for m in
-                          ("reply_rate_rps", "stream_throughput_mbps")
-                          if row.get(m) is not None), "")
-            invalid = "" if row.get("valid") else " (invalid: the reason follows the table)"
-            log.info("%s rep %d: %s%s", point_label(point.sweep_values), rep, shown, invalid)
-            bar.advance(task)
-
-        received: list[int] = []
-
-        async def main_task() -> None:
-            loop = asyncio.get_running_loop()
-            current = asyncio.current_task()
-            assert current is not None
-
-            def stop(signum: int) -> None:
-                if received:  # already stopping: a second signal must not cut the teardown short
-                    return
-                received.append(signum)
-                current.cancel()
-
-            for sig in interrupts.STOP_SIGNALS:
-                loop.add_signal_handler(sig, stop, sig)
-            await run_points(ctx, todo, advance, source)
-
-        try:
-            asyncio.run(main_task())
-        except interrupts.Interrupted as exc:  # raised while a topology was coming up
-            return exc.reason, exc.exit_status
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            stop = interrupts.Interrupted(received[0] if received else signal.SIGINT)
-            return stop.reason, stop.exit_status
-        except TopologyError as exc:
-            # e.g. calibration out of tolerance: measuring on a wrong link would mislead.
-            return f"topology refused: {exc}", EXIT_USAGE
-    return None
-
-
-def _print_summary(summaries: list[PointSummary], scenario: Scenario, console: Console,
-                   to_stderr: bool) -> None:
+def _print_summary(result: RunResult, console: Console, to_stderr: bool) -> None:
     """The table of medians over valid repetitions, in the sweep's order, at 80 columns; a
     point without a valid repetition shows what its invalid ones measured, marked, and every
     invalid repetition's reason is listed below."""
+    summaries = result.summaries
     if not summaries:
         return
     axes = list(summaries[0].parameters)
     shown = [m for m in SUMMARY_METRICS
              if any(s.medians.get(m) is not None for s in summaries)]
     # Borderless (rich's SIMPLE_HEAD): a sweep of two axes and six metrics fits 80 columns.
-    table = Table(title=f"{scenario.name}: median over valid repetitions",
+    table = Table(title=f"{result.scenario_name}: median over valid repetitions",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     for column in axes:
         table.add_column(short_name(column), no_wrap=True)

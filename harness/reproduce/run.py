@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from clients.atomic import write_atomic
 from clients.paths import REPO_ROOT
+from harness import interrupts
 from harness.analysis.figures import SPECS
 from harness.manifest import git_revision
 from harness.results.runset import find_runs
+from harness.runner.display import PlainDisplay, RunDisplay
+from harness.runner.outcome import EXIT_REFUSED, RunRefused, RunRequest
+from harness.runner.scenario_run import run_scenario
 from harness.scenario import Range, Values, load, points
 
 REPRODUCE_BUDGET_S = 30 * 60  # the issue's budget for all targets on this 2-CPU machine
@@ -106,15 +108,19 @@ def check_revision(allow_dirty: bool) -> str:
     return revision
 
 
-def _run_one(path: Path, out: Path, quick: bool) -> tuple[int, str | None]:
-    before = set(find_runs(out / path.stem)) if (out / path.stem).exists() else set()
-    argv = [sys.executable, "-m", "harness.cli", "run", str(path), "--out", str(out),
-            "--allow-invalid"]
-    for item in quick_overrides(path) if quick else []:
-        argv += ["--set", item]
-    code = subprocess.run(argv, cwd=REPO_ROOT).returncode
-    made = sorted(set(find_runs(out / path.stem)) - before) if (out / path.stem).exists() else []
-    return code, str(made[-1]) if made else None
+def _run_one(path: Path, out: Path, quick: bool, display: RunDisplay) -> tuple[int, str | None]:
+    """The scenario's run (in this process: a stop signal tears it down, keeps its points
+    and then stops the reproduction too): its exit status and run directory."""
+    request = RunRequest(scenario=path, out=out, allow_invalid=True,
+                         sets=tuple(quick_overrides(path)) if quick else ())
+    try:
+        result = run_scenario(request, display)
+    except RunRefused as exc:
+        display.warning(f"{path.stem}: {exc}")
+        return EXIT_REFUSED, None
+    if result.stop is not None and result.stop.signum is not None:
+        raise interrupts.Interrupted(result.stop.signum)
+    return result.status, str(result.run_dir)
 
 
 def replace_older_runs(out: Path, runs: list[ScenarioRun]) -> list[Path]:
@@ -139,10 +145,12 @@ def prune_raw(out: Path) -> None:
 
 
 def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
-              only: list[str] | None = None, log=print) -> dict:
-    """Runs the scenarios (all, or those named in `only`) into out and returns the summary
-    written to out/reproduce.json. Older runs are replaced only when every scenario exited
-    0 or 1 (measured, valid or not): an interrupted or refused one leaves them all."""
+              only: list[str] | None = None, log=print,
+              display: RunDisplay | None = None) -> dict:
+    """Runs the scenarios (all, or those named in `only`) into out, each shown on display,
+    and returns the summary written to out/reproduce.json. Older runs are replaced only when
+    every scenario exited 0 or 1 (measured, valid or not): an interrupted or refused one
+    leaves them all."""
     revision = check_revision(allow_dirty)
     paths = [p for p in scenario_paths() if not only or p.stem in only]
     if only and len(paths) != len(set(only)):
@@ -159,11 +167,11 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
         log(f"== {run.scenario}: {run.points} points × {run.repetitions}, "
             f"~{run.estimate_s / 60:.1f} min")
         began = time.monotonic()
-        run.exit_code, run.run_dir = _run_one(path, out, quick)
+        run.exit_code, run.run_dir = _run_one(path, out, quick, display or PlainDisplay())
         run.seconds = time.monotonic() - began
         run.revision = revision
         if run.exit_code not in (0, 1):
-            log(f"{run.scenario}: wanbench run exited {run.exit_code}; stopping here "
+            log(f"{run.scenario}: its run exited {run.exit_code}; stopping here "
                 "(earlier runs are kept)")
             break
     finished = all(r.exit_code in (0, 1) for r in runs)

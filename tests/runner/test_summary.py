@@ -22,15 +22,10 @@ from harness.analysis.numbers import duration, metric, point_label
 from harness.analysis.summary import document, summarise
 from harness.cli import build_parser
 from harness.commands import LOGGER, terminal
-from harness.commands.run import (
-    EXIT_INVALID,
-    EXIT_THRESHOLDS,
-    _print_summary,
-    _status,
-    _summaries,
-    _write_summary,
-)
+from harness.commands.run import TerminalDisplay, _also_write_summary, _print_summary
 from harness.results.store import RunDir
+from harness.runner.outcome import EXIT_INVALID, EXIT_THRESHOLDS, RunResult, finished_status
+from harness.runner.scenario_run import summaries_of, write_summary
 from harness.scenario import Scenario, ScenarioError, Threshold, parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +54,19 @@ def frame(rows: list[tuple[str, str, int, int, bool, float, float]]) -> pd.DataF
 ORDER = ["s0", "s1", "e0", "e1"]  # the sweep's order: select before epoll, as written
 
 
+def finished(points: list, name: str = "thresholds", status: int = 0,
+             run_dir: Path = Path("results/run")) -> RunResult:
+    return RunResult(status, run_dir, name, len(points), len(points), points)
+
+
+def shown_status(points: list, allow_invalid: bool, console: Console) -> int:
+    """A finished run's exit status, and what the terminal says about it."""
+    status = finished_status(points, allow_invalid)
+    TerminalDisplay(console, quiet=True, allow_invalid=allow_invalid,
+                    table_to_stderr=True).outcome(finished(points, status=status))
+    return status
+
+
 def good_rows() -> list:
     return [(pid, d, c, r, True, 1000.0 + r, 3.0 + r)
             for pid, d, c in (("e1", "epoll", 1000), ("s0", "select", 0),
@@ -73,7 +81,7 @@ def test_a_run_that_keeps_its_thresholds_exits_0_and_says_so():
     assert [p.point_id for p in points] == ORDER
     assert points[0].medians["reply_rate_rps"] == 1000.5
     assert all(c.passed for p in points for c in p.thresholds)
-    assert _status(points, allow_invalid=False, console=Console(file=io.StringIO())) == 0
+    assert shown_status(points, allow_invalid=False, console=Console(file=io.StringIO())) == 0
 
 
 def test_a_run_that_crosses_a_threshold_exits_99_naming_the_point_and_metric():
@@ -81,7 +89,7 @@ def test_a_run_that_crosses_a_threshold_exits_99_naming_the_point_and_metric():
     points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER,
                        parse(SCENARIO).thresholds)
     out = io.StringIO()
-    assert _status(points, allow_invalid=False, console=Console(file=out, width=200)) == \
+    assert shown_status(points, allow_invalid=False, console=Console(file=out, width=200)) == \
         EXIT_THRESHOLDS
     said = out.getvalue()
     assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5" in said
@@ -103,10 +111,10 @@ def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
                                                              (1, ["late_sends"])]
     assert all(c.passed is None for c in e0.thresholds)  # nothing valid to judge
     said = io.StringIO()
-    assert _status(points, allow_invalid=False, console=Console(file=said)) == EXIT_INVALID
+    assert shown_status(points, allow_invalid=False, console=Console(file=said)) == EXIT_INVALID
     assert "thresholds not judged on 1 point(s) without a valid repetition" in said.getvalue()
     quiet = Console(file=io.StringIO())
-    assert _status(points, allow_invalid=True, console=quiet) == 0
+    assert shown_status(points, allow_invalid=True, console=quiet) == 0
 
 
 def test_the_table_fits_80_columns_in_sweep_order_with_per_metric_formats():
@@ -114,7 +122,7 @@ def test_the_table_fits_80_columns_in_sweep_order_with_per_metric_formats():
     points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
     out = io.StringIO()
     console = Console(file=out, width=80, color_system=None)
-    _print_summary(points, parse(SCENARIO), console, to_stderr=True)
+    _print_summary(finished(points, parse(SCENARIO).name), console, to_stderr=True)
     text = out.getvalue()
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
@@ -223,7 +231,7 @@ def test_the_readme_quickstart_table_is_what_the_terminal_shows():
     stored = RunDir(run)
     scenario = Scenario.model_validate(stored.read_manifest()["scenario"])
     out = io.StringIO()
-    _print_summary(_summaries(stored, scenario), scenario,
+    _print_summary(finished(summaries_of(stored, scenario), scenario.name),
                    Console(file=out, width=80, color_system=None), to_stderr=True)
     shown = [line.strip() for line in out.getvalue().splitlines() if line.strip()]
     readme = (REPO / "README.md").read_text()
@@ -239,8 +247,9 @@ def test_summary_json_goes_to_the_run_to_a_file_and_to_stdout(tmp_path: Path, ca
         "bmd99-fig8-reply-rate-vs-cold", {"dispatch": ["select", "epoll"]}, noise=0.0)))
     points = summarise(pd.read_parquet(run.path / "points.parquet"), ["dispatch"], [], {})
     capsys.readouterr()
-    _write_summary(run, points, 0, str(tmp_path / "ci.json"))
-    _write_summary(run, points, 0, "-")
+    write_summary(run, points, 0)
+    _also_write_summary(finished(points, run_dir=run.path), str(tmp_path / "ci.json"))
+    _also_write_summary(finished(points, run_dir=run.path), "-")
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "ci.json").read_text()) == \
         json.loads((run.path / "summary.json").read_text())

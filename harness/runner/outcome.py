@@ -1,0 +1,83 @@
+"""What a caller asks of a run (RunRequest) and what it gets back (RunResult): typed values at
+the runner's boundary, the same in-process and across a child process (as JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from clients.paths import REPO_ROOT
+from harness.analysis.summary import PointSummary, ThresholdCheck, thresholds_crossed
+
+# A run's exit statuses (a stop signal's are 128 + its number: harness.interrupts).
+EXIT_VALID = 0
+EXIT_INVALID = 1  # finished, but some point × repetition is invalid (unless allowed)
+EXIT_REFUSED = 2  # bad input or an error: nothing measured, or a topology refused
+EXIT_THRESHOLDS = 99  # finished, but a point's median crossed one of the scenario's thresholds
+
+
+class RunRefused(RuntimeError):
+    """The run could not start or go on (scenario, missing tool, run directory, topology);
+    the message is one line naming the problem and the fix."""
+
+
+class RunRequest(BaseModel):
+    """A new run of a scenario file (with `--set`-style overrides), or the resumption of a
+    run directory (its recorded scenario; a scenario given too must be the same)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: Path | None = None
+    sets: tuple[str, ...] = ()
+    resume: Path | None = None
+    out: Path = REPO_ROOT / "results"  # the results root a new run is made under
+    backend: str | None = None  # the topology backend; None: the scenario's
+    allow_invalid: bool = False  # invalid repetitions do not make the status EXIT_INVALID
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a run stopped before its last point: a stop signal, or a topology refused."""
+
+    reason: str
+    status: int
+    signum: int | None = None  # the stop signal; None: not a signal
+
+
+@dataclass
+class RunResult:
+    """A run that started: its directory, exit status, and summary (summary.json's points)."""
+
+    status: int
+    run_dir: Path
+    scenario_name: str
+    total: int  # point × repetitions of the scenario
+    finished: int  # of them on disk
+    summaries: list[PointSummary] = field(default_factory=list)
+    stop: Stop | None = None
+
+    @property
+    def crossed(self) -> list[tuple[PointSummary, ThresholdCheck]]:
+        return thresholds_crossed(self.summaries)
+
+    @property
+    def unjudged(self) -> list[PointSummary]:
+        """Points whose thresholds could not be judged: no valid repetition."""
+        return [s for s in self.summaries if any(c.passed is None for c in s.thresholds)]
+
+    @property
+    def invalid(self) -> int:
+        return sum(s.total - s.valid for s in self.summaries)
+
+
+def finished_status(summaries: list[PointSummary], allow_invalid: bool) -> int:
+    """A finished run's exit status: a crossed threshold, then invalid repetitions."""
+    if thresholds_crossed(summaries):
+        return EXIT_THRESHOLDS
+    invalid = sum(s.total - s.valid for s in summaries)
+    return EXIT_INVALID if invalid and not allow_invalid else EXIT_VALID
+
+
+RESULT_JSON = TypeAdapter(RunResult)  # a RunResult to and from JSON (a child's result file)
