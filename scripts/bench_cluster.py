@@ -26,6 +26,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.cluster.namespaces import namespace_cluster  # noqa: E402
 from harness.metrics.cpu import PROC_STAT  # noqa: E402
+from harness.runner.child import ChildFailed  # noqa: E402
+from harness.runner.outcome import RunRequest  # noqa: E402
 
 SCENARIO = REPO / "scenarios/bench/bench-cluster.yaml"
 TOPOLOGY = REPO / "topologies/dumbbell-wan.yaml"
@@ -42,13 +44,12 @@ def measure(results: Path) -> Path:
     before = cpu_ticks(), Path("/proc/loadavg").read_text().split()[:3]
     started = time.time()
     with namespace_cluster(TOPOLOGY, cpu=0) as cluster:  # off the generators' CPU
-        _, err = cluster.run(str(SCENARIO), "--out", str(results), "--allow-invalid") \
-            .communicate(timeout=600)
+        child = cluster.run(RunRequest(scenario=SCENARIO, out=results, allow_invalid=True))
+        try:
+            run = child.wait(timeout=600).run_dir
+        except ChildFailed as exc:
+            raise SystemExit(f"the run did not start: {exc}\n{child.stderr}") from None
     after = cpu_ticks(), Path("/proc/loadavg").read_text().split()[:3]
-    runs = sorted((results / "bench-cluster").iterdir(), key=lambda p: p.stat().st_mtime)
-    run = runs[-1]
-    if run.stat().st_mtime < started:
-        raise SystemExit(f"the run did not start:\n{err}")
     (total_0, steal_0), (total_1, steal_1) = before[0], after[0]
     load = {"loadavg_before": before[1], "loadavg_after": after[1],
             "steal_pct": 100 * (steal_1 - steal_0) / max(1, total_1 - total_0),

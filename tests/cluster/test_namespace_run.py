@@ -19,6 +19,8 @@ import pytest
 from clients.validity import Code
 from harness.cluster.namespaces import WANBENCH, NamespaceCluster, namespace_cluster
 from harness.results.format import CODE_SEPARATOR
+from harness.runner.child import ChildRun
+from harness.runner.outcome import RunRequest
 from tests.conftest import REPO, build, needs_root
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
@@ -48,9 +50,9 @@ def scenario(tmp_path: Path, duration_s: float) -> Path:
     return path
 
 
-def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+def finish(run: ChildRun, timeout: float = 120) -> tuple[int, str]:
+    """The run's exit status (its typed result's) and what it said."""
+    return run.wait(timeout).status, run.stderr
 
 
 def run_dir_of(out: Path) -> Path:
@@ -90,8 +92,8 @@ def sweep(cluster: NamespaceCluster, tmp_path_factory) -> Path:
     """The two-point sweep run across the cluster: its run directory."""
     tmp = tmp_path_factory.mktemp("sweep")
     # beside the rest of the suite the generator's sends may be late: judged, not fatal here
-    status, _, err = finish(cluster.run(str(scenario(tmp, SWEEP_WINDOW_S)), "--out",
-                                        str(tmp / "results"), "--allow-invalid"))
+    status, err = finish(cluster.run(RunRequest(scenario=scenario(tmp, SWEEP_WINDOW_S),
+                                                out=tmp / "results", allow_invalid=True)))
     assert status == 0, err
     return run_dir_of(tmp / "results")
 
@@ -144,7 +146,8 @@ def test_the_sweep_agrees_with_the_same_scenario_on_one_machine(sweep: Path, tmp
 @pytest.mark.slow
 def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
         cluster: NamespaceCluster, tmp_path: Path):
-    run = cluster.run(str(scenario(tmp_path, LOST_WINDOW_S)), "--out", str(tmp_path / "results"))
+    run = cluster.run(RunRequest(scenario=scenario(tmp_path, LOST_WINDOW_S),
+                                 out=tmp_path / "results"))
     records = tmp_path / "results" / "cluster-sweep"
     deadline = time.monotonic() + 90
     # the second point's generator running on the hot host: the first point is finished
@@ -153,7 +156,7 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
         assert time.monotonic() < deadline and run.poll() is None, "no second point ran"
         time.sleep(0.05)
     cluster.workers["hot"].send_signal(signal.SIGKILL)
-    status, _, err = finish(run)
+    status, err = finish(run)
     assert status == 1, err
     assert cluster.running() == NOTHING_LEFT
     run_dir = run_dir_of(tmp_path / "results")
@@ -170,7 +173,7 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
     cluster.workers["hot"].wait()
     cluster.start_worker("hot")  # its replacement
     cluster.wait_for_workers(len(ROLES))
-    status, _, err = finish(cluster.run("--resume", str(run_dir), "--allow-invalid"))
+    status, err = finish(cluster.run(RunRequest(resume=run_dir, allow_invalid=True)))
     assert status == 0, err
     assert "1 of 2 point × repetition to measure" in err
     resumed = points(run_dir)

@@ -53,7 +53,7 @@ def test_only_keeps_the_other_scenarios_entries_with_their_revision(monkeypatch,
             {"scenario": name, "points": 1, "repetitions": 3, "estimate_s": 1.0,
              "seconds": 1.0, "exit_code": 0, "run_dir": f"{name}/x"} for name in (other, CPP5)]}))
     monkeypatch.setattr(reproduce_run, "git_revision", lambda: "new")
-    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick: (0, None))
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick, display: (0, None))
     summary = reproduce(tmp_path, only=[CPP5], log=lambda _: None)
     by_name = {entry["scenario"]: entry for entry in summary["scenarios"]}
     assert by_name[other]["revision"] == "old" and by_name[other]["run_dir"] == f"{other}/x"
@@ -78,7 +78,7 @@ def test_a_finished_run_replaces_older_runs_and_a_failed_one_keeps_them(monkeypa
     summary = json.loads((tmp_path / "reproduce.json").read_text())
     assert summary["seconds"] > 0 and summary["scenarios"][0]["exit_code"] in (0, 1)
     # A scenario that could not run (exit 2) stops the sweep and replaces nothing.
-    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick: (2, None))
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick, display: (2, None))
     third = reproduce(tmp_path, quick=True, allow_dirty=True, only=[CPP5], log=lambda _: None)
     assert not third["finished"]
     assert find_runs(tmp_path / CPP5) == [Path(kept)]
