@@ -10,8 +10,9 @@ Only the cluster path imports `distributed` (the `cluster` extra); single-box ru
 - agent: what runs on a worker (a Dask actor holding that host's server or generators);
 - hosts: the agents of one measurement, their calls awaited while watching for lost workers;
 - coordinator: reachability, clock offsets, the split of a spec, `wanbench load --cluster`;
-- placement, point, session: `wanbench run --cluster` (which worker stands for which
-  topology host, one point's phases, the run's checks and manifest block);
+- placement, point, session, run: `wanbench run --cluster` (which worker stands for which
+  topology host, one point's phases, the run's checks and manifest block, the hosts the
+  runner's run joins and its child entry `python -m harness.cluster.run`);
 - namespaces: a cluster of network namespaces on one machine (tests, benchmark).
 """
 
