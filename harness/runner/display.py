@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+from harness.analysis.summary import reason_lines
 from harness.runner.outcome import RunResult
 
 Advance = Callable[[], None]  # one more point × repetition recorded
@@ -30,8 +31,8 @@ class RunDisplay(Protocol):
 
 
 class PlainDisplay:
-    """One line per event on standard error, the run directory at the end: a run whose
-    output is read from a pipe or a guest's console."""
+    """One line per event on standard error, then the invalid repetitions' reasons and the
+    run directory: a run whose output is read from a pipe or a guest's console."""
 
     def info(self, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -43,6 +44,8 @@ class PlainDisplay:
         yield lambda: None  # each recorded point has its own line already
 
     def outcome(self, result: RunResult) -> None:
+        for line in reason_lines(result.summaries):
+            self.info(f"invalid {line}")
         if result.stop is not None:
             self.info(f"{result.stop.reason}: {result.finished} of {result.total} finished "
                       f"points kept in {result.run_dir}")

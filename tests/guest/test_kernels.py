@@ -15,6 +15,8 @@ from clients.validity import EMULATED_CPU
 from harness.cli import main
 from harness.guest import accel, machine
 from harness.guest.kernels import needed_modules
+from harness.runner.kernels import RESULT_PREFIX, run_kernels
+from harness.runner.outcome import RunRequest
 from harness.scenario import Guest, ScenarioError, parse
 from tests.conftest import REPO, build
 
@@ -62,6 +64,28 @@ def test_a_missing_module_is_named(guest_kernel, tmp_path, monkeypatch):
         machine.run(guest_kernel, ["touch", str(ran)], Guest(timeout_s=60),
                     accel.Accel("tcg", "test"), [], ["wanbench_no_such_module"])
     assert not ran.exists()  # the command does not run without its modules
+
+
+def test_a_guests_run_is_the_runners_child_and_gives_back_its_result(tmp_path, monkeypatch):
+    """The kernels' loop with the guest's command run on this host in the guest's place (as
+    above): the runner's child entry runs under the guest's record, writes its result where
+    the guest may write, and the loop reads it back as a typed result and leaves no file."""
+    for target in ("build/bin/wb-server", "build/bin/wb-sclient"):
+        build(target)
+    image = tmp_path / "vmlinuz-stand-in"
+    image.write_bytes(b"never booted")
+    monkeypatch.setattr(machine, "vng_argv", lambda image, command, *_: command)
+    monkeypatch.setattr(accel, "probe", lambda image: accel.Accel("tcg", "test"))
+    out, said = tmp_path / "out", []
+    request = RunRequest(scenario=SMOKE, out=out, allow_invalid=True)
+    (outcome,) = run_kernels(parse(SMOKE.read_text()), [str(image)], request, said.append)
+    assert outcome.error is None and outcome.result is not None, said
+    assert outcome.result.status == 0 and outcome.result.finished == 1
+    guest = json.loads((outcome.run_dir / "manifest.json").read_text())["guest"]
+    assert (guest["image"], guest["accel"]) == (str(image), "tcg")
+    assert outcome.result.summaries[0].valid == 0  # an emulated CPU's timings are not valid
+    assert any("1 of 1 point × repetition to measure" in line for line in said)
+    assert not list(out.glob(f"{RESULT_PREFIX}*"))
 
 
 @pytest.mark.slow
