@@ -1,4 +1,6 @@
-"""`wanbench run`: run a scenario (or resume one) into a results directory."""
+"""`wanbench run`: run a scenario (or resume one) into a results directory. Here are its flags,
+exit statuses and terminal (TerminalDisplay); the run is harness.runner's run_scenario, and
+the kernels' runs harness.runner.kernels'."""
 
 from __future__ import annotations
 

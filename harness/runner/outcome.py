@@ -69,14 +69,18 @@ class RunResult:
 
     @property
     def invalid(self) -> int:
-        return sum(s.total - s.valid for s in self.summaries)
+        return invalid_repetitions(self.summaries)
+
+
+def invalid_repetitions(summaries: list[PointSummary]) -> int:
+    return sum(s.total - s.valid for s in summaries)
 
 
 def finished_status(summaries: list[PointSummary], allow_invalid: bool) -> int:
     """A finished run's exit status: a crossed threshold, then invalid repetitions."""
     if thresholds_crossed(summaries):
         return EXIT_THRESHOLDS
-    invalid = sum(s.total - s.valid for s in summaries)
+    invalid = invalid_repetitions(summaries)
     return EXIT_INVALID if invalid and not allow_invalid else EXIT_VALID
 
 
