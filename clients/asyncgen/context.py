@@ -32,9 +32,13 @@ class Context:
         self.request = (f"GET {args.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                         f"User-Agent: wb-asyncgen\r\n\r\n").encode()
         self.start = now_ns()
-        self.window_start = self.start + int(args.warmup_s * 1e9)
-        held = args.duration_s <= 0  # cold-only: hold until signalled
-        self.window_end = HELD if held else self.window_start + int(args.duration_s * 1e9)
+        if args.window_end_ns is not None:  # the caller's; a start already past counts from now
+            self.window_start = max(args.window_start_ns, self.start)
+            self.window_end = args.window_end_ns
+        else:
+            self.window_start = self.start + int(args.warmup_s * 1e9)
+            held = args.duration_s <= 0  # cold-only: hold until signalled
+            self.window_end = HELD if held else self.window_start + int(args.duration_s * 1e9)
         self.late_ns = int((args.late_us or LATE_THRESHOLD_US["asyncio"]) * 1e3)
 
     def in_window(self, t: int) -> bool:
