@@ -153,8 +153,8 @@ SHARED_LOAD = ("hot_conns", "cold_conns", "stream_conns", "rate_rps", "stream_mb
 def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One result document from the documents of generator shards that ran at once on
     several hosts (name -> document): counts, rates, errors and CPU times add, histograms
-    merge exactly (bucket counts add), and the window is the shortest shard's (its edges the
-    interval every shard counted, when the shards' edges are on one clock: the caller's).
+    merge exactly (bucket counts add), and the window is the shortest shard's (its edges
+    left out: each host counted on its own clock, which only the caller can convert).
     `shards`
     counts the processes, each with a CPU of its own, as wb-sclient's own sharding does.
     Facts only, as a generator writes them: the verdict is clients.validity's, on each
@@ -183,7 +183,7 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
         **{key: _sum([d.get(key) for d in docs])
            for key in ("offered_rate_rps", "request_rate_rps", "reply_rate_rps", "late_sends",
                        "shards", "unfinished_shards")},
-        "window": _common_window([d.get("window") for d in docs]),
+        "window": None,
         "first_send_unix_s": min((d["first_send_unix_s"] for d in docs
                                   if d.get("first_send_unix_s") is not None), default=None),
         "late_threshold_us": _peak([d.get("late_threshold_us") for d in docs]),
@@ -205,14 +205,6 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
                              "bytes_per_cold_conn": cold_bytes / established
                              if established and cold_bytes else None},
     }
-
-
-def _common_window(windows: list[dict[str, int] | None]) -> dict[str, int] | None:
-    """The interval every shard counted (latest start, earliest end); None unless all say."""
-    if not windows or any(w is None for w in windows):
-        return None
-    return {"start_ns": max(w["start_ns"] for w in windows if w),
-            "end_ns": min(w["end_ns"] for w in windows if w)}
 
 
 def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
