@@ -60,9 +60,10 @@ class Context:
         task.add_done_callback(self.tasks.discard)
 
     async def wait_until(self, t: int) -> None:
-        """Until monotonic time t, or sooner when stopped."""
-        timeout = (t - now_ns()) / 1e9 if t < 2**61 else None
-        try:
-            await asyncio.wait_for(self.stop.wait(), timeout)
-        except TimeoutError:
-            pass
+        """Until monotonic time t, or sooner when stopped (the event loop's timers may fire
+        a little early: a window's edge is not left before it is reached)."""
+        while not self.stop.is_set() and (left := t - now_ns()) > 0:
+            try:
+                await asyncio.wait_for(self.stop.wait(), left / 1e9 if t < 2**61 else None)
+            except TimeoutError:
+                pass
