@@ -122,6 +122,8 @@ class LoadSide:
         (an external tool measures its whole run); None without a window."""
         proc, spec = hot.proc, hot.spec
         opened = await hot.opened if hot.opened is not None else None
+        if proc.stdin is not None:
+            proc.stdin.close()  # releases it (communicate() without input leaves stdin open)
         out, _ = await asyncio.wait_for(proc.communicate(),
                                         spec.warmup_s + spec.duration_s + HOT_FINISH_MARGIN_S)
         exited = time.monotonic_ns()
