@@ -20,7 +20,7 @@ import clients
 from clients.spec import NATIVE
 from harness import procs
 from harness.runner.processes import Children, PointFailed, read_line
-from harness.runner.window import Edges, Window, generator_edges, sleep_until
+from harness.runner.window import NS_PER_S, Edges, Window, generator_edges, sleep_until
 from harness.scenario import Point, Scenario
 
 # Time the hot generator may take past its window before the point fails
@@ -118,8 +118,9 @@ class LoadSide:
 
     async def hot_document(self, hot: HotLaunch) -> tuple[dict[str, Any], Edges | None]:
         """The hot generator's result document once it has exited, and the edges it counted
-        between: its own (clients/SCHEMA.md `window`), else its gate's opening and its exit
-        (an external tool measures its whole run); None without a window."""
+        between: its own (clients/SCHEMA.md `window`); else, an external tool measuring its
+        whole run, its gate's opening and the run it says it measured from there
+        (`duration_s`), or its exit when it does not say; None without a window."""
         proc, spec = hot.proc, hot.spec
         opened = await hot.opened if hot.opened is not None else None
         if proc.stdin is not None:
@@ -133,8 +134,11 @@ class LoadSide:
                               f"see {self.raw / 'hot.stderr'}")
         document = clients.parse_result(spec, out.decode(errors="replace"),
                                         (self.raw / "hot.stderr").read_text(errors="replace"))
-        return document, generator_edges(document) or (
-            Edges(opened, exited) if opened is not None else None)
+        counted = generator_edges(document)
+        if counted is not None or opened is None:
+            return document, counted
+        ran_s = document.get("duration_s")
+        return document, Edges(opened, opened + round(ran_s * NS_PER_S) if ran_s else exited)
 
     async def stop_cold(self, proc: asyncio.subprocess.Process | None,
                         spec: clients.LoadSpec | None) -> dict[str, Any] | None:
