@@ -153,7 +153,9 @@ SHARED_LOAD = ("hot_conns", "cold_conns", "stream_conns", "rate_rps", "stream_mb
 def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One result document from the documents of generator shards that ran at once on
     several hosts (name -> document): counts, rates, errors and CPU times add, histograms
-    merge exactly (bucket counts add), and the window is the shortest shard's. `shards`
+    merge exactly (bucket counts add), and the window is the shortest shard's (its edges
+    left out: each host counted on its own clock, which only the caller can convert).
+    `shards`
     counts the processes, each with a CPU of its own, as wb-sclient's own sharding does.
     Facts only, as a generator writes them: the verdict is clients.validity's, on each
     shard's facts (harness.cluster.coordinator.judged_merge)."""
@@ -181,6 +183,7 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
         **{key: _sum([d.get(key) for d in docs])
            for key in ("offered_rate_rps", "request_rate_rps", "reply_rate_rps", "late_sends",
                        "shards", "unfinished_shards")},
+        "window": None,
         "first_send_unix_s": min((d["first_send_unix_s"] for d in docs
                                   if d.get("first_send_unix_s") is not None), default=None),
         "late_threshold_us": _peak([d.get("late_threshold_us") for d in docs]),
@@ -214,6 +217,7 @@ def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
         "invalid_reasons": [],
         "config": config,
         "duration_s": None,
+        "window": None,
         "warmup_s": config.get("warmup_s"),
         "offered_rate_rps": config.get("rate_rps"),
         "request_rate_rps": None,

@@ -139,6 +139,15 @@ class LoadSpec:
     stream_mbps: float | None = option(
         "--stream-mbps", None, metavar="B",
         help="total Mbit/s shared by the stream connections")
+    # The runner's window (harness.runner.window) as CLOCK_MONOTONIC instants: the generator
+    # measures exactly [start, end) instead of warmup_s/duration_s after its own start. Set by
+    # the run, never from `wanbench load`; wb-sclient and asyncgen take it, the external
+    # tools cannot (the runner starts them at the window's start instead).
+    window_start_ns: int | None = option("--window-start-ns", None, load=False, metavar="NS",
+                                         help="measure from this CLOCK_MONOTONIC instant")
+    window_end_ns: int | None = option("--window-end-ns", None, load=False, metavar="NS",
+                                       help="measure to this CLOCK_MONOTONIC instant, then "
+                                            "wait for stdin to end before exiting")
     seed: int = option("--seed", 1,
                        help="seed of Poisson arrivals and random picks: the same seed, the "
                             "same schedule")
@@ -194,6 +203,7 @@ class LoadSpec:
         if self.rate_rps is not None and self.rate_rps <= 0:
             raise ValueError(f"rate_rps {self.rate_rps} must be > 0 (None for closed loop)")
         check_duration(self.duration_s, self.cold_only)
+        check_window(self.window_start_ns, self.window_end_ns)
         if isinstance(self.source_addrs, str):
             ipaddress.ip_network(self.source_addrs, strict=False)
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
@@ -229,6 +239,14 @@ class LoadSpec:
     def config(self) -> dict[str, Any]:
         """The spec as the result document's `config` (JSON-safe)."""
         return json.loads(json.dumps(asdict(self), default=str))  # paths become strings
+
+
+def check_window(start_ns: int | None, end_ns: int | None) -> None:
+    """Both edges of a given window or neither, the end after the start."""
+    if (start_ns is None) != (end_ns is None):
+        raise ValueError("window_start_ns and window_end_ns go together: give both or neither")
+    if start_ns is not None and end_ns is not None and end_ns <= start_ns:
+        raise ValueError(f"window_end_ns {end_ns} is not after window_start_ns {start_ns}")
 
 
 def check_sclient_only(generator: str, **options: int) -> None:

@@ -44,6 +44,10 @@ them for users, with their codes):
 - the CPU was emulated (a guest under QEMU's TCG): time ran at the emulator's pace, so
   timings say nothing of the kernel, while what the run counted (errors, overflows,
   replies) still holds;
+- the window's sources disagreed: a source of the point's numbers (the generator's count, the
+  server's stats reads, the samplers, wb-ktrace) measured from or to an instant more than
+  CLOCK_OFFSET_FRACTION of the window away from the runner's edge, so the numbers do not
+  describe one interval;
 - several hosts (wanbench's cluster): the clock of a host that keeps the scheduled start was
   off the run's host's by more than CLOCK_OFFSET_FRACTION of the window, so the hosts'
   windows did not overlap enough to add their rates; or a worker was lost during the point.
@@ -75,7 +79,9 @@ SERVER_BUSY_PCT = 90.0  # of the CPUs the server may use
 KEEP_UP_FRACTION = 0.95  # a point keeps up when replies reach 95 % of the offered rate
 STEAL_LIMIT_PCT = 5.0
 # Shards start at one scheduled time read from each host's clock: an offset of 1 % of the
-# window leaves 99 % of it overlapping, within RATE_TOLERANCE's noise for added rates
+# window leaves 99 % of it overlapping, within RATE_TOLERANCE's noise for added rates. The
+# same bound holds a point's sources (generator, server stats, samplers, wb-ktrace) to the
+# runner's window: a source whose edge is 1 % of the window off still shares 99 % of it
 CLOCK_OFFSET_FRACTION = 0.01
 WAIT_LIMIT_PCT = 5.0
 # Generators that poll by design: httperf's CPU reads 100 % at any rate (measured at 500
@@ -115,6 +121,7 @@ class Code(StrEnum):
     CLOSED_LOOP_ELSEWHERE = "closed_loop_elsewhere"
     EMULATED_CPU = "emulated_cpu"
     CLOCK_OFFSET = "clock_offset"
+    WINDOW_DISAGREES = "window_disagrees"
     WORKER_LOST = "worker_lost"
     NOT_MEASURED = "not_measured"  # the point failed before it was measured; its sentence says why
 
@@ -155,6 +162,7 @@ RULES = {
     Code.CLOSED_LOOP_ELSEWHERE: Rule(Kind.SETUP, "closed loop not server-bound"),
     Code.EMULATED_CPU: Rule(Kind.SETUP, "emulated CPU"),
     Code.CLOCK_OFFSET: Rule(Kind.SETUP, "clock offset between hosts"),
+    Code.WINDOW_DISAGREES: Rule(Kind.SETUP, "window sources disagree"),
     Code.WORKER_LOST: Rule(Kind.SETUP, "worker lost"),
     Code.NOT_MEASURED: Rule(Kind.SETUP, "not measured"),
 }
@@ -310,6 +318,9 @@ class WindowFacts:
     emulated: bool = False  # a guest under QEMU's TCG
     cold_asked: int = 0
     cold_held: int | None = None
+    window_s: float | None = None  # the runner's window
+    # each source's (start, end) less the runner's edges, in s (the sources that ran)
+    edge_offsets_s: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -352,6 +363,7 @@ def judge(facts: Facts) -> Verdict:
             offered, sum(g.hot_conns for g in generators), saturated, window.server_cpu_pct,
             window.generator_wait_pct, window.server_bound),
         emulated_cpu(window.emulated),  # counts stand, timings do not
+        window_disagrees(window.edge_offsets_s, window.window_s),
     ) if r]
     interference = [r for r in (
         stolen(window.steal_server_pct, window.steal_generator_pct),
@@ -696,6 +708,23 @@ def clock_offset(host: str, offset_s: float, uncertainty_s: float,
                   f"the clock of {host} is {offset_s * 1e3:+.1f} ms (± {uncertainty_s * 1e3:.1f} "
                   f"ms) off the run's host's, over {CLOCK_OFFSET_FRACTION:.0%} of the "
                   f"{window_s:g} s window: synchronise the hosts' clocks (chrony) and resume")
+
+
+def window_disagrees(offsets_s: Mapping[str, tuple[float, float]],
+                     window_s: float | None) -> Reason | None:
+    """offsets_s: by source, its start and end less the runner's window's, in s. The source
+    furthest off names the reason when it is more than CLOCK_OFFSET_FRACTION of the window."""
+    if not window_s or not offsets_s:
+        return None
+    source, (start, end) = max(offsets_s.items(),
+                               key=lambda item: max(abs(item[1][0]), abs(item[1][1])))
+    if max(abs(start), abs(end)) <= CLOCK_OFFSET_FRACTION * window_s:
+        return None
+    return Reason(Code.WINDOW_DISAGREES,
+                  f"the {source.replace('_', ' ')} measured from {start * 1e3:+.1f} ms to "
+                  f"{end * 1e3:+.1f} ms off the {window_s:g} s window's edges, over "
+                  f"{CLOCK_OFFSET_FRACTION:.0%} of it: the point's numbers do not describe "
+                  f"one interval")
 
 
 def worker_lost(host: str, said: str = "") -> Reason:

@@ -6,11 +6,16 @@
 #include <time.h>
 #include <unistd.h>
 
-double monotonic_seconds(void)
+static uint64_t monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double monotonic_seconds(void)
+{
+    return (double)monotonic_ns() / 1e9;
 }
 
 static void write_counters(FILE *f, const struct stats *s)
@@ -20,12 +25,15 @@ static void write_counters(FILE *f, const struct stats *s)
 #undef STATS_PRINT
 }
 
-static void write_header(FILE *f, const struct stats_info *info, pid_t pid, int workers)
+/* taken_ns: the CLOCK_MONOTONIC instant the counters were read, which a reader's window
+ * edges are compared with (the runner's, on the same clock). */
+static void write_header(FILE *f, const struct stats_info *info, pid_t pid, int workers,
+                         uint64_t taken_ns)
 {
     fprintf(f, "\"schema\": 1, \"backend\": \"%s\", \"accept\": \"%s\", \"reply_bytes\": %ld, "
-               "\"pid\": %ld, \"workers\": %d, \"uptime_s\": %.6f",
+               "\"pid\": %ld, \"workers\": %d, \"uptime_s\": %.6f, \"monotonic_ns\": %llu",
             info->backend, info->accept, info->reply_bytes, (long)pid, workers,
-            monotonic_seconds() - info->started);
+            (double)taken_ns / 1e9 - info->started, (unsigned long long)taken_ns);
 }
 
 int stats_write(const char *path, const struct stats_info *info,
@@ -38,6 +46,7 @@ int stats_write(const char *path, const struct stats_info *info,
     if (!f)
         return -1;
 
+    uint64_t taken_ns = monotonic_ns();
     struct stats total = {0};
     for (int i = 0; i < n; i++) {
 #define STATS_SUM(name) total.name += workers[i].name;
@@ -45,13 +54,13 @@ int stats_write(const char *path, const struct stats_info *info,
 #undef STATS_SUM
     }
     fputc('{', f);
-    write_header(f, info, getpid(), n);
+    write_header(f, info, getpid(), n, taken_ns);
     write_counters(f, &total);
     if (n > 1) {
         fputs(", \"per_worker\": [", f);
         for (int i = 0; i < n; i++) {
             fputs(i ? ", {" : "{", f);
-            write_header(f, info, workers[i].pid, 1);
+            write_header(f, info, workers[i].pid, 1, taken_ns);
             write_counters(f, &workers[i]);
             fputc('}', f);
         }

@@ -45,7 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         doc = uvloop.run(amain(args))
     write_json(doc, args.json_path)
+    if args.window_end_ns is not None:
+        hold_until_released()
     return 0
+
+
+def hold_until_released() -> None:
+    """Given the caller's window, the generator stays, idle, until its stdin ends (or a stop
+    signal): whoever reads its CPU at the window's end edge still finds it, then closes
+    stdin (wb-sclient does the same)."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

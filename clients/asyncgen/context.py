@@ -32,9 +32,13 @@ class Context:
         self.request = (f"GET {args.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                         f"User-Agent: wb-asyncgen\r\n\r\n").encode()
         self.start = now_ns()
-        self.window_start = self.start + int(args.warmup_s * 1e9)
-        held = args.duration_s <= 0  # cold-only: hold until signalled
-        self.window_end = HELD if held else self.window_start + int(args.duration_s * 1e9)
+        if args.window_end_ns is not None:  # the caller's; a start already past counts from now
+            self.window_start = max(args.window_start_ns, self.start)
+            self.window_end = args.window_end_ns
+        else:
+            self.window_start = self.start + int(args.warmup_s * 1e9)
+            held = args.duration_s <= 0  # cold-only: hold until signalled
+            self.window_end = HELD if held else self.window_start + int(args.duration_s * 1e9)
         self.late_ns = int((args.late_us or LATE_THRESHOLD_US["asyncio"]) * 1e3)
 
     def in_window(self, t: int) -> bool:
@@ -56,9 +60,10 @@ class Context:
         task.add_done_callback(self.tasks.discard)
 
     async def wait_until(self, t: int) -> None:
-        """Until monotonic time t, or sooner when stopped."""
-        timeout = (t - now_ns()) / 1e9 if t < 2**61 else None
-        try:
-            await asyncio.wait_for(self.stop.wait(), timeout)
-        except TimeoutError:
-            pass
+        """Until monotonic time t, or sooner when stopped (the event loop's timers may fire
+        a little early: a window's edge is not left before it is reached)."""
+        while not self.stop.is_set() and (left := t - now_ns()) > 0:
+            try:
+                await asyncio.wait_for(self.stop.wait(), left / 1e9 if t < 2**61 else None)
+            except TimeoutError:
+                pass

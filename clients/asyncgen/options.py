@@ -7,7 +7,7 @@ import argparse
 import resource
 
 from clients import sources
-from clients.spec import add_arguments, check_duration, native_options, options
+from clients.spec import add_arguments, check_duration, check_window, native_options, options
 from clients.targets import check_request_path, split_host_port
 
 # Like wb-sclient, the generator measures from its start unless told to warm up.
@@ -39,6 +39,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         check_duration(a.duration_s, bool(a.cold_conns) and not a.hot_conns)
     except ValueError as exc:
         p.error(f"--duration: {exc}")
+    try:
+        check_window(a.window_start_ns, a.window_end_ns)
+    except ValueError as exc:
+        p.error(f"--window-end-ns: {exc}")
     a.target_addrs = []
     for t in a.targets:
         try:

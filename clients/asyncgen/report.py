@@ -22,7 +22,8 @@ def run_delay_ns() -> int:
 def document(ctx: Context, cold_held: int, t_end: int, ru0: resource.struct_rusage,
              ru1: resource.struct_rusage, run_delay_s: float) -> dict[str, Any]:
     a, c = ctx.args, ctx.c
-    window_s = max(0.0, (min(t_end, ctx.window_end) - ctx.window_start) / 1e9)
+    counted_to = max(ctx.window_start, min(t_end, ctx.window_end))
+    window_s = (counted_to - ctx.window_start) / 1e9
     user = ru1.ru_utime - ru0.ru_utime
     sys_ = ru1.ru_stime - ru0.ru_stime
     doc = skeleton("asyncio", a.config)
@@ -31,6 +32,7 @@ def document(ctx: Context, cold_held: int, t_end: int, ru0: resource.struct_rusa
     doc.update(
         generator_version=f"python {sys.version.split()[0]}, {type(ctx.loop).__module__}",
         duration_s=window_s,
+        window={"start_ns": ctx.window_start, "end_ns": counted_to},
         offered_rate_rps=a.rate_rps if a.rate_rps and a.hot_conns else None,
         request_rate_rps=c.sent / window_s if window_s else 0.0,
         reply_rate_rps=c.replies / window_s if window_s else 0.0,

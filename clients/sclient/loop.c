@@ -826,9 +826,14 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
     if (L->ep < 0) { perror("wb-sclient: epoll_create1"); return 1; }
     build_requests(L);
     L->start = L->now = (int64_t)now_ns();
-    L->window_start = L->start + (int64_t)(o->warmup_s * 1e9);
-    int hold_forever = o->duration_s <= 0;
-    L->window_end = hold_forever ? INT64_MAX / 2 : L->window_start + (int64_t)(o->duration_s * 1e9);
+    if (o->window_end_ns) { /* the caller's instants; a start already past counts from now */
+        L->window_start = o->window_start_ns > L->start ? o->window_start_ns : L->start;
+        L->window_end = o->window_end_ns;
+    } else {
+        L->window_start = L->start + (int64_t)(o->warmup_s * 1e9);
+        int hold_forever = o->duration_s <= 0;
+        L->window_end = hold_forever ? INT64_MAX / 2 : L->window_start + (int64_t)(o->duration_s * 1e9);
+    }
     L->end = L->window_end;
     L->stream_last = L->start;
     L->lead_ns = o->spin_fixed ? (int64_t)o->spin_us * 1000 : LEAD_INIT_NS;
@@ -894,7 +899,10 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
     L->now = (int64_t)now_ns();
     record_tcp_srtt(L);
     int64_t wend = L->now < L->window_end ? L->now : L->window_end;
-    r->window_s = wend > L->window_start ? (double)(wend - L->window_start) / 1e9 : 0;
+    if (wend < L->window_start) wend = L->window_start; /* a window that ended before it ran */
+    r->window_s = (double)(wend - L->window_start) / 1e9;
+    r->window_start_ns = L->window_start;
+    r->window_end_ns = wend;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->cpu_user_s = tv_s(ru.ru_utime);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@
 static const char usage[] =
     "usage: wb-sclient --target ADDR:PORT [--target ...] [options]\n"
     "  --duration S --warmup S --seed N --cpu N --json PATH --workers N (0: automatic)\n"
+    "  --window-start-ns N --window-end-ns N   measure exactly [N, N) on CLOCK_MONOTONIC\n"
+    "        instead of --warmup/--duration, then wait for stdin to end before exiting\n"
     "  --source LIST|CIDR|auto   source addresses (comma list or a.b.c.d/n)\n"
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --pick last|random (open loop: the\n"
@@ -73,14 +76,67 @@ static const struct range {
     {"slice-us", 0, 100000}, {"coalesce-us", 0, 1e6}, {"cold", 0, MAX_CONNS},
     {"cold-ramp", 0, 1e9}, {"cold-interval", 0, 1e6}, {"max-connecting", 1, MAX_CONNECTING},
     {"stream", 0, MAX_CONNS}, {"stream-mbps", 0, 1e6}, {"workers", 0, MAX_SHARDS},
+    /* CLOCK_MONOTONIC instants in ns (int64_t) */
+    {"window-start-ns", 1, 9e18}, {"window-end-ns", 1, 9e18},
 };
+
+static const struct range *range_of(const char *name) {
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (!strcmp(ranges[i].flag, name)) return &ranges[i];
+    fprintf(stderr, "wb-sclient: --%s has no range (a bug)\n", name);
+    exit(2);
+}
 
 /* optarg of flag `name`, within its range. */
 static double ranged(const char *name, const char *v) {
-    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
-        if (!strcmp(ranges[i].flag, name)) return num(name, v, ranges[i].lo, ranges[i].hi);
-    fprintf(stderr, "wb-sclient: --%s has no range (a bug)\n", name);
-    exit(2);
+    const struct range *r = range_of(name);
+    return num(name, v, r->lo, r->hi);
+}
+
+/* An instant in ns within its range: digits are read exactly (a double rounds past 2^53 ns of
+ * uptime), other notations must still be whole. */
+static int64_t instant(const char *name, const char *v) {
+    double approx = ranged(name, v);
+    char *end;
+    errno = 0;
+    long long exact = strtoll(v, &end, 10);
+    if (!errno && end != v && !*end) return exact;
+    if (approx != floor(approx)) {
+        fprintf(stderr, "wb-sclient: --%s %s: expected whole ns of CLOCK_MONOTONIC\n", name, v);
+        exit(2);
+    }
+    return (int64_t)approx;
+}
+
+/* The caller's window replaces --warmup/--duration: both derived from it, for the timeline
+ * and the report's config. */
+static void take_window(struct opts *o) {
+    if (!o->window_start_ns != !o->window_end_ns)
+        die("%s", "--window-start-ns and --window-end-ns go together: give both or neither");
+    if (!o->window_end_ns) return;
+    if (o->window_end_ns <= o->window_start_ns) {
+        fprintf(stderr, "wb-sclient: --window-end-ns %lld is not after --window-start-ns %lld\n",
+                (long long)o->window_end_ns, (long long)o->window_start_ns);
+        exit(2);
+    }
+    int64_t now = (int64_t)now_ns();
+    o->warmup_s = o->window_start_ns > now ? (double)(o->window_start_ns - now) / 1e9 : 0;
+    o->duration_s = (double)(o->window_end_ns - o->window_start_ns) / 1e9;
+}
+
+/* With the caller's window, a process that has finished it stays, idle, until its stdin ends
+ * (or a stop signal): whoever reads its CPU at the window's end edge still finds it, then
+ * closes stdin. */
+static void hold_until_released(const struct opts *o) {
+    if (!o->window_end_ns) return;
+    sigset_t waiting;
+    sigprocmask(SIG_BLOCK, NULL, &waiting);
+    sigdelset(&waiting, SIGTERM);
+    sigdelset(&waiting, SIGINT);
+    struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+    char buf[256];
+    while (ppoll(&in, 1, NULL, &waiting) > 0 && !(in.revents & (POLLHUP | POLLERR | POLLNVAL)) &&
+           read(STDIN_FILENO, buf, sizeof buf) > 0) {}
 }
 
 static void add_target(struct opts *o, const char *spec) {
@@ -178,6 +234,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
+        {"window-start-ns", 1, 0, 'T'}, {"window-end-ns", 1, 0, 'E'},
         {"help", 0, 0, 'h'}, {"describe", 0, 0, 'D'}, {0, 0, 0, 0}};
     set_defaults(o);
     const char *sources = NULL;
@@ -231,12 +288,15 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'B': o->stream_mbps = ranged(name, optarg); break;
         case 'j': o->json_path = optarg; break;
         case 'W': o->workers = (int)ranged(name, optarg); break;
+        case 'T': o->window_start_ns = instant(name, optarg); break;
+        case 'E': o->window_end_ns = instant(name, optarg); break;
         case 'h': fputs(usage, stdout); exit(0);
         case 'D': describe(); exit(0);
         default: die("%s", "unknown option");
         }
     }
     if (optind < argc) die("unexpected argument %s", argv[optind]);
+    take_window(o);
     if (!o->ntargets) die("%s", "--target ADDR:PORT is required");
     if (!o->hot_conns && !o->cold_conns && !o->stream_conns)
         die("%s", "nothing to do: give --hot-conns, --cold or --stream");
@@ -369,6 +429,7 @@ int main(int argc, char **argv) {
     int unfinished = 0;
     if (n == 1) {
         if (run_shard(&o, &shards[0], (struct result *)shm)) return 1;
+        hold_until_released(&o);
         result_merge(total, (struct result *)shm);
     } else {
         int pipefd[2];
@@ -386,7 +447,9 @@ int main(int argc, char **argv) {
             if (pid == 0) {
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 close(pipefd[0]);
-                _exit(run_shard(&o, &shards[i], (struct result *)(shm + slot * (size_t)i)));
+                int failed = run_shard(&o, &shards[i], (struct result *)(shm + slot * (size_t)i));
+                hold_until_released(&o);
+                _exit(failed);
             }
             children[nchildren++] = pid;
         }

@@ -33,6 +33,10 @@ void result_merge(struct result *into, const struct result *from) {
     if (from->lead_max_ns > into->lead_max_ns) into->lead_max_ns = from->lead_max_ns;
     if (from->max_slip_ns > into->max_slip_ns) into->max_slip_ns = from->max_slip_ns;
     if (from->window_s > into->window_s) into->window_s = from->window_s;
+    /* the merged edges: the interval every shard counted (the latest start, earliest end) */
+    if (from->window_start_ns > into->window_start_ns) into->window_start_ns = from->window_start_ns;
+    if (!into->window_end_ns || from->window_end_ns < into->window_end_ns)
+        into->window_end_ns = from->window_end_ns;
     if (from->established_s > into->established_s) into->established_s = from->established_s;
     if (from->first_send_unix_s && (!into->first_send_unix_s ||
                                     from->first_send_unix_s < into->first_send_unix_s))
@@ -137,6 +141,8 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
             (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
             (unsigned long long)r->err_no_local_port, (unsigned long long)r->err_other);
+    fprintf(f, ", \"window\": {\"start_ns\": %lld, \"end_ns\": %lld}", (long long)r->window_start_ns,
+            (long long)r->window_end_ns);
     fprintf(f, ", \"first_send_unix_s\": ");
     if (r->first_send_unix_s) fprintf(f, "%.6f", r->first_send_unix_s); else fprintf(f, "null");
     fprintf(f, ", \"late_sends\": ");

@@ -20,6 +20,9 @@ struct opts {
     int nsources;
     const char *sources_spec; /* as given, or "auto" */
     double duration_s, warmup_s;
+    /* The caller's window on CLOCK_MONOTONIC, measured instead of --warmup/--duration's
+     * (0: none given); the process then waits for stdin's end before it exits (main.c). */
+    int64_t window_start_ns, window_end_ns;
     uint64_t seed;
     int cpu; /* -1: not pinned */
     /* hot */
@@ -74,6 +77,7 @@ struct result {
     uint64_t lead_sleeps, lead_max_ns;
     double contended_s; /* window time without a lead: another task wanted the CPU */
     double first_send_unix_s; /* wall clock at the first hot request sent (0: none): a cluster's start lag */
+    int64_t window_start_ns, window_end_ns; /* CLOCK_MONOTONIC edges this shard counted between */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
     uint64_t by_status[600];
     uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_no_local_port,

@@ -27,15 +27,16 @@ from clients.spec import LoadSpec
 from harness import manifest
 from harness.cluster.targets import allowed_here
 from harness.metrics import perf
-from harness.runner.load_side import LoadSide
+from harness.runner.load_side import HotLaunch, LoadSide
 from harness.runner.processes import Children
 from harness.runner.server_side import ServerSide, ServerWindow
+from harness.runner.window import Edges, Window, wall_edges
 from harness.scenario import Scenario
 
 T = TypeVar("T")
 LOG_LIMIT_BYTES = 1 << 20  # raw logs sent back to the run; a larger one is cut to its tail
-# the hot generator, its spec, its scheduled start and how late it was launched
-HotLaunch = tuple[asyncio.subprocess.Process, LoadSpec, float, float]
+# the hot generator, its scheduled start and how late it was launched
+ScheduledHot = tuple[HotLaunch, float, float]
 
 
 @dataclasses.dataclass
@@ -45,6 +46,8 @@ class HotStart:
     start_lag_s: float  # from the scheduled start to the generator's launch
     # from the scheduled start to its first request (its connections opened): None if none
     first_request_lag_s: float | None
+    # the edges it counted between, on this host's time.time() in ns (None: no window)
+    edges: Edges | None = None
 
 
 def missing_addresses(addresses: list[str]) -> list[str]:
@@ -76,7 +79,7 @@ class HostAgent:
         self.load = LoadSide(self.children, [])
         self.server: ServerSide | None = None
         self.cold: tuple[asyncio.subprocess.Process, LoadSpec] | None = None
-        self.hot: asyncio.Task[HotLaunch] | None = None
+        self.hot: asyncio.Task[ScheduledHot] | None = None
         self.stopped = False
         self._loop.call_soon_threadsafe(self._loop.call_later, lease_s, self._lease_over)
 
@@ -102,20 +105,20 @@ class HostAgent:
         assert self.server is not None
         self.server.hold_to_budget()
 
-    async def measure(self, start_at: float, window_from_s: float,
-                      window_to_s: float) -> ServerWindow:
-        """The samplers from window_from_s to window_to_s after start_at (this host's
-        time.time()); no generator runs here."""
+    async def measure(self, window: tuple[float, float]) -> ServerWindow:
+        """The server's stats and samplers over the window (its edges on this host's
+        time.time()), their edges handed back on time.time() too; no generator runs here."""
         server = self.server
         assert server is not None
 
         async def measure() -> ServerWindow:
-            start = asyncio.get_running_loop().time() + start_at - time.time()
             tsc_hz, _ = manifest.tsc_hz()
             counters, _ = perf.hardware_counters()
-            return await server.measure(start + window_from_s, start + window_to_s,
-                                        tsc_hz=tsc_hz, hardware_counters=counters,
-                                        generator_pids=[], emulator_pids=[])
+            measured = await server.measure(Window.of_wall(*window), tsc_hz=tsc_hz,
+                                            hardware_counters=counters, generator_pids=[],
+                                            emulator_pids=[])
+            measured.edges = {source: wall_edges(e) for source, e in measured.edges.items()}
+            return measured
         return await self._on_loop(measure())
 
     # -- load side -------------------------------------------------------------------------
@@ -136,14 +139,18 @@ class HostAgent:
             self.cold = (await self.load.start_cold(spec), spec)
         await self._on_loop(start())
 
-    async def start_hot(self, spec: LoadSpec, start_at: float) -> None:
-        """The hot generator launched at start_at (this host's time.time()); returns at once."""
+    async def start_hot(self, spec: LoadSpec, start_at: float,
+                        window: tuple[float, float] | None = None) -> None:
+        """The hot generator launched at start_at (this host's time.time()) to measure the
+        window (its edges on the same clock; None: the spec's warm-up and duration from its
+        launch); returns at once."""
         spec = self._here(spec, "hot")
 
-        async def launch() -> HotLaunch:
+        async def launch() -> ScheduledHot:
             await asyncio.sleep(max(0.0, start_at - time.time()))
             lag = time.time() - start_at
-            return await self.load.start_hot(spec), spec, start_at, lag
+            here = Window.of_wall(*window) if window is not None else None
+            return await self.load.start_hot(spec, here), start_at, lag
 
         async def schedule() -> None:
             self.hot = asyncio.get_running_loop().create_task(launch())
@@ -152,10 +159,11 @@ class HostAgent:
     async def hot_result(self) -> tuple[dict[str, Any], HotStart]:
         async def result() -> tuple[dict[str, Any], HotStart]:
             assert self.hot is not None
-            proc, spec, start_at, lag = await self.hot
-            document = await self.load.hot_document(proc, spec)
+            hot, start_at, lag = await self.hot
+            document, counted = await self.load.hot_document(hot)
             first_send = document.get("first_send_unix_s")
-            return document, HotStart(lag, None if first_send is None else first_send - start_at)
+            return document, HotStart(lag, None if first_send is None else first_send - start_at,
+                                      wall_edges(counted) if counted is not None else None)
         return await self._on_loop(result())
 
     async def stop_cold(self) -> dict[str, Any] | None:

@@ -5,8 +5,10 @@ Measurement out.
   1. the server started on the server host (and checked, as on one machine);
   2. the cold connections opened on every cold host, then the server confirms it holds them
      all: the barrier before anything is measured;
-  3. the clocks read; one scheduled start for every hot host's generator (each given the
-     time its own clock reads then) and the server host's samplers (warm-up, then window);
+  3. the clocks read; one scheduled start for every hot host's generator, and one window
+     (decided on the run's host's time.time(), harness.runner.window) for the generators and
+     the server host's stats and samplers, each host given the times its own clock reads
+     then; each hands back the edges its sources used, converted back to the run's clock;
   4. the hot documents merged exactly and judged with the clocks of the hosts that keep the
      scheduled start (harness.cluster.coordinator.judged_merge, clients.validity).
 A worker that leaves the scheduler during any phase fails the point naming its host
@@ -26,9 +28,10 @@ from clients.spec import LoadSpec
 from harness.cluster.coordinator import START_MARGIN_S, clock_offsets, judged_merge, split
 from harness.cluster.hosts import PHASE_TIMEOUT_S, HostAgents
 from harness.cluster.placement import HostWorker, Placement
-from harness.runner.launch import GENERATOR_TAIL_S, Measurement
+from harness.runner.launch import Measurement
 from harness.runner.load_side import HOT_FINISH_MARGIN_S, cold_spec, hot_spec
 from harness.runner.processes import PointFailed
+from harness.runner.window import NS_PER_S, Edges, Window
 from harness.scenario import Scenario
 
 
@@ -90,14 +93,26 @@ class ClusterPoint:
         self.timing = {name: HostTiming(c.offset_s, c.uncertainty_s) for name, c in clocks.items()}
         hot = self._shards(hot_spec(cfg, self.seed, target, None, None), placement.hot)
         start_at = time.time() + START_MARGIN_S
-        # each host is given the time its own clock reads at the scheduled start
+        # the window on the run's host's time.time(), in ns
+        window = Window.after(cfg.warmup_s, cfg.duration_s, now_ns=round(start_at * NS_PER_S))
+
+        def here(name: str) -> tuple[float, float]:
+            """The window's edges as host `name`'s clock reads them."""
+            moved = window.on_clock(clocks[name].offset_s)
+            return moved.start_ns / NS_PER_S, moved.end_ns / NS_PER_S
+        # each host is given the times its own clock reads at the scheduled start and edges
         hosts.each(hot_names, lambda agent, i: agent.start_hot(
-            hot[i], start_at + clocks[hot_names[i]].offset_s))
-        window = server.measure(start_at + clocks[server_name].offset_s, cfg.warmup_s,
-                                cfg.warmup_s + cfg.duration_s - GENERATOR_TAIL_S)
+            hot[i], start_at + clocks[hot_names[i]].offset_s, here(hot_names[i])))
+        sampled = server.measure(here(server_name))
         run_s = START_MARGIN_S + cfg.warmup_s + cfg.duration_s + HOT_FINISH_MARGIN_S
         results = hosts.each(hot_names, lambda agent, _: agent.hot_result(), run_s)
-        measured = hosts.wait({server_name: window})[server_name]
+        measured = hosts.wait({server_name: sampled})[server_name]
+        edges = {source: self._on_run_clock(server_name, e)
+                 for source, e in measured.edges.items()}
+        counted = [self._on_run_clock(name, started.edges) for name, (_, started)
+                   in results.items() if started.edges is not None]
+        if counted:
+            edges["generator"] = _furthest(counted, window)
         for name, (_, started) in results.items():
             self.timing[name].start_lag_s = started.start_lag_s
             self.timing[name].first_request_lag_s = started.first_request_lag_s
@@ -108,9 +123,14 @@ class ClusterPoint:
         # connections are open before it
         merged, facts = judged_merge(documents, dict(zip(hot_names, hot, strict=True)), clocks,
                                      sampler_host=server_name)
-        return Measurement(merged, facts, _merged_cold(cold_docs), measured.window,
-                           measured.stats_before, measured.stats_after, measured.samples,
-                           measured.profile_rows)
+        return Measurement(merged, facts, _merged_cold(cold_docs), window, edges,
+                           measured.window, measured.stats_before, measured.stats_after,
+                           measured.samples, measured.profile_rows)
+
+    def _on_run_clock(self, name: str, edges: Edges) -> Edges:
+        """Edges on host `name`'s time.time() as the run's host's clock reads them."""
+        shift = round(self.timing[name].clock_offset_s * NS_PER_S)
+        return Edges(edges.start_ns - shift, edges.end_ns - shift)
 
     def _shards(self, spec: LoadSpec, hosts: tuple[HostWorker, ...]) -> list[LoadSpec]:
         """spec split over hosts: each binds its own host's addresses, draws its own arrivals
@@ -129,6 +149,13 @@ class ClusterPoint:
             path = self.raw / name / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
+
+
+def _furthest(counted: list[Edges], window: Window) -> Edges:
+    """The hot hosts' generators as one source: each edge the one furthest from the window's
+    (the disagreement a rule must see)."""
+    return Edges(max((e.start_ns for e in counted), key=lambda t: abs(t - window.start_ns)),
+                 max((e.end_ns for e in counted), key=lambda t: abs(t - window.end_ns)))
 
 
 def _merged_cold(documents: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:

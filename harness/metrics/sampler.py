@@ -37,7 +37,7 @@ class SamplerConfig:
 
 @dataclass
 class _Reading:
-    t: float
+    t_ns: int  # CLOCK_MONOTONIC, the clock of the point's window
     server_cpu_s: tuple[float, float]  # user, system: 10 ms ticks
     server_ran_s: float  # on a CPU, to the nanosecond (schedstat)
     generator_cpu_s: tuple[float, float]
@@ -54,11 +54,14 @@ class WindowSampler:
     the trace counts it among the others (docs/validity.md).
 
     prepare() before the window (perf's start-up), start() at its start, stop() at its end;
-    close() whatever happened."""
+    close() whatever happened. `edges`: the CLOCK_MONOTONIC instants each source of this
+    sampler read at, by the source's name (harness.results.format.WINDOW_SOURCES), once
+    stopped."""
 
     def __init__(self, config: SamplerConfig):
         self.config = config
         self.timeseries: list[dict[str, Any]] = []
+        self.edges: dict[str, tuple[int, int]] = {}
         self._task: asyncio.Task[None] | None = None
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
@@ -82,7 +85,7 @@ class WindowSampler:
         except OSError:
             counters = None
         return _Reading(
-            t=time.monotonic(),
+            t_ns=time.monotonic_ns(),
             server_cpu_s=self._server_cpu.read(),
             server_ran_s=self._server_ran.read()[0],
             generator_cpu_s=self._generator_cpu.read(),
@@ -91,10 +94,10 @@ class WindowSampler:
             net=counters,
         )
 
-    async def prepare(self, window_start: float | None = None) -> None:
+    async def prepare(self, window_start_ns: int | None = None) -> None:
         """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
         KernelTraceFailed if one cannot). wb-ktrace --who-ran, a measure of interference only,
-        gets until window_start (the event loop's time) to be ready: the window does not wait
+        gets until window_start_ns (CLOCK_MONOTONIC) to be ready: the window does not wait
         for it (a loaded machine can take longer than a short warm-up to load it)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
@@ -113,8 +116,8 @@ class WindowSampler:
         if c.kernel_trace:
             self._ktrace = ktrace.KernelTrace.of_server(c.server_pid, c.server_cpu, c.workdir)
             await self._ktrace.prepare()
-        loop = asyncio.get_running_loop()
-        left = None if window_start is None else max(0.0, window_start - loop.time())
+        left = (None if window_start_ns is None
+                else max(0, window_start_ns - time.monotonic_ns()) / 1e9)
         try:
             await asyncio.wait_for(self._prepare_who_ran(), left)
         except TimeoutError:
@@ -171,7 +174,7 @@ class WindowSampler:
             previous = current
 
     def _sample(self, first: _Reading, before: _Reading, after: _Reading) -> None:
-        t_s = round(after.t - first.t, 3)
+        t_s = round((after.t_ns - first.t_ns) / 1e9, 3)
         for source, metric, value in _interval_metrics(before, after):
             self.timeseries.append({"t_s": t_s, "source": source, "metric": metric,
                                     "value": value})
@@ -182,9 +185,14 @@ class WindowSampler:
         last = self._read()
         traced = await self._ktrace.stop() if self._ktrace is not None else None
         who_ran = await self._stop_who()
-        interference = self._interference.stop(last.t - self._first.t, who_ran, self._untraced)
+        interference = self._interference.stop((last.t_ns - self._first.t_ns) / 1e9, who_ran,
+                                               self._untraced)
         self._task.cancel()
         await self.close()
+        self.edges["sampler"] = (self._first.t_ns, last.t_ns)
+        # wb-ktrace's and --who-ran's edges ("kernel_trace", "who_ran": the window
+        # {start_ns, end_ns} each reports it counted over) join here, from `traced` and
+        # `who_ran`, when wb-ktrace reports them
         return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
 
     async def close(self) -> None:
@@ -229,7 +237,7 @@ class WindowSampler:
             "cpu_softirq_pct": window["server_cpu_softirq_pct"],
             "cpu_user_pct": window["server_cpu_user_pct"],
             "cpu_system_pct": window["server_cpu_system_pct"],
-            "sampled_window_s": last.t - first.t,
+            "sampled_window_s": (last.t_ns - first.t_ns) / 1e9,
         }
         if first.net is not None and last.net is not None:
             totals.update(net.delta(first.net, last.net))
@@ -253,7 +261,7 @@ class WindowSampler:
 
 
 def _interval_metrics(before: _Reading, after: _Reading) -> list[tuple[str, str, float | None]]:
-    elapsed = after.t - before.t
+    elapsed = (after.t_ns - before.t_ns) / 1e9
     if elapsed <= 0:
         return []
     su = after.server_cpu_s[0] - before.server_cpu_s[0]

@@ -54,7 +54,7 @@ COLUMN_KINDS = {
     **dict.fromkeys(("run_id", "scenario", "point_id", "kernel_release", "server", "dispatch",
                      "accept", "generator", "invalid_reason", "lost_host", "source", "metric",
                      "kind", "symbol", "layer"), TEXT),
-    **dict.fromkeys(("repetition", "attempt"), INTEGER),
+    **dict.fromkeys(("repetition", "attempt", "window_start_ns", "window_end_ns"), INTEGER),
     **dict.fromkeys(("reply_bytes", "workers", "hot_conns", "cold_conns", "stream_conns",
                      "value", "count", "samples", "pct"), NUMBER),
     **dict.fromkeys(("valid", "server_saturated", "interference_only", "cycles_estimated"),
@@ -104,6 +104,25 @@ KERNEL_TRACE_COLUMNS = (
     *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",
     "kernel_trace_window_s",
+)
+
+
+# The window (harness.runner.window): the runner's, on CLOCK_MONOTONIC, and the edges each
+# source of the point's numbers actually used, as its offset from the runner's edge (ms;
+# null where the source did not run): the hot generator's own count, the server's stats
+# reads, the samplers' readings, wb-ktrace over the server, wb-ktrace --who-ran over the
+# generator's CPU.
+WINDOW_SOURCES = ("generator", "server_stats", "sampler", "kernel_trace", "who_ran")
+
+
+def edge_column(source: str, edge: str) -> str:
+    """e.g. edge_generator_start_ms: the source's start less the runner's, in ms."""
+    return f"edge_{source}_{edge}_ms"
+
+
+WINDOW_COLUMNS = (
+    "window_start_ns", "window_end_ns", "window_s",
+    *(edge_column(source, edge) for source in WINDOW_SOURCES for edge in ("start", "end")),
 )
 
 

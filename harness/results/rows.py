@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from clients import validity
-from harness.results.format import CODE_SEPARATOR, REASON_SEPARATOR, kernel_release_of
+from harness.results.format import (
+    CODE_SEPARATOR,
+    REASON_SEPARATOR,
+    WINDOW_SOURCES,
+    edge_column,
+    kernel_release_of,
+)
 
 SERVER_STATS_DELTAS = ("dispatch_calls", "dispatch_events", "signals_dequeued",
                        "sigio_overflows", "fallback_rescans", "requests", "replies",
@@ -98,6 +104,30 @@ def server_deltas(before: dict[str, Any] | None, after: dict[str, Any] | None,
     row["server_connections_max"] = after.get("connections_max") if after else None
     row = {("server_" + k if k in ("requests", "replies") else k): v for k, v in row.items()}
     return row
+
+
+def window_columns(start_ns: int, end_ns: int,
+                   edges: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """The runner's window and each source's edges (start_ns, end_ns on the window's clock)
+    as points columns: every source's pair, null where it did not run."""
+    row: dict[str, Any] = {"window_start_ns": start_ns, "window_end_ns": end_ns,
+                           "window_s": (end_ns - start_ns) / 1e9}
+    for source in WINDOW_SOURCES:
+        used = edges.get(source)
+        row[edge_column(source, "start")] = (used[0] - start_ns) / 1e6 if used else None
+        row[edge_column(source, "end")] = (used[1] - end_ns) / 1e6 if used else None
+    return row
+
+
+def edge_offsets_s(row: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Each source's (start, end) offsets from the runner's edges in s, from a points row's
+    window columns (the sources that ran)."""
+    offsets = {}
+    for source in WINDOW_SOURCES:
+        start, end = row.get(edge_column(source, "start")), row.get(edge_column(source, "end"))
+        if start is not None and end is not None:
+            offsets[source] = (start / 1e3, end / 1e3)
+    return offsets
 
 
 def cold_held(cold_doc: dict[str, Any]) -> int | None:

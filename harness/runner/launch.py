@@ -4,7 +4,6 @@ Measurement out. Its server side (harness.runner.server_side) and load side
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,12 +12,9 @@ from harness.runner.context import Endpoints, RunContext
 from harness.runner.load_side import LoadSide, cold_spec, hot_spec, seed_of
 from harness.runner.processes import Children
 from harness.runner.server_side import ServerSide
+from harness.runner.window import Edges, Window
 from harness.scenario import Point
 
-# The samplers' window closes this long before the hot generator's, timed from the generator's
-# start: a generator that has exited by the last reading keeps the CPU it had at the reading
-# before, up to a second earlier, and a generator busy all of a 3 s window read 67 %
-GENERATOR_TAIL_S = 0.1
 # a fresh build's worth of dirty pages is said; a point's own logs are not
 LOGGED_WRITE_OUT_MIB = 64
 
@@ -30,6 +26,8 @@ class Measurement:
     document: dict[str, Any]  # the hot (or stream) generator's result (clients/SCHEMA.md)
     facts: validity.Facts  # what the load reported, per host, for the recorder to judge
     cold: dict[str, Any] | None  # the cold generator's last document; None without cold load
+    interval: Window  # the runner's window, on the run's host's CLOCK_MONOTONIC
+    edges: dict[str, Edges]  # what each source measured over, on the same clock
     window: dict[str, Any]  # the samplers' points columns over the window
     stats_before: dict[str, Any] | None  # wb-server's stats at the window's edges (else None)
     stats_after: dict[str, Any] | None
@@ -75,16 +73,17 @@ class PointLauncher:
         spec = hot_spec(cfg, self.seed, target, ends.sources(ends.hot_host),
                         self.raw / "hot.json")
         hot_load = LoadSide(self.children, ends.prefix(ends.hot_host))
-        hot = await hot_load.start_hot(spec)
-        # the generator measures from warmup_s after its start to duration_s later
-        now = asyncio.get_running_loop().time()
+        window = Window.after(cfg.warmup_s, cfg.duration_s)
+        hot = await hot_load.start_hot(spec, window)
         measured = await server.measure(
-            now + cfg.warmup_s, now + cfg.warmup_s + cfg.duration_s - GENERATOR_TAIL_S,
-            tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
-            generator_pids=[p.pid for p in (hot, cold_proc) if p is not None],
+            window, tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
+            generator_pids=[p.pid for p in (hot.proc, cold_proc) if p is not None],
             emulator_pids=ends.handle.emulator_pids())
-        document = await hot_load.hot_document(hot, spec)
+        document, counted = await hot_load.hot_document(hot)
         cold_doc = await cold_load.stop_cold(cold_proc, cold)
-        return Measurement(document, validity.Facts.of_document(document, spec), cold_doc,
-                           measured.window, measured.stats_before, measured.stats_after,
-                           measured.samples, measured.profile_rows)
+        edges = dict(measured.edges)
+        if counted is not None:
+            edges["generator"] = counted
+        return Measurement(document, validity.Facts.of_document(document, hot.spec), cold_doc,
+                           window, edges, measured.window, measured.stats_before,
+                           measured.stats_after, measured.samples, measured.profile_rows)

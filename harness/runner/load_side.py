@@ -1,24 +1,44 @@
 """A point's load side: the cold and hot (or stream) generators' specs from the scenario, the
-cold connections opened and confirmed by their generator, the hot generator started and its
-document read. The same code runs in the run's process (one machine) or in a client host's
-cluster agent (harness.cluster.agent)."""
+cold connections opened and confirmed by their generator, the hot generator started on the
+point's window and its document read, with the edges it counted between. The same code runs
+in the run's process (one machine) or in a client host's cluster agent
+(harness.cluster.agent)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import signal
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import clients
+from clients.spec import NATIVE
 from harness import procs
 from harness.runner.processes import Children, PointFailed, read_line
+from harness.runner.window import NS_PER_S, Edges, Window, generator_edges, sleep_until
 from harness.scenario import Point, Scenario
 
 # Time the hot generator may take past its window before the point fails
 HOT_FINISH_MARGIN_S = 60
+# An external tool (httperf, wrk, wrk2) cannot take a window and measures its whole run: it
+# is started at once behind this gate, which execs it (same pid, so the samplers know it
+# from the start) when a line arrives on its stdin, at the window's start.
+GATE = ["sh", "-c", 'read -r _ && exec "$@"', "gate"]
+
+
+@dataclass
+class HotLaunch:
+    """A hot generator started on a window: spec as launched, and (an external tool) when
+    its gate opened, on CLOCK_MONOTONIC."""
+
+    proc: asyncio.subprocess.Process
+    spec: clients.LoadSpec
+    opened: asyncio.Task[int] | None = None
 
 
 def seed_of(point: Point, repetition: int) -> int:
@@ -74,20 +94,51 @@ class LoadSide:
             raise PointFailed(f"cold connections not established: {line}")
         return proc
 
-    async def start_hot(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
-        return await self.children.spawn(self.prefix + clients.command(spec), "hot")
+    async def start_hot(self, spec: clients.LoadSpec, window: Window | None) -> HotLaunch:
+        """The hot generator, started now. Given the window, wb-sclient and asyncgen measure
+        exactly it (warming up until its start) and stay until their stdin is closed
+        (hot_document), so the samplers' last reading finds them; an external tool runs
+        from the window's start for its length (GATE). Without one (`wanbench load
+        --cluster`), the spec's warm-up and duration from now."""
+        if window is None:
+            proc = await self.children.spawn(self.prefix + clients.command(spec), "hot")
+            return HotLaunch(proc, spec)
+        if spec.generator in NATIVE:
+            spec = dataclasses.replace(spec, window_start_ns=window.start_ns,
+                                       window_end_ns=window.end_ns)
+            argv = clients.command(spec)
+        else:
+            spec = dataclasses.replace(spec, warmup_s=0.0, duration_s=window.length_s)
+            argv = GATE + clients.command(spec)
+        proc = await self.children.spawn(self.prefix + argv, "hot",
+                                         stdin=asyncio.subprocess.PIPE)
+        opened = (None if spec.generator in NATIVE
+                  else asyncio.get_running_loop().create_task(_open_gate(proc, window)))
+        return HotLaunch(proc, spec, opened)
 
-    async def hot_document(self, proc: asyncio.subprocess.Process,
-                           spec: clients.LoadSpec) -> dict[str, Any]:
-        """The hot generator's result document, once it has exited."""
+    async def hot_document(self, hot: HotLaunch) -> tuple[dict[str, Any], Edges | None]:
+        """The hot generator's result document once it has exited, and the edges it counted
+        between: its own (clients/SCHEMA.md `window`); else, an external tool measuring its
+        whole run, its gate's opening and the run it says it measured from there
+        (`duration_s`), or its exit when it does not say; None without a window."""
+        proc, spec = hot.proc, hot.spec
+        opened = await hot.opened if hot.opened is not None else None
+        if proc.stdin is not None:
+            proc.stdin.close()  # releases it (communicate() without input leaves stdin open)
         out, _ = await asyncio.wait_for(proc.communicate(),
                                         spec.warmup_s + spec.duration_s + HOT_FINISH_MARGIN_S)
+        exited = time.monotonic_ns()
         (self.raw / "hot.stdout").write_bytes(out)
         if proc.returncode != 0:
             raise PointFailed(f"{spec.generator} exited with status {proc.returncode}; "
                               f"see {self.raw / 'hot.stderr'}")
-        return clients.parse_result(spec, out.decode(errors="replace"),
-                                    (self.raw / "hot.stderr").read_text(errors="replace"))
+        document = clients.parse_result(spec, out.decode(errors="replace"),
+                                        (self.raw / "hot.stderr").read_text(errors="replace"))
+        counted = generator_edges(document)
+        if counted is not None or opened is None:
+            return document, counted
+        ran_s = document.get("duration_s")
+        return document, Edges(opened, opened + round(ran_s * NS_PER_S) if ran_s else exited)
 
     async def stop_cold(self, proc: asyncio.subprocess.Process | None,
                         spec: clients.LoadSpec | None) -> dict[str, Any] | None:
@@ -97,3 +148,12 @@ class LoadSide:
         await procs.stop(proc, signal.SIGTERM, timeout=30)
         path = Path(spec.json_path)
         return json.loads(path.read_text()) if path.is_file() else None
+
+
+async def _open_gate(proc: asyncio.subprocess.Process, window: Window) -> int:
+    """At the window's start, the line that lets GATE exec the tool; when it was sent."""
+    assert proc.stdin is not None
+    await sleep_until(window.start_ns)
+    proc.stdin.write(b"\n")
+    await proc.stdin.drain()
+    return time.monotonic_ns()

@@ -38,6 +38,8 @@ class PointRecorder:
             self.ids, self.config.name, self.point.columns, doc, measured.window,
             rows.server_deltas(measured.stats_before, measured.stats_after, rtsig))
         row.update(ktrace.per_reply(row))
+        row.update(rows.window_columns(measured.interval.start_ns, measured.interval.end_ns,
+                                       measured.edges))
         if cold_doc is not None:
             row["cold_held"] = rows.cold_held(cold_doc)
         row["server_cpus"] = self._server_cpus()
@@ -64,7 +66,8 @@ class PointRecorder:
             single_process=isinstance(cfg.server, WbServer) and cfg.server.workers == 1,
             stream=cfg.stream is not None, server_bound=cfg.hot.server_bound,
             emulated=self.ctx.guest is not None and self.ctx.guest.emulated,
-            cold_asked=cfg.cold.conns, cold_held=row.get("cold_held"))
+            cold_asked=cfg.cold.conns, cold_held=row.get("cold_held"),
+            window_s=row["window_s"], edge_offsets_s=rows.edge_offsets_s(row))
 
     def _server_cpus(self) -> float:
         cfg = self.config

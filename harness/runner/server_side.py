@@ -22,6 +22,7 @@ from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.runner.processes import Children, PointFailed, read_line
+from harness.runner.window import Edges, Window, sleep_until
 from harness.scenario import ExternalServer, Scenario, WbServer
 from harness.topology.cgroups import CpuBudget, Throttling
 
@@ -71,6 +72,14 @@ class ServerWindow:
     stats_after: dict[str, Any] | None
     samples: list[dict[str, Any]]  # the samplers' per-second rows
     profile_rows: list[dict[str, Any]]  # perf record's, when the scenario profiles
+    edges: dict[str, Edges]  # what each source here read at (server_stats, sampler, ...)
+
+
+def stats_edges(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Edges | None:
+    """When wb-server took the two snapshots (its stats' monotonic_ns); None without them."""
+    if not before or not after or "monotonic_ns" not in before or "monotonic_ns" not in after:
+        return None
+    return Edges(before["monotonic_ns"], after["monotonic_ns"])
 
 
 class ServerSide:
@@ -211,11 +220,12 @@ class ServerSide:
             assert self.server_pid is not None
             self.budget.admit(process_tree(self.server_pid))
 
-    async def measure(self, window_start: float, window_end: float, *, tsc_hz: float | None,
+    async def measure(self, window: Window, *, tsc_hz: float | None,
                       hardware_counters: bool, generator_pids: list[int],
                       emulator_pids: list[int]) -> ServerWindow:
-        """The samplers from window_start to window_end (this loop's clock), the server's
-        stats at both edges; generator_pids: the generators on this host, if any."""
+        """The server's stats, then the samplers, at both edges of the window (this host's
+        CLOCK_MONOTONIC); generator_pids: the generators on this host, if any (a generator
+        given the window stays until the end edge has been read: LoadSide.start_hot)."""
         cfg = self.config
         assert self.server_pid is not None
         sampler = WindowSampler(SamplerConfig(
@@ -227,22 +237,24 @@ class ServerSide:
             late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator),
             who_ran_refused=_who_ran_refused()))
         try:
-            await sampler.prepare(window_start)  # during the warm-up
-            await asyncio.sleep(max(0.0, window_start - asyncio.get_running_loop().time()))
+            await sampler.prepare(window.start_ns)  # during the warm-up
+            await sleep_until(window.start_ns)
             stats_before = await self.stats()
             throttled_before = self.budget.throttling() if self.budget else None
             await sampler.start()
-            # reading the server's stats and starting the samplers took some of the window
-            await asyncio.sleep(max(0.0, window_end - asyncio.get_running_loop().time()))
-            window = await sampler.stop()
+            await sleep_until(window.end_ns)
+            stats_after = await self.stats()
+            sampled = await sampler.stop()
         except (PerfFailed, ktrace.KernelTraceFailed) as exc:
             raise PointFailed(str(exc)) from None
         finally:
             await sampler.close()
         if self.budget and throttled_before:
-            window.update(throttling_columns(self.budget.throttling().since(throttled_before),
-                                             window))
-        stats_after = await self.stats()
+            sampled.update(throttling_columns(self.budget.throttling().since(throttled_before),
+                                              sampled))
         self.check_alive()  # an external server has no stats to fail on
-        return ServerWindow(window, stats_before, stats_after, sampler.timeseries,
-                            sampler.profile_rows() if cfg.profile else [])
+        edges = {source: Edges(*read) for source, read in sampler.edges.items()}
+        if (server_stats := stats_edges(stats_before, stats_after)) is not None:
+            edges["server_stats"] = server_stats
+        return ServerWindow(sampled, stats_before, stats_after, sampler.timeseries,
+                            sampler.profile_rows() if cfg.profile else [], edges)

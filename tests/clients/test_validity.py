@@ -152,6 +152,22 @@ def test_a_point_that_sent_nothing_of_its_window_measured_nothing():
     assert validity.nothing_sent(50, None) is None  # a generator that does not count sends
 
 
+def test_sources_within_one_percent_of_the_window_agree_and_further_ones_do_not():
+    """The bound is CLOCK_OFFSET_FRACTION's reasoning: 1 % off still overlaps on 99 %."""
+    assert validity.window_disagrees({"sampler": (0.029, -0.03), "generator": (0.0, 0.0)},
+                                     3.0) is None
+    assert validity.window_disagrees({}, 3.0) is None  # no source recorded its edges
+    off = validity.window_disagrees({"sampler": (0.0, 0.0), "server_stats": (0.0, -0.031)},
+                                    3.0)
+    assert off is not None and off.code is validity.Code.WINDOW_DISAGREES
+    assert off.kind is validity.Kind.SETUP
+    assert off.sentence.startswith("the server stats measured from +0.0 ms to -31.0 ms off the "
+                                   "3 s window's edges, over 1% of it")
+    facts = validity.Facts({}, window=validity.WindowFacts(
+        window_s=3.0, edge_offsets_s={"generator": (0.2, 0.2)}))
+    assert [r.code for r in validity.judge(facts).reasons] == [validity.Code.WINDOW_DISAGREES]
+
+
 def test_server_saturation_means_the_server_was_the_bottleneck():
     # BM98 Fig 9's false positive: replies behind the offered rate with the server at 37 %
     assert validity.server_saturated(20000, 30000, 37.0) is False

@@ -116,6 +116,12 @@ def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sw
         assert row["cold_held"] == cold["cold"]["held"] == COLD_CONNS
         assert sum(h["count"] for h in record["histograms"] if h["kind"] == "corrected") \
             == sum(d["latency"]["corrected"]["count"] for d in shards.values())
+        # one window, decided on the run's clock: each host's sources measured it, converted
+        # back through the host's measured offset (within the measurement's own uncertainty)
+        for source in ("generator", "server_stats", "sampler"):
+            for edge in ("start", "end"):
+                assert abs(row[f"edge_{source}_{edge}_ms"]) < 0.01 * row["window_s"] * 1e3, \
+                    (source, edge, row)
     manifest = json.loads((sweep / "manifest.json").read_text())["cluster"]
     assert manifest["scheduler"] == cluster.scheduler.address
     assert sorted(manifest["hosts"]) == sorted(ROLES)

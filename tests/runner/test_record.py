@@ -12,6 +12,7 @@ from harness.guest.record import GuestRecord
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.runner.record import PointRecorder
+from harness.runner.window import Edges, Window
 from harness.scenario import parse, points
 
 SCENARIO = """
@@ -28,8 +29,10 @@ cpus: {server: 0, generator: 1}
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
             generator: str = "sclient", sent: int = 160000,
             guest: GuestRecord | None = None, late_sends: int = 0,
-            neighbours: dict | None = None, host: str = "") -> dict:
-    """host: the cluster host whose shard the document is ("" on one machine)."""
+            neighbours: dict | None = None, host: str = "",
+            edges: dict[str, Edges] | None = None) -> dict:
+    """host: the cluster host whose shard the document is ("" on one machine); edges: what
+    each source measured over (default: the window exactly, for every source)."""
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
@@ -49,7 +52,11 @@ def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
                             rate_rps=40000, duration_s=4)
     document = clients.judged(spec, document)
     facts = validity.Facts({host: validity.GeneratorFacts.of(document, spec)})
-    measured = Measurement(document, facts, None, window, None, None, [], [])
+    interval = Window(10**9, 5 * 10**9)
+    if edges is None:
+        edges = {source: Edges(interval.start_ns, interval.end_ns)
+                 for source in ("generator", "server_stats", "sampler")}
+    measured = Measurement(document, facts, None, interval, edges, window, None, None, [], [])
     return PointRecorder(ctx, points(scenario)[0], 0).record(measured)["point"]
 
 
@@ -178,3 +185,28 @@ def test_a_cluster_shards_reasons_are_judged_by_their_codes(tmp_path: Path):
     assert row["invalid_reason"].startswith("hot: generator CPU saturated")
     assert "; hot: late sends: 2,000 of 160,000" in row["invalid_reason"]
     assert not row["interference_only"]  # the generator's own saturation stays
+
+
+def test_sources_that_measured_the_window_keep_their_edges_and_the_point_valid(tmp_path: Path):
+    """Each within 1 % of the 4 s window (40 ms): the same interval, within the rule."""
+    start, end = 10**9, 5 * 10**9
+    row = _record(tmp_path, generator_cpu_pct=50.0, spin_idle_s=0.0, edges={
+        "generator": Edges(start, end), "server_stats": Edges(start + 2_000_000, end + 3_000_000),
+        "sampler": Edges(start + 39_000_000, end - 39_000_000)})
+    assert row["valid"], row["invalid_reason"]
+    assert (row["window_start_ns"], row["window_end_ns"], row["window_s"]) == (start, end, 4.0)
+    assert row["edge_server_stats_start_ms"] == 2.0 and row["edge_server_stats_end_ms"] == 3.0
+    assert row["edge_sampler_start_ms"] == 39.0 and row["edge_sampler_end_ms"] == -39.0
+    assert row["edge_kernel_trace_start_ms"] is None  # it did not run
+
+
+def test_a_generator_that_counted_a_shifted_window_makes_the_point_invalid(tmp_path: Path):
+    """Its window 100 ms late (2.5 % of 4 s): its rates describe another interval."""
+    start, end = 10**9, 5 * 10**9
+    shifted = 100_000_000
+    row = _record(tmp_path, generator_cpu_pct=50.0, spin_idle_s=0.0, edges={
+        "generator": Edges(start + shifted, end + shifted), "sampler": Edges(start, end)})
+    assert not row["valid"]
+    assert row["invalid_codes"] == validity.Code.WINDOW_DISAGREES
+    assert "generator measured from +100.0 ms to +100.0 ms" in row["invalid_reason"]
+    assert row["edge_generator_start_ms"] == 100.0

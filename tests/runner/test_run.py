@@ -384,6 +384,34 @@ def test_the_window_counts_the_generators_cpu_to_its_end(tmp_path: Path):
     assert "generator CPU saturated" not in (point["invalid_reason"] or "")
 
 
+WINDOWED = """
+name: windowed
+topology: {file: topologies/loopback.yaml}
+server: {dispatch: epoll}
+hot: {generator: sclient, conns: 4, rate_rps: 500}
+repetitions: 1
+warmup_s: 0.5
+duration_s: 2
+"""
+
+
+def test_every_source_measured_the_runners_window(tmp_path: Path):
+    """The generator counted exactly the runner's window; the server's stats and the samplers
+    read at its edges, within the rule's 1 % of it (clients.validity window_disagrees)."""
+    run, _ = run_scenario(tmp_path, WINDOWED)
+    point = pd.read_parquet(run / "points.parquet").iloc[0]
+    assert point["window_s"] == 2.0
+    assert point["window_end_ns"] - point["window_start_ns"] == 2_000_000_000
+    assert point["edge_generator_start_ms"] == point["edge_generator_end_ms"] == 0
+    for source in ("server_stats", "sampler"):
+        for edge in ("start", "end"):
+            assert 0 <= point[f"edge_{source}_{edge}_ms"] <= 20, (source, edge, point)
+    assert "window_disagrees" not in (point["invalid_codes"] or "")
+    (doc,) = [json.loads(d.read_text()) for d in (run / "raw").glob("*/hot.json")]
+    assert doc["window"] == {"start_ns": point["window_start_ns"],
+                             "end_ns": point["window_end_ns"]}
+
+
 HTTPERF = """
 name: httperf-in-a-run
 topology: {file: topologies/loopback.yaml}

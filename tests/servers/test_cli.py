@@ -26,6 +26,7 @@ except ImportError:  # plain `pytest`: tests/ is on sys.path
 BACKENDS = describe(build("build/bin/wb-server")).dispatches
 STATS_KEYS = {
     "schema", "backend", "accept", "reply_bytes", "pid", "workers", "uptime_s",
+    "monotonic_ns",
     "connections_accepted", "connections_closed", "connections_current", "connections_max",
     "requests", "replies", "bytes_in", "bytes_out", "dispatch_calls", "dispatch_events",
     "ctl_calls", "signals_dequeued", "sigio_overflows", "fallback_rescans", "accept_calls",
