@@ -583,8 +583,8 @@ def offer_shortfall(g: GeneratorFacts) -> Reason | None:
     if share >= 1 - OFFER_TOLERANCE:
         return None
     limits = [f"{n:,} found {what}" for n, what in (
-        (g.no_socket, f"all its {g.hot_conns:,} sockets in flight (raise hot.conns: "
-                      f"clients.spec.sclient_sockets)"),
+        (g.no_socket, "all its sockets in flight (hot.conns: at least "
+                      "clients.spec.sclient_sockets)"),
         (g.no_descriptor, "no file descriptor (RLIMIT_NOFILE)"),
         (g.no_local_port, "no local port")) if n]
     why = f": {', '.join(limits)}" if limits else ""
