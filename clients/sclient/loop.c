@@ -638,9 +638,10 @@ static void run_hot_schedule(struct loop *L) {
 }
 
 /* What is outstanding at an edge of the window: scheduled sends waiting for a connection
- * (not yet expired: hot_available drops those lazily, oldest first) and requests in flight,
- * sent and neither answered nor timed out (S-Client: its sockets in use). Flow conservation
- * over the window (clients/validity.py, backlog_grew) compares the two edges. */
+ * and requests in flight (S-Client: each socket in use), none past its timeout. Timeouts are
+ * acted on lazily (a backlog's oldest when a connection frees, a deadline when the loop next
+ * runs): a loop held up at the edge would otherwise count what it has not yet aborted.
+ * clients/validity.py (backlog_grew) compares the two edges. */
 static void hot_edge(struct loop *L, uint64_t *waiting, uint64_t *in_flight) {
     int64_t expiry = (int64_t)(L->o->response_timeout_s * 1e9);
     size_t expired = 0;
@@ -648,7 +649,13 @@ static void hot_edge(struct loop *L, uint64_t *waiting, uint64_t *in_flight) {
            L->now - L->backlog[(L->backlog_head + expired) % BACKLOG_MAX] > expiry)
         expired++;
     *waiting = L->backlog_len - expired;
-    *in_flight = L->o->sclient_overload ? (uint64_t)(L->s->hot - L->nready) : L->hot_awaiting;
+    *in_flight = 0;
+    for (int i = 0; i < L->s->hot; i++) {
+        const struct conn *c = &L->conns[i];
+        if (c->deadline && c->deadline <= L->now) continue; /* timed out */
+        if (L->o->sclient_overload) *in_flight += c->state != CLOSED;
+        else *in_flight += c->outstanding;
+    }
 }
 
 /* Sends that fell due go out now. A throttled server releases its replies in bursts of

@@ -26,7 +26,7 @@ def silent_server() -> Iterator[str]:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(4096)
-        yield "127.0.0.1:%d" % listener.getsockname()[1]
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
 
 
 def sclient_spec(target: str, tmp_path: Path) -> LoadSpec:
