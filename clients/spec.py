@@ -84,11 +84,14 @@ def sclient_sockets(rate_rps: float, connect_timeout_s: float, response_timeout_
 
 def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
                            rate_rps: float | None, requests_per_conn: int | None,
-                           connect_timeout_s: float, response_timeout_s: float) -> None:
+                           connect_timeout_s: float, response_timeout_s: float,
+                           warmup_s: float) -> None:
     """overload: sclient opens one socket per scheduled send (one request per connection, at
     an offered rate), and hot_conns is the most it may have in flight: refused up front
-    when that is too few to keep offering the rate (sclient_sockets), with the fix. A rate
-    of None is checked by the caller (a scenario's sweep may set it)."""
+    when that is too few to keep offering the rate (sclient_sockets), with the fix. The
+    sockets in flight settle once the first attempts have lived their timeouts: a warm-up
+    shorter than that opens the window before steady state. A rate of None is checked by
+    the caller (a scenario's sweep may set it)."""
     if overload == "queue":
         return
     if generator != "sclient":
@@ -97,11 +100,16 @@ def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
     if requests_per_conn != 1:
         raise ValueError("overload: sclient opens one socket per scheduled send: give "
                          "requests_per_conn: 1")
+    span = connect_timeout_s + response_timeout_s
+    if warmup_s < span:
+        raise ValueError(f"overload: sclient's sockets in flight settle after the connect and "
+                         f"response timeouts ({span:g} s); a warm-up of {warmup_s:g} s opens "
+                         f"the window before steady state; fix: warmup_s >= {span:g}, or "
+                         f"shorter timeouts")
     if rate_rps is None:
         return
     needed = sclient_sockets(rate_rps, connect_timeout_s, response_timeout_s)
     if hot_conns < needed:
-        span = connect_timeout_s + response_timeout_s
         raise ValueError(
             f"overload: sclient with {hot_conns:,} hot connections cannot keep offering "
             f"{rate_rps:,.0f} req/s: attempts that last their timeouts ({span:g} s) keep up to "
@@ -250,7 +258,8 @@ class LoadSpec:
                                hot_conns=self.hot_conns, rate_rps=self.rate_rps,
                                requests_per_conn=self.requests_per_conn,
                                connect_timeout_s=self.connect_timeout_s,
-                               response_timeout_s=self.response_timeout_s)
+                               response_timeout_s=self.response_timeout_s,
+                               warmup_s=self.warmup_s)
         if self.late_us is None:  # the generator is told the rule's threshold; it keeps none
             self.late_us = LATE_THRESHOLD_US.get(self.generator)
 

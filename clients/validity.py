@@ -28,9 +28,9 @@ them for users, with their codes):
   (1 - OFFER_TOLERANCE) of its scheduled attempts (no socket free, no descriptor, no port);
 - the window was not steady state: the server answered more than was sent in it by more
   than the requests a steady window has in flight at its edge (Little's law) and the
-  arrivals' own noise (a backlog built before the window drained in it), or the requests
-  outstanding at its end exceeded those at its start by more than a stationary count varies
-  (a backlog growing without bound);
+  arrivals' own noise (a backlog built before the window drained in it), or the sends
+  waiting for a connection grew through it by more than the arrivals' noise (a backlog
+  growing without bound);
 - nothing was answered: hot connections and no reply in the window;
 - nothing was sent: hot connections and not one request of the window went out (each waited
   for a connection the server still held): the point measured nothing of the load offered
@@ -256,9 +256,9 @@ class GeneratorFacts:
     keeps_offering: bool = False
     no_socket: int | None = None  # scheduled sends that found every socket in flight
     response_mean_s: float | None = None  # mean time from send to reply (uncorrected)
-    # requests waiting for a connection or in flight, at the window's start and end
-    outstanding_start: int | None = None
-    outstanding_end: int | None = None
+    # scheduled sends waiting for a connection at the window's start and end
+    waiting_start: int | None = None
+    waiting_end: int | None = None
 
     @classmethod
     def of(cls, doc: dict[str, Any], spec: LoadSpec) -> GeneratorFacts:
@@ -283,8 +283,8 @@ class GeneratorFacts:
             run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"),
             keeps_offering=spec.overload == "sclient", no_socket=requests.get("no_socket"),
             response_mean_s=mean_us / 1e6 if mean_us is not None else None,
-            outstanding_start=_outstanding(requests, "start"),
-            outstanding_end=_outstanding(requests, "end"))
+            waiting_start=requests.get("waiting_start"),
+            waiting_end=requests.get("waiting_end"))
 
     def late_share(self) -> float | None:
         if not self.scheduled or self.late is None:
@@ -424,7 +424,7 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
         offer_shortfall(g),
         backlog_drained(g.replies, g.sent, g.window_s, g.response_mean_s)
         if g.hot_conns else None,
-        backlog_grew(g.outstanding_start, g.outstanding_end) if g.hot_conns else None,
+        backlog_grew(g.waiting_start, g.waiting_end, g.scheduled) if g.hot_conns else None,
         no_replies(g.hot_conns, g.replies),
         nothing_sent(g.hot_conns, g.sent, g.keeps_offering),
         short_window(g.window_s, g.asked_s) if g.asked_s else None,
@@ -458,13 +458,6 @@ def _clock_reasons(facts: Facts) -> list[Reason]:
     reasons = [clock_offset(host, clock.offset_s, clock.uncertainty_s, window_s)
                for host, clock in facts.clocks.items() if host in scheduled]
     return [r for r in reasons if r]
-
-
-def _outstanding(requests: Mapping[str, Any], edge: str) -> int | None:
-    """Requests waiting for a connection plus those in flight at the window's edge ("start",
-    "end"), as a generator that reports them counts them (clients/SCHEMA.md); else None."""
-    waiting, in_flight = requests.get(f"waiting_{edge}"), requests.get(f"in_flight_{edge}")
-    return None if waiting is None or in_flight is None else waiting + in_flight
 
 
 def _total(values: Iterable[float | None]) -> float | None:
@@ -619,25 +612,26 @@ def backlog_drained(replies: int | None, sent: int | None, window_s: float | Non
                   f"sclient)")
 
 
-def backlog_grew(start: int | None, end: int | None) -> Reason | None:
-    """Requests outstanding (waiting for a connection, or sent and neither answered nor
-    timed out) at the window's end less at its start. In a stationary queue the two edges
-    are draws of one distribution; for Poisson arrivals held at most a bounded time (an
-    S-Client's sockets, aborted at their timeouts: M/G/∞) it is Poisson, so two edges differ
-    by more than POISSON_SIGMAS standard deviations of their difference (√(2n)) rarely. A
-    queue that grows by more has no steady state (offered rate over capacity, ρ ≥ 1: it
-    grows by λ - μ a second), or had not reached it when the window opened."""
-    if start is None or end is None:
+def backlog_grew(start: int | None, end: int | None, scheduled: int | None) -> Reason | None:
+    """The generator's backlog (scheduled sends waiting for a connection) at the window's end
+    less at its start. Over a window the backlog changes by the sends that joined it less
+    those that left; while the server keeps up, each send leaves as the next arrives, and
+    the backlog moves no more than the arrival count's own noise (POISSON_SIGMAS of a Poisson
+    count: √scheduled). A backlog that grows by more is a queue whose arrivals outrun its
+    service (ρ ≥ 1: it grows by λ - μ a second, with no steady state). The requests in
+    flight are not judged: an S-Client bounds them by its timeouts (and has no backlog), a
+    pool by its connections, and their count at an instant follows the server's bursts."""
+    if start is None or end is None or not scheduled:
         return None
-    allowed = POISSON_SIGMAS * math.sqrt(2 * max(start, end))
+    allowed = POISSON_SIGMAS * math.sqrt(scheduled)
     if end - start <= allowed:
         return None
     return Reason(Code.BACKLOG_GREW,
-                  f"not steady state: {end:,} requests were outstanding at the window's end "
-                  f"and {start:,} at its start, {end - start:,} more, over the {allowed:,.0f} "
-                  f"a stationary count varies ({POISSON_SIGMAS:g} σ): the offered rate outran "
-                  f"the server and its backlog grew without bound (overload: sclient bounds "
-                  f"it by its timeouts), or the warm-up ended before it settled")
+                  f"not steady state: {end:,} scheduled sends waited for a connection at the "
+                  f"window's end and {start:,} at its start, {end - start:,} more, over the "
+                  f"{allowed:,.0f} its {scheduled:,} arrivals vary ({POISSON_SIGMAS:g} σ): the "
+                  f"offered rate outran the server and the backlog grew without bound "
+                  f"(overload: sclient keeps offering instead)")
 
 
 def no_replies(hot_conns: int, replies: int | None) -> Reason | None:

@@ -256,10 +256,6 @@ class Hot(Strict):
     def _spin_is_sclients(self) -> Hot:
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
                            pick=self.pick != "last")
-        check_sclient_overload(self.overload, generator=self.generator, hot_conns=self.conns,
-                               rate_rps=self.rate_rps, requests_per_conn=self.requests_per_conn,
-                               connect_timeout_s=self.connect_timeout_s,
-                               response_timeout_s=self.response_timeout_s)
         if not self.server_bound and self.rate_rps is not None:
             raise ValueError("server_bound: false is for a closed loop (no rate_rps): an "
                              "open loop's offered rate, not the server, sets its load")
@@ -486,10 +482,16 @@ class Scenario(Strict):
         Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _overload_has_a_rate(self) -> Scenario:
+    def _overload_can_keep_offering(self) -> Scenario:
+        hot = self.hot
+        check_sclient_overload(hot.overload, generator=hot.generator, hot_conns=hot.conns,
+                               rate_rps=hot.rate_rps, requests_per_conn=hot.requests_per_conn,
+                               connect_timeout_s=hot.connect_timeout_s,
+                               response_timeout_s=hot.response_timeout_s,
+                               warmup_s=self.warmup_s)
         # each point is validated again with its sweep values applied (and no sweep)
         swept = {path.strip() for key in self.sweep for path in key.split(JOINT)}
-        if (self.hot.overload == "sclient" and self.hot.rate_rps is None
+        if (hot.overload == "sclient" and hot.rate_rps is None
                 and not swept & {"hot", "hot.rate_rps"}):
             raise ValueError("hot.overload: sclient opens one socket per scheduled send: give "
                              "hot.rate_rps (or sweep it)")
