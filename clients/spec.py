@@ -113,8 +113,8 @@ def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
         raise ValueError(
             f"overload: sclient with {hot_conns:,} hot connections cannot keep offering "
             f"{rate_rps:,.0f} req/s: attempts that last their timeouts ({span:g} s) keep up to "
-            f"{needed:,} sockets in flight; fix: conns >= {needed:,}, or shorter "
-            f"connect_timeout_s/response_timeout_s")
+            f"{needed:,} sockets in flight; fix: hot.conns (--hot-conns) >= {needed:,}, or "
+            f"shorter connect and response timeouts")
 
 
 NATIVE = ("sclient", "asyncio")  # the generators whose flags are named after these options
