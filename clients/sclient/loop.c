@@ -96,7 +96,7 @@ struct loop {
     struct timer *heap;
     size_t heap_len, heap_cap;
     /* hot */
-    struct conn **ready;
+    struct conn **ready; /* open connections that can send (S-Client: free sockets) */
     int nready;
     int64_t next_tick;
     double tick_seq;
@@ -294,7 +294,7 @@ static void conn_fail(struct loop *L, struct conn *c, enum err e) {
         conn_deadline(L, c, 0); /* S-Client: the socket is free for the next scheduled send */
         ready_add(L, c);
     } else {
-        /* S-Client: a lost connection is replaced at once, a failed connect after a pause */
+        /* the pool: a lost connection is replaced at once, a failed connect after a pause */
         conn_deadline(L, c, L->now + (was == CONNECTING ? RETRY_NS : 1));
     }
 }
@@ -641,7 +641,7 @@ static void run_hot_schedule(struct loop *L) {
  * and requests in flight (S-Client: each socket in use), none past its timeout. Timeouts are
  * acted on lazily (a backlog's oldest when a connection frees, a deadline when the loop next
  * runs): a loop held up at the edge would otherwise count what it has not yet aborted.
- * clients/validity.py (backlog_grew) compares the two edges. */
+ * clients/validity.py (backlog_grew) compares the waiting sends of the two edges. */
 static void hot_edge(struct loop *L, uint64_t *waiting, uint64_t *in_flight) {
     int64_t expiry = (int64_t)(L->o->response_timeout_s * 1e9);
     size_t expired = 0;
