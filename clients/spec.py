@@ -6,6 +6,7 @@ import argparse
 import functools
 import ipaddress
 import json
+import math
 import subprocess
 import types
 from collections.abc import Iterable, Mapping
@@ -20,7 +21,7 @@ from clients.targets import (
     resolve,
     split_host_port,
 )
-from clients.validity import LATE_THRESHOLD_US
+from clients.validity import LATE_THRESHOLD_US, POISSON_SIGMAS
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -70,6 +71,52 @@ def check_duration(duration_s: float, cold_only: bool) -> float:
     return duration_s
 
 
+def sclient_sockets(rate_rps: float, connect_timeout_s: float, response_timeout_s: float) -> int:
+    """The sockets an S-Client (overload: sclient) needs in flight at once to keep offering
+    rate_rps whatever the server does: at worst every attempt lives its whole connect and
+    response timeouts, so the sockets in use are the sends of the last such span, on average
+    rate × span. Their count is a Poisson draw for Poisson arrivals (each socket's life is at
+    most the span: an M/G/∞ count) and less for a fixed schedule: POISSON_SIGMAS of its
+    standard deviation more keep a send from finding none free but rarely."""
+    mean = rate_rps * (connect_timeout_s + response_timeout_s)
+    return math.ceil(mean + POISSON_SIGMAS * math.sqrt(mean))
+
+
+def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
+                           rate_rps: float | None, requests_per_conn: int | None,
+                           connect_timeout_s: float, response_timeout_s: float,
+                           warmup_s: float) -> None:
+    """overload: sclient opens one socket per scheduled send (one request per connection, at
+    an offered rate), and hot_conns is the most it may have in flight: refused up front
+    when that is too few to keep offering the rate (sclient_sockets), with the fix. The
+    sockets in flight settle once the first attempts have lived their timeouts: a warm-up
+    shorter than that opens the window before steady state. A rate of None is checked by
+    the caller (a scenario's sweep may set it)."""
+    if overload == "queue":
+        return
+    if generator != "sclient":
+        raise ValueError(f"overload: sclient is wb-sclient's; generator {generator!r} has no "
+                         f"such mode: use generator: sclient or drop overload")
+    if requests_per_conn != 1:
+        raise ValueError("overload: sclient opens one socket per scheduled send: give "
+                         "requests_per_conn: 1")
+    span = connect_timeout_s + response_timeout_s
+    if warmup_s < span:
+        raise ValueError(f"overload: sclient's sockets in flight settle after the connect and "
+                         f"response timeouts ({span:g} s); a warm-up of {warmup_s:g} s opens "
+                         f"the window before steady state; fix: warmup_s >= {span:g}, or "
+                         f"shorter timeouts")
+    if rate_rps is None:
+        return
+    needed = sclient_sockets(rate_rps, connect_timeout_s, response_timeout_s)
+    if hot_conns < needed:
+        raise ValueError(
+            f"overload: sclient with {hot_conns:,} hot connections cannot keep offering "
+            f"{rate_rps:,.0f} req/s: attempts that last their timeouts ({span:g} s) keep up to "
+            f"{needed:,} sockets in flight; fix: hot.conns (--hot-conns) >= {needed:,}, or "
+            f"shorter connect and response timeouts")
+
+
 NATIVE = ("sclient", "asyncio")  # the generators whose flags are named after these options
 SCLIENT = ("sclient",)
 
@@ -116,6 +163,12 @@ class LoadSpec:
         help="sclient, open loop: send on the connection that finished last (few connections "
              "do the work) or on a random ready one (every connection sends now and then, so "
              "the idle set keeps changing)")
+    overload: Literal["queue", "sclient"] = option(
+        "--overload", "queue", native=SCLIENT,
+        help="sclient, open loop, one request per connection: past the server's capacity "
+             "sends wait for one of --hot-conns connections (queue), or each opens its own "
+             "socket at its time, aborted at its timeout, at most --hot-conns in flight "
+             "(sclient: Banga & Druschel's S-Client, the offered rate never waits)")
     path: str = option("--path", "/",
                        help="request path: starts with /, printable ASCII without @ \\ \" "
                             "(percent-encode those); the host goes in --target")
@@ -208,6 +261,15 @@ class LoadSpec:
             ipaddress.ip_network(self.source_addrs, strict=False)
         check_sclient_only(self.generator, spin_us=self.spin_us, coalesce_us=self.coalesce_us,
                            pick=self.pick != "last")
+        if self.overload == "sclient" and self.rate_rps is None:
+            raise ValueError("overload: sclient opens one socket per scheduled send: give a "
+                             "rate (--rate)")
+        check_sclient_overload(self.overload, generator=self.generator,
+                               hot_conns=self.hot_conns, rate_rps=self.rate_rps,
+                               requests_per_conn=self.requests_per_conn,
+                               connect_timeout_s=self.connect_timeout_s,
+                               response_timeout_s=self.response_timeout_s,
+                               warmup_s=self.warmup_s)
         if self.late_us is None:  # the generator is told the rule's threshold; it keeps none
             self.late_us = LATE_THRESHOLD_US.get(self.generator)
 

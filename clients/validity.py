@@ -24,6 +24,13 @@ them for users, with their codes):
   own (httperf) sent fewer than (1 - RATE_TOLERANCE) of the offered requests (less a Poisson
   draw's own noise); sclient and asyncio show their own shortfall as late sends, and what
   they left unsent waited for a connection the server still held;
+- an S-Client could not keep offering (overload: sclient): it started fewer than
+  (1 - OFFER_TOLERANCE) of its scheduled attempts (no socket free, no descriptor, no port);
+- the window was not steady state: the server answered more than was sent in it by more
+  than the requests a steady window has in flight at its edge (Little's law) and the
+  arrivals' own noise (a backlog built before the window drained in it), or the sends
+  waiting for a connection grew through it by more than the arrivals' noise (a backlog
+  growing without bound);
 - nothing was answered: hot connections and no reply in the window;
 - nothing was sent: hot connections and not one request of the window went out (each waited
   for a connection the server still held): the point measured nothing of the load offered
@@ -73,6 +80,11 @@ LATE_LIMIT = 0.01
 LATE_THRESHOLD_US = {"sclient": 1000.0, "asyncio": 5000.0}
 GENERATOR_SATURATED_PCT = 95.0
 RATE_TOLERANCE = 0.05
+# An S-Client offers each scheduled send (its schedule is counted, so no draw's noise is
+# allowed for): it may miss at most 2 % of them, the offered rate's tolerance the S-Client's
+# own measurements claim ("the window's sent rate within 2 % of the offered rate"), under
+# httperf's RATE_TOLERANCE, whose count of what it sent is its own and not its schedule's.
+OFFER_TOLERANCE = 0.02
 WINDOW_TOLERANCE = 0.95
 POISSON_SIGMAS = 3.0
 SERVER_BUSY_PCT = 90.0  # of the CPUs the server may use
@@ -109,6 +121,9 @@ class Code(StrEnum):
     OUT_OF_DESCRIPTORS = "out_of_descriptors"
     SHARDS_UNFINISHED = "shards_unfinished"
     RATE_SHORTFALL = "rate_shortfall"
+    OFFER_SHORTFALL = "offer_shortfall"  # an S-Client that could not keep offering
+    BACKLOG_DRAINED = "backlog_drained"  # not steady state: a backlog drained in the window
+    BACKLOG_GREW = "backlog_grew"  # not steady state: the backlog grew through the window
     NO_REPLIES = "no_replies"
     NOTHING_SENT = "nothing_sent"
     SHORT_WINDOW = "short_window"
@@ -150,6 +165,9 @@ RULES = {
     Code.OUT_OF_DESCRIPTORS: Rule(Kind.GENERATOR, "generator out of file descriptors"),
     Code.SHARDS_UNFINISHED: Rule(Kind.GENERATOR, "generator shards unfinished"),
     Code.RATE_SHORTFALL: Rule(Kind.GENERATOR, "offered load not delivered"),
+    Code.OFFER_SHORTFALL: Rule(Kind.GENERATOR, "S-Client could not keep offering"),
+    Code.BACKLOG_DRAINED: Rule(Kind.SETUP, "not steady state: a backlog drained"),
+    Code.BACKLOG_GREW: Rule(Kind.SETUP, "not steady state: the backlog grew"),
     Code.NO_REPLIES: Rule(Kind.SERVER, "no replies"),
     Code.NOTHING_SENT: Rule(Kind.SERVER, "no request sent"),
     Code.SHORT_WINDOW: Rule(Kind.GENERATOR, "short window"),
@@ -242,6 +260,13 @@ class GeneratorFacts:
     cpu_s: float | None = None  # user + system time in the window, over its shards
     run_delay_s: float | None = None  # its wait for a CPU (None: it does not read it)
     spin_idle_s: float | None = None  # polls that found nothing to do
+    # overload: sclient: each scheduled send opens its own socket (at most hot_conns in flight)
+    keeps_offering: bool = False
+    no_socket: int | None = None  # scheduled sends that found every socket in flight
+    response_mean_s: float | None = None  # mean time from send to reply (uncorrected)
+    # scheduled sends waiting for a connection at the window's start and end
+    waiting_start: int | None = None
+    waiting_end: int | None = None
 
     @classmethod
     def of(cls, doc: dict[str, Any], spec: LoadSpec) -> GeneratorFacts:
@@ -250,6 +275,7 @@ class GeneratorFacts:
         errors = doc.get("errors") or {}
         cpu = doc.get("generator_cpu") or {}
         user, system = cpu.get("user_s"), cpu.get("sys_s")
+        mean_us = ((doc.get("latency") or {}).get("uncorrected") or {}).get("mean_us")
         return cls(
             generator=doc.get("generator") or spec.generator, asked_s=spec.duration_s,
             hot_conns=0 if spec.stream_conns else spec.hot_conns,
@@ -262,7 +288,11 @@ class GeneratorFacts:
             no_descriptor=errors.get("no_descriptor"),
             unfinished_shards=doc.get("unfinished_shards"), shards=doc.get("shards") or 1,
             cpu_s=user + system if user is not None and system is not None else None,
-            run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"))
+            run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"),
+            keeps_offering=spec.overload == "sclient", no_socket=requests.get("no_socket"),
+            response_mean_s=mean_us / 1e6 if mean_us is not None else None,
+            waiting_start=requests.get("waiting_start"),
+            waiting_end=requests.get("waiting_end"))
 
     def late_share(self) -> float | None:
         if not self.scheduled or self.late is None:
@@ -403,8 +433,12 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
         # late sends; what it left unsent waited for a busy connection: the server's doing.
         rate_shortfall(g.offered_rps if g.hot_conns else None, g.window_s, g.sent,
                        poisson=g.poisson) if g.scheduled is None else None,
+        offer_shortfall(g),
+        backlog_drained(g.replies, g.sent, g.window_s, g.response_mean_s)
+        if g.hot_conns else None,
+        backlog_grew(g.waiting_start, g.waiting_end, g.scheduled) if g.hot_conns else None,
         no_replies(g.hot_conns, g.replies),
-        nothing_sent(g.hot_conns, g.sent),
+        nothing_sent(g.hot_conns, g.sent, g.keeps_offering),
         short_window(g.window_s, g.asked_s) if g.asked_s else None,
         refused(g.refused),
         shards_unfinished(g.unfinished_shards, g.shards),
@@ -518,7 +552,8 @@ def out_of_descriptors(count: int | None) -> Reason | None:
         return None
     return Reason(Code.OUT_OF_DESCRIPTORS,
                   f"the generator ran out of file descriptors {count:,} times: it, not the "
-                  f"server, limited the run (fewer connections, or sclient)")
+                  f"server, limited the run (fewer connections, a higher RLIMIT_NOFILE, or "
+                  f"sclient, which shards past it)")
 
 
 def shards_unfinished(unfinished: int | None, shards: int) -> Reason | None:
@@ -541,6 +576,76 @@ def rate_shortfall(offered_rps: float | None, window_s: float | None, sent: int 
                   f"%, tolerance {100 * RATE_TOLERANCE:.0f} %)")
 
 
+def offer_shortfall(g: GeneratorFacts) -> Reason | None:
+    """An S-Client (overload: sclient) offers every scheduled send by starting its own
+    connection attempt at its time, so that the offered rate never depends on the server:
+    one that started fewer than (1 - OFFER_TOLERANCE) of the attempts scheduled in the window
+    did not measure the server at the rate it claims, and says which limit it met. Its
+    schedule is its own count, so no Poisson allowance: a draw's noise is in `scheduled`."""
+    if not g.keeps_offering or not g.scheduled or g.sent is None:
+        return None
+    share = g.sent / g.scheduled
+    if share >= 1 - OFFER_TOLERANCE:
+        return None
+    limits = [f"{n:,} found {what}" for n, what in (
+        (g.no_socket, "all its sockets in flight (hot.conns: at least "
+                      "clients.spec.sclient_sockets)"),
+        (g.no_descriptor, "no file descriptor (RLIMIT_NOFILE)"),
+        (g.no_local_port, "no local port")) if n]
+    why = f": {', '.join(limits)}" if limits else ""
+    return Reason(Code.OFFER_SHORTFALL,
+                  f"the S-Client could not keep offering: it started {g.sent:,} of "
+                  f"{g.scheduled:,} scheduled attempts ({100 * share:.1f} %, under "
+                  f"{100 * (1 - OFFER_TOLERANCE):.0f} %){why}")
+
+
+def backlog_drained(replies: int | None, sent: int | None, window_s: float | None,
+                    response_mean_s: float | None) -> Reason | None:
+    """Flow conservation: in a steady window the server answers what is sent in it. Replies
+    may exceed sends only by the requests in flight at the window's start (answered in it,
+    sent before it), which in steady state are L = λW (Little's law: the window's send rate
+    times the mean time from send to reply), plus the arrival count's own noise
+    (POISSON_SIGMAS standard deviations of a Poisson count, √sent; a fixed schedule has
+    less). More means a backlog built before the window drained in it: its replies measure
+    that backlog, not the offered rate. Unjudged without a response time (nothing was
+    answered: other rules say so)."""
+    if replies is None or not sent or not window_s or response_mean_s is None:
+        return None
+    in_flight = sent / window_s * response_mean_s
+    allowed = in_flight + POISSON_SIGMAS * math.sqrt(sent)
+    if replies - sent <= allowed:
+        return None
+    return Reason(Code.BACKLOG_DRAINED,
+                  f"not steady state: the server answered {replies:,} requests in the window "
+                  f"and {sent:,} were sent in it, {replies - sent:,} more, over the "
+                  f"{allowed:,.0f} a steady window allows ({in_flight:,.0f} in flight at its "
+                  f"start by Little's law, {POISSON_SIGMAS:g} σ of the arrivals): a backlog "
+                  f"from before the window drained in it (a longer warm-up, or overload: "
+                  f"sclient)")
+
+
+def backlog_grew(start: int | None, end: int | None, scheduled: int | None) -> Reason | None:
+    """The generator's backlog (scheduled sends waiting for a connection) at the window's end
+    less at its start. Over a window the backlog changes by the sends that joined it less
+    those that left; while the server keeps up, each send leaves as the next arrives, and
+    the backlog moves no more than the arrival count's own noise (POISSON_SIGMAS of a Poisson
+    count: √scheduled). A backlog that grows by more is a queue whose arrivals outrun its
+    service (ρ ≥ 1: it grows by λ - μ a second, with no steady state). The requests in
+    flight are not judged: an S-Client bounds them by its timeouts (and has no backlog), a
+    pool by its connections, and their count at an instant follows the server's bursts."""
+    if start is None or end is None or not scheduled:
+        return None
+    allowed = POISSON_SIGMAS * math.sqrt(scheduled)
+    if end - start <= allowed:
+        return None
+    return Reason(Code.BACKLOG_GREW,
+                  f"not steady state: {end:,} scheduled sends waited for a connection at the "
+                  f"window's end and {start:,} at its start, {end - start:,} more, over the "
+                  f"{allowed:,.0f} its {scheduled:,} arrivals vary ({POISSON_SIGMAS:g} σ): the "
+                  f"offered rate outran the server and the backlog grew without bound "
+                  f"(overload: sclient keeps offering instead)")
+
+
 def no_replies(hot_conns: int, replies: int | None) -> Reason | None:
     if not hot_conns or replies is None or replies > 0:
         return None
@@ -549,13 +654,13 @@ def no_replies(hot_conns: int, replies: int | None) -> Reason | None:
                   "target?")
 
 
-def nothing_sent(hot_conns: int, sent: int | None) -> Reason | None:
+def nothing_sent(hot_conns: int, sent: int | None, keeps_offering: bool = False) -> Reason | None:
     """A point whose generator sent no request of its window measured nothing of the load
     offered in it: no response time, and its replies answer requests from before the window
     (BM98 Figs 3-6's realistic select at 12,000 req/s: 0 sent and 1,283-2,348 replies/s, all
     to the warm-up's backlog, yet valid: no rule looked at what was sent). Generators that
     count their schedule are exempt from rate_shortfall, so this rule stands on its own."""
-    if not hot_conns or sent is None or sent > 0:
+    if not hot_conns or sent is None or sent > 0 or keeps_offering:  # an S-Client never waits
         return None
     return Reason(Code.NOTHING_SENT,
                   "no request of the measured window was sent: each waited for a connection "

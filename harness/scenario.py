@@ -28,7 +28,13 @@ from pydantic import (
 )
 
 from clients.paths import REPO_ROOT
-from clients.spec import GENERATORS, LoadSpec, check_sclient_only, check_within
+from clients.spec import (
+    GENERATORS,
+    LoadSpec,
+    check_sclient_only,
+    check_sclient_overload,
+    check_within,
+)
 from clients.targets import check_request_path
 from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES
 from harness.servers import check_rt_signal_queue, describe
@@ -216,6 +222,11 @@ class Hot(Strict):
     # sclient, open loop: "random" spreads sends over every connection, so each one sends
     # now and then and the idle set keeps changing (CM01's periodic connections)
     pick: Literal["last", "random"] = "last"
+    # sclient, open loop, one request per connection: "sclient" opens a socket per scheduled
+    # send, aborted at its timeout, so the offered rate holds past the server's capacity
+    # (the papers' S-Client); conns is then the most in flight and must cover rate × the two
+    # timeouts. "queue": sends wait for one of conns connections the server may still hold.
+    overload: Literal["queue", "sclient"] = "queue"
     path: str = "/"
     connect_timeout_s: Annotated[float, within("connect-timeout")] = Field(
         LoadSpec.connect_timeout_s, le=MAX_WAIT_S)
@@ -469,6 +480,22 @@ class Scenario(Strict):
     # after the run (`wanbench run` exits 99 when one is crossed, as k6 does)
     thresholds: Annotated[dict[str, Threshold], AfterValidator(check_threshold_metrics)] = \
         Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _overload_can_keep_offering(self) -> Scenario:
+        hot = self.hot
+        check_sclient_overload(hot.overload, generator=hot.generator, hot_conns=hot.conns,
+                               rate_rps=hot.rate_rps, requests_per_conn=hot.requests_per_conn,
+                               connect_timeout_s=hot.connect_timeout_s,
+                               response_timeout_s=hot.response_timeout_s,
+                               warmup_s=self.warmup_s)
+        # each point is validated again with its sweep values applied (and no sweep)
+        swept = {path.strip() for key in self.sweep for path in key.split(JOINT)}
+        if (hot.overload == "sclient" and hot.rate_rps is None
+                and not swept & {"hot", "hot.rate_rps"}):
+            raise ValueError("hot.overload: sclient opens one socket per scheduled send: give "
+                             "hot.rate_rps (or sweep it)")
+        return self
 
 
 # Sweep axes whose points.parquet column has a conventional name (docs/results-format.md).

@@ -49,7 +49,8 @@
 
 enum kind { HOT, COLD, STREAM };
 enum state { CLOSED, CONNECTING, OPEN };
-enum err { E_CONNECT_TIMEOUT, E_REFUSED, E_RESET, E_RESPONSE_TIMEOUT, E_NO_LOCAL_PORT, E_OTHER, E_EOF };
+enum err { E_CONNECT_TIMEOUT, E_REFUSED, E_RESET, E_RESPONSE_TIMEOUT, E_NO_LOCAL_PORT,
+           E_NO_DESCRIPTOR, E_OTHER, E_EOF };
 
 struct conn {
     int fd;
@@ -61,6 +62,7 @@ struct conn {
     char *partial;
     uint64_t *pending; /* hot: ring of (intended, sent) pairs, oldest at pend_head */
     uint32_t pend_head;
+    int64_t intended, attempted; /* S-Client: this socket's scheduled send, its attempt's start */
 };
 
 struct timer {
@@ -94,7 +96,7 @@ struct loop {
     struct timer *heap;
     size_t heap_len, heap_cap;
     /* hot */
-    struct conn **ready;
+    struct conn **ready; /* open connections that can send (S-Client: free sockets) */
     int nready;
     int64_t next_tick;
     double tick_seq;
@@ -246,6 +248,7 @@ static void count_error(struct loop *L, enum err e, uint64_t n) {
     case E_RESET: case E_EOF: r->err_reset += n; break;
     case E_RESPONSE_TIMEOUT: r->err_response_timeout += n; break;
     case E_NO_LOCAL_PORT: r->err_no_local_port += n; break;
+    case E_NO_DESCRIPTOR: r->err_no_descriptor += n; break;
     case E_OTHER: r->err_other += n; break;
     }
 }
@@ -265,6 +268,12 @@ static void conn_fail(struct loop *L, struct conn *c, enum err e) {
         if (was == CONNECTING) count_error(L, e, 1);
         else if (e != E_EOF || c->outstanding) count_error(L, e, c->outstanding ? c->outstanding : 1);
         ready_del(L, c);
+        if (L->o->sclient_overload && e == E_RESPONSE_TIMEOUT) {
+            /* aborted, as the S-Client does: a reset frees both ends at once (no TIME_WAIT
+             * here, no reply written to a socket nobody reads there) */
+            struct linger abort_now = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof abort_now);
+        }
     } else if (c->kind == COLD) {
         if (was == CONNECTING) L->r->cold_failed++, L->cold_connecting--;
         else L->cold_open--, c->reopened = 1;
@@ -281,8 +290,11 @@ static void conn_fail(struct loop *L, struct conn *c, enum err e) {
     if (c->kind == COLD && was != CONNECTING) {
         conn_deadline(L, c, 0);
         cold_enqueue(L, c);
+    } else if (c->kind == HOT && L->o->sclient_overload) {
+        conn_deadline(L, c, 0); /* S-Client: the socket is free for the next scheduled send */
+        ready_add(L, c);
     } else {
-        /* S-Client: a lost connection is replaced at once, a failed connect after a pause */
+        /* the pool: a lost connection is replaced at once, a failed connect after a pause */
         conn_deadline(L, c, L->now + (was == CONNECTING ? RETRY_NS : 1));
     }
 }
@@ -296,7 +308,7 @@ static void conn_connect(struct loop *L, struct conn *c) {
     c->sent_on_conn = c->pend_head = 0;
     if (c->kind == COLD) L->cold_connecting++;
     if (c->fd < 0) {
-        conn_fail(L, c, E_OTHER);
+        conn_fail(L, c, errno == EMFILE || errno == ENFILE ? E_NO_DESCRIPTOR : E_OTHER);
         return;
     }
     if (c->kind == HOT) setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -330,20 +342,9 @@ static int conn_write(struct conn *c, const char *p, size_t n) {
     return w == (ssize_t)n ? 0 : -1;
 }
 
-static void hot_send(struct loop *L, struct conn *c, int64_t intended) {
-    uint32_t t = c->gidx % (uint32_t)L->o->ntargets;
-    if (conn_write(c, L->requests[t], L->request_len[t]) < 0) {
-        conn_fail(L, c, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
-        return;
-    }
-    uint32_t slot = (c->pend_head + c->outstanding) % (uint32_t)L->o->max_outstanding;
-    c->pending[2 * slot] = (uint64_t)intended;
-    c->pending[2 * slot + 1] = (uint64_t)L->now;
-    L->hot_awaiting++;
+/* A request went out: on an open connection, or (S-Client) as its connection attempt. */
+static void count_sent(struct loop *L, int64_t intended) {
     L->last_hot_send = L->now;
-    if (c->outstanding++ == 0)
-        conn_deadline(L, c, L->now + (int64_t)(L->o->response_timeout_s * 1e9));
-    c->sent_on_conn++;
     if (!L->r->first_send_unix_s) {
         struct timespec wall;
         clock_gettime(CLOCK_REALTIME, &wall);
@@ -352,13 +353,49 @@ static void hot_send(struct loop *L, struct conn *c, int64_t intended) {
     timeline_at(L, L->now)->sent++;
     /* by intended time, as scheduled, late and latency are: a backlog from before the window
      * (hot connections still connecting through the warm-up) sent inside it is not the
-     * window's rate (it read 1,245 req/s of 1,000 offered) */
+     * window's rate */
     if (in_window(L, intended)) L->r->sent++;
+}
+
+static void hot_send(struct loop *L, struct conn *c, int64_t intended) {
+    uint32_t t = c->gidx % (uint32_t)L->o->ntargets;
+    if (conn_write(c, L->requests[t], L->request_len[t]) < 0) {
+        conn_fail(L, c, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
+        return;
+    }
+    uint32_t slot = (c->pend_head + c->outstanding) % (uint32_t)L->o->max_outstanding;
+    c->pending[2 * slot] = (uint64_t)intended;
+    /* the S-Client's request left with its connection attempt (counted then) */
+    c->pending[2 * slot + 1] = (uint64_t)(L->o->sclient_overload ? c->attempted : L->now);
+    L->hot_awaiting++;
+    if (c->outstanding++ == 0)
+        conn_deadline(L, c, L->now + (int64_t)(L->o->response_timeout_s * 1e9));
+    c->sent_on_conn++;
+    if (!L->o->sclient_overload) count_sent(L, intended);
     if (!hot_can_send(L, c)) ready_del(L, c);
+}
+
+/* S-Client: a scheduled send opens its own socket now, whatever the server is doing; with
+ * every socket still in flight (hot_conns of them) it cannot, and the generator says so. */
+static void sclient_offer(struct loop *L, int64_t intended) {
+    if (!L->nready) {
+        if (in_window(L, intended)) L->r->no_socket++;
+        return;
+    }
+    struct conn *c = L->ready[L->nready - 1];
+    ready_del(L, c);
+    c->intended = intended;
+    c->attempted = L->now;
+    conn_connect(L, c); /* a failure frees the socket again (conn_fail) */
+    if (c->state == CONNECTING) count_sent(L, intended);
 }
 
 /* A hot connection can take work: serve the backlog first, then (closed loop) send at once. */
 static void hot_available(struct loop *L, struct conn *c) {
+    if (L->o->sclient_overload) { /* its one request, due since its attempt began */
+        hot_send(L, c, c->intended);
+        return;
+    }
     int64_t expiry = (int64_t)(L->o->response_timeout_s * 1e9);
     while (L->backlog_len && hot_can_send(L, c) && c->state == OPEN) {
         int64_t intended = L->backlog[L->backlog_head];
@@ -584,7 +621,9 @@ static void run_hot_schedule(struct loop *L) {
             }
             if (slip > L->r->max_slip_ns) L->r->max_slip_ns = slip;
         }
-        if (!L->backlog_len && L->nready) {
+        if (L->o->sclient_overload) {
+            sclient_offer(L, intended);
+        } else if (!L->backlog_len && L->nready) {
             /* random: every connection sends now and then, so the set of idle ones keeps
              * changing (CM01's periodic connections); last: few connections do all the work */
             int pick = L->o->pick_random ? (int)(rng_uniform(&L->rng) * L->nready) % L->nready
@@ -595,6 +634,27 @@ static void run_hot_schedule(struct loop *L) {
         } else if (in_window(L, intended)) {
             L->r->dropped++;
         }
+    }
+}
+
+/* What is outstanding at an edge of the window: scheduled sends waiting for a connection
+ * and requests in flight (S-Client: each socket in use), none past its timeout. Timeouts are
+ * acted on lazily (a backlog's oldest when a connection frees, a deadline when the loop next
+ * runs): a loop held up at the edge would otherwise count what it has not yet aborted.
+ * clients/validity.py (backlog_grew) compares the waiting sends of the two edges. */
+static void hot_edge(struct loop *L, uint64_t *waiting, uint64_t *in_flight) {
+    int64_t expiry = (int64_t)(L->o->response_timeout_s * 1e9);
+    size_t expired = 0;
+    while (expired < L->backlog_len &&
+           L->now - L->backlog[(L->backlog_head + expired) % BACKLOG_MAX] > expiry)
+        expired++;
+    *waiting = L->backlog_len - expired;
+    *in_flight = 0;
+    for (int i = 0; i < L->s->hot; i++) {
+        const struct conn *c = &L->conns[i];
+        if (c->deadline && c->deadline <= L->now) continue; /* timed out */
+        if (L->o->sclient_overload) *in_flight += c->state != CLOSED;
+        else *in_flight += c->outstanding;
     }
 }
 
@@ -762,7 +822,8 @@ static void setup_conns(struct loop *L) {
             c->kind = HOT;
             c->gidx = (uint32_t)(s->hot_first + i);
             c->pending = calloc(2 * (size_t)L->o->max_outstanding, sizeof *c->pending);
-            conn_deadline(L, c, L->start + 1);
+            if (L->o->sclient_overload) ready_add(L, c); /* a free socket until its send */
+            else conn_deadline(L, c, L->start + 1);
         } else if (i < s->hot + s->cold) {
             c->kind = COLD;
             /* cold connections continue the global index after all hot ones */
@@ -857,6 +918,7 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
             L->window_open = 1;
             getrusage(RUSAGE_SELF, &L->ru_window);
             L->run_delay_window = run_delay_ns();
+            hot_edge(L, &r->waiting_start, &r->in_flight_start);
         }
         run_timers(L);
         if (s->hot && s->rate > 0) run_hot_schedule(L);
@@ -897,6 +959,7 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
     }
 
     L->now = (int64_t)now_ns();
+    hot_edge(L, &r->waiting_end, &r->in_flight_end);
     record_tcp_srtt(L);
     int64_t wend = L->now < L->window_end ? L->now : L->window_end;
     if (wend < L->window_start) wend = L->window_start; /* a window that ended before it ran */

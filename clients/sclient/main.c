@@ -36,8 +36,10 @@ static const char usage[] =
     "  --source LIST|CIDR|auto   source addresses (comma list or a.b.c.d/n)\n"
     "hot:    --hot-conns N --rate R (0: closed loop) --arrivals fixed|poisson\n"
     "        --requests-per-conn N (0: persistent) --pick last|random (open loop: the\n"
-    "        connection that finished last, or any ready one) --path P --connect-timeout S\n"
-    "        --response-timeout S --max-outstanding N --spin-us US\n"
+    "        connection that finished last, or any ready one) --overload queue|sclient\n"
+    "        (open loop, one request per connection: sends wait for a free connection, or\n"
+    "        each opens its own socket, at most --hot-conns in flight) --path P\n"
+    "        --connect-timeout S --response-timeout S --max-outstanding N --spin-us US\n"
     "        --coalesce-us US --slice-us US (scheduler slice, 100; 0: the kernel's)\n"
     "        --late-us US (sends later count as late; unset: not counted, wanbench\n"
     "        passes its validity rule's)\n"
@@ -228,7 +230,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"target", 1, 0, 't'}, {"source", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"warmup", 1, 0, 'w'}, {"seed", 1, 0, 's'}, {"cpu", 1, 0, 'c'},
         {"hot-conns", 1, 0, 'H'}, {"rate", 1, 0, 'r'}, {"arrivals", 1, 0, 'a'},
-        {"requests-per-conn", 1, 0, 'n'}, {"pick", 1, 0, 'P'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
+        {"requests-per-conn", 1, 0, 'n'}, {"pick", 1, 0, 'P'}, {"overload", 1, 0, 'O'}, {"path", 1, 0, 'p'}, {"connect-timeout", 1, 0, 'C'},
         {"response-timeout", 1, 0, 'R'}, {"max-outstanding", 1, 0, 'm'}, {"late-us", 1, 0, 'l'},
         {"spin-us", 1, 0, 'x'}, {"slice-us", 1, 0, 'L'}, {"coalesce-us", 1, 0, 'z'},
         {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
@@ -265,6 +267,10 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         case 'P':
             if (strcmp(optarg, "last") && strcmp(optarg, "random")) die("--pick %s: expected last or random", optarg);
             o->pick_random = !strcmp(optarg, "random");
+            break;
+        case 'O':
+            if (strcmp(optarg, "queue") && strcmp(optarg, "sclient")) die("--overload %s: expected queue or sclient", optarg);
+            o->sclient_overload = !strcmp(optarg, "sclient");
             break;
         case 'p':
             if (optarg[0] != '/' || strpbrk(optarg, " \r\n\"\\")) die("--path %s: expected an absolute URL path without spaces or quotes", optarg);
@@ -303,6 +309,9 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     if (o->duration_s <= 0 && !cold_only(o))
         die("%s", "--duration 0 (hold until signalled) is only for cold-only runs");
     if (o->rate > 0 && !o->hot_conns) die("%s", "--rate needs --hot-conns");
+    if (o->sclient_overload && (o->rate <= 0 || o->requests_per_conn != 1))
+        die("%s", "--overload sclient opens a socket per scheduled send: give --rate R and "
+                  "--requests-per-conn 1");
     if (sources && strcmp(sources, "auto")) {
         parse_sources(o, sources);
         o->sources_spec = sources;

@@ -13,8 +13,9 @@ void result_merge(struct result *into, const struct result *from) {
     SUM(cpu_window_user_s); SUM(cpu_window_sys_s); SUM(cpu_user_s); SUM(cpu_sys_s); SUM(run_delay_window_s);
     SUM(spin_idle_s); SUM(lead_sum_ns); SUM(lead_sleeps); SUM(contended_s);
     SUM(sent); SUM(queued); SUM(dropped); SUM(replies); SUM(scheduled); SUM(late);
+    SUM(no_socket); SUM(waiting_start); SUM(in_flight_start); SUM(waiting_end); SUM(in_flight_end);
     SUM(err_connect_timeout); SUM(err_refused); SUM(err_reset); SUM(err_response_timeout);
-    SUM(err_no_local_port);
+    SUM(err_no_local_port); SUM(err_no_descriptor);
     SUM(err_other); SUM(cold_requested); SUM(cold_established); SUM(cold_held);
     SUM(cold_reconnected); SUM(cold_failed); SUM(cold_requests); SUM(cold_replies);
     SUM(stream_bytes); SUM(rss_before_kb); SUM(rss_ready_kb); SUM(rss_end_kb);
@@ -62,7 +63,8 @@ static void write_config(FILE *f, const struct opts *o, int nshards) {
     if (o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");
     fprintf(f, ", \"arrivals\": \"%s\", \"requests_per_conn\": ", o->poisson ? "poisson" : "fixed");
     if (o->requests_per_conn) fprintf(f, "%d", o->requests_per_conn); else fprintf(f, "null");
-    fprintf(f, ", \"pick\": \"%s\"", o->pick_random ? "random" : "last");
+    fprintf(f, ", \"pick\": \"%s\", \"overload\": \"%s\"", o->pick_random ? "random" : "last",
+            o->sclient_overload ? "sclient" : "queue");
     fprintf(f, ", \"path\": \"%s\", \"connect_timeout_s\": %.6g, \"response_timeout_s\": %.6g"
                ", \"max_outstanding\": %d, \"late_threshold_us\": ",
             o->path, o->connect_timeout_s, o->response_timeout_s, o->max_outstanding);
@@ -127,9 +129,14 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
     if (o->hot_conns && o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");
     fprintf(f, ", \"request_rate_rps\": %.3f, \"reply_rate_rps\": %.3f", per_s(r->sent, r->window_s),
             per_s(r->replies, r->window_s));
-    fprintf(f, ", \"requests\": {\"scheduled\": %llu, \"sent\": %llu, \"queued\": %llu, \"dropped\": %llu}",
+    fprintf(f, ", \"requests\": {\"scheduled\": %llu, \"sent\": %llu, \"queued\": %llu, \"dropped\": %llu"
+               ", \"no_socket\": %llu, \"waiting_start\": %llu, \"in_flight_start\": %llu"
+               ", \"waiting_end\": %llu, \"in_flight_end\": %llu}",
             (unsigned long long)r->scheduled, (unsigned long long)r->sent,
-            (unsigned long long)r->queued, (unsigned long long)r->dropped);
+            (unsigned long long)r->queued, (unsigned long long)r->dropped,
+            (unsigned long long)r->no_socket, (unsigned long long)r->waiting_start,
+            (unsigned long long)r->in_flight_start, (unsigned long long)r->waiting_end,
+            (unsigned long long)r->in_flight_end);
     fprintf(f, ", \"replies\": {\"total\": %llu, \"by_status\": {", (unsigned long long)r->replies);
     for (int i = 0, first = 1; i < 600; i++)
         if (r->by_status[i]) {
@@ -137,10 +144,12 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             first = 0;
         }
     fprintf(f, "}}, \"errors\": {\"connect_timeout\": %llu, \"refused\": %llu, \"reset\": %llu, "
-               "\"response_timeout\": %llu, \"no_local_port\": %llu, \"other\": %llu}",
+               "\"response_timeout\": %llu, \"no_local_port\": %llu, \"no_descriptor\": %llu, "
+               "\"other\": %llu}",
             (unsigned long long)r->err_connect_timeout, (unsigned long long)r->err_refused,
             (unsigned long long)r->err_reset, (unsigned long long)r->err_response_timeout,
-            (unsigned long long)r->err_no_local_port, (unsigned long long)r->err_other);
+            (unsigned long long)r->err_no_local_port, (unsigned long long)r->err_no_descriptor,
+            (unsigned long long)r->err_other);
     fprintf(f, ", \"window\": {\"start_ns\": %lld, \"end_ns\": %lld}", (long long)r->window_start_ns,
             (long long)r->window_end_ns);
     fprintf(f, ", \"first_send_unix_s\": ");

@@ -30,6 +30,11 @@ struct opts {
     double rate; /* 0: closed loop */
     int poisson;
     int requests_per_conn; /* 0: persistent */
+    /* S-Client (Banga & Druschel, USITS 1997): each scheduled send opens its own socket at
+     * its time, aborted at its connect or response timeout, so the offered rate never waits
+     * for the server; hot_conns is then the most sockets in flight at once. Otherwise sends
+     * wait in a backlog for a free connection of the fixed pool. */
+    int sclient_overload;
     int pick_random; /* open loop: send on a random ready connection, not the one that finished last */
     const char *path;
     double connect_timeout_s, response_timeout_s;
@@ -79,9 +84,13 @@ struct result {
     double first_send_unix_s; /* wall clock at the first hot request sent (0: none): a cluster's start lag */
     int64_t window_start_ns, window_end_ns; /* CLOCK_MONOTONIC edges this shard counted between */
     uint64_t sent, queued, dropped, replies, scheduled, late, max_slip_ns;
+    uint64_t no_socket; /* S-Client: scheduled sends that found every socket in flight */
+    /* at the window's start and end: scheduled sends waiting for a connection, and requests
+     * sent and neither answered nor timed out (S-Client: sockets whose attempt is under way) */
+    uint64_t waiting_start, in_flight_start, waiting_end, in_flight_end;
     uint64_t by_status[600];
     uint64_t err_connect_timeout, err_refused, err_reset, err_response_timeout, err_no_local_port,
-        err_other;
+        err_no_descriptor, err_other;
     uint64_t cold_requested, cold_established, cold_held, cold_reconnected, cold_failed;
     uint64_t cold_requests, cold_replies;
     uint64_t stream_bytes;

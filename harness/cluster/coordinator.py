@@ -12,7 +12,7 @@ from typing import Any
 
 from clients import namespaces, validity
 from clients.schema import merge_documents
-from clients.spec import LoadSpec
+from clients.spec import LoadSpec, sclient_sockets
 from clients.targets import BENCHMARK_NET, resolve, split_host_port
 from clients.validity import ClockOffset
 from harness.cluster import ClusterError
@@ -90,14 +90,20 @@ def _part(value: float | None, share: int, total: int) -> float | None:
 
 def split(spec: LoadSpec, parts: int) -> list[LoadSpec]:
     """The spec's connections spread as evenly as they go over at most `parts` shards, each
-    offering the part of the rate (or stream bandwidth) its connections carry."""
+    offering the part of the rate (or stream bandwidth) its connections carry. An S-Client's
+    shard keeps the sockets its part of the rate needs (sclient_sockets: its Poisson margin
+    does not divide with the rate)."""
     parts = min(parts, max(spec.hot_conns, spec.cold_conns, spec.stream_conns))
     shards = []
     for i in range(parts):
         hot = _share(spec.hot_conns, parts, i)
         stream = _share(spec.stream_conns, parts, i)
+        rate = _part(spec.rate_rps, hot, spec.hot_conns)
+        sockets = (max(hot, sclient_sockets(rate, spec.connect_timeout_s,
+                                            spec.response_timeout_s))
+                   if spec.overload == "sclient" and rate else hot)
         shards.append(dataclasses.replace(
-            spec, hot_conns=hot, rate_rps=_part(spec.rate_rps, hot, spec.hot_conns),
+            spec, hot_conns=sockets, rate_rps=rate,
             cold_conns=_share(spec.cold_conns, parts, i), stream_conns=stream,
             stream_mbps=_part(spec.stream_mbps, stream, spec.stream_conns), json_path=None))
     return shards

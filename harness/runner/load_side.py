@@ -71,6 +71,7 @@ def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
     return clients.LoadSpec(
         generator=hot.generator, hot_conns=hot.conns, rate_rps=hot.rate_rps,
         arrivals=hot.arrivals, requests_per_conn=hot.requests_per_conn, pick=hot.pick,
+        overload=hot.overload,
         path=hot.path, connect_timeout_s=hot.connect_timeout_s,
         response_timeout_s=hot.response_timeout_s, spin_us=hot.spin_us,
         coalesce_us=hot.coalesce_us, **common)

@@ -15,6 +15,7 @@ import pytest
 
 from clients import LoadSpec, validity
 from clients.schema import Histogram, merge_documents, skeleton
+from clients.spec import sclient_sockets
 from clients.targets import TargetRefused
 from harness.cluster import ClusterError
 from harness.cluster.agent import HostAgent
@@ -171,6 +172,17 @@ def test_split_spreads_connections_and_rate_over_shards():
     assert [s.cold_conns for s in shards] == [2, 1]
     assert sum(s.rate_rps for s in shards) == pytest.approx(1000)
     assert len(split(sclient_spec(targets=["127.0.0.1:9"], hot_conns=1), 3)) == 1
+
+
+def test_an_s_client_split_keeps_the_sockets_each_part_of_the_rate_needs():
+    needed = sclient_sockets(2000, 0.5, 0.5)
+    spec = sclient_spec(targets=["127.0.0.1:9"], hot_conns=needed, rate_rps=2000,
+                        requests_per_conn=1, overload="sclient", connect_timeout_s=0.5,
+                        response_timeout_s=0.5)
+    shards = split(spec, 2)
+    assert sum(s.rate_rps for s in shards) == pytest.approx(2000)
+    assert [s.hot_conns for s in shards] == [sclient_sockets(s.rate_rps, 0.5, 0.5)
+                                             for s in shards]
 
 
 def _document(latencies_ns: list[int], errors: int, late_sends: int = 0) -> dict:
