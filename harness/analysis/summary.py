@@ -17,6 +17,13 @@ from harness.results.format import CODE_SEPARATOR, ID_COLUMNS, PARAMETER_COLUMNS
 from harness.scenario import Threshold
 
 SUMMARY_FORMAT = 1
+# `wanbench run`'s statuses for a finished run (docs/results-format.md), strongest first:
+# a crossed threshold is a verdict, thresholds that could not be judged are no verdict (as
+# compare's 3, inconclusive), invalid repetitions a run to look at.
+EXIT_THRESHOLDS = 99  # as k6's thresholds
+EXIT_UNJUDGED = 3
+EXIT_INVALID = 1
+FINISHED_STATUSES = (0, EXIT_INVALID, EXIT_UNJUDGED, EXIT_THRESHOLDS)
 # Numeric columns of points.parquet that describe a row rather than measure it.
 NOT_METRICS = {*ID_COLUMNS, *PARAMETER_COLUMNS, "attempt", "valid"}
 
@@ -33,7 +40,7 @@ class ThresholdCheck:
     metric: str
     threshold: str
     value: float | None  # the point's median over valid repetitions; None: not measured
-    passed: bool | None  # None: no valid repetition to judge (the run's exit 1 says so)
+    passed: bool | None  # None: no valid repetition to judge (the run's exit 3 says so)
 
 
 @dataclass
@@ -106,6 +113,34 @@ def _plain(value: Any) -> Any:
 def thresholds_crossed(summaries: list[PointSummary]) -> list[tuple[PointSummary,
                                                                      ThresholdCheck]]:
     return [(s, c) for s in summaries for c in s.thresholds if c.passed is False]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A finished run's exit status and what decided it."""
+
+    status: int
+    crossed: list[tuple[PointSummary, ThresholdCheck]]
+    unjudged: list[PointSummary]  # points with thresholds and no valid repetition
+    invalid: int  # point × repetitions invalid
+
+
+def gate(summaries: list[PointSummary], allow_invalid: bool) -> Gate:
+    """The exit status of a finished run (or of several, `run --kernel`): a crossed threshold
+    (99), then thresholds not judged (3: no verdict, whatever --allow-invalid says: a gate
+    that judged nothing must not pass), then invalid repetitions (1, unless allowed), else 0."""
+    crossed = thresholds_crossed(summaries)
+    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
+    invalid = sum(s.total - s.valid for s in summaries)
+    if crossed:
+        status = EXIT_THRESHOLDS
+    elif unjudged:
+        status = EXIT_UNJUDGED
+    elif invalid and not allow_invalid:
+        status = EXIT_INVALID
+    else:
+        status = 0
+    return Gate(status, crossed, unjudged, invalid)
 
 
 def document(run: dict[str, Any], summaries: list[PointSummary],

@@ -23,7 +23,14 @@ from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.analysis import derive
 from harness.analysis.numbers import metric, point_label, short_name
-from harness.analysis.summary import PointSummary, reason_lines, thresholds_crossed
+from harness.analysis.summary import (
+    EXIT_INVALID,
+    EXIT_THRESHOLDS,
+    EXIT_UNJUDGED,
+    PointSummary,
+    gate,
+    reason_lines,
+)
 from harness.cluster import ClusterError
 from harness.cluster.security import access
 from harness.commands import LOGGER, terminal
@@ -96,17 +103,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 EXIT_STATUSES = """exit status:
   0    every point × repetition measured and valid
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
+  3    no verdict: the scenario has thresholds and some point no valid repetition to
+       judge them on (with --allow-invalid too; before 1)
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   99   the run finished, but a point's median crossed one of the scenario's thresholds
        (as k6's thresholds; before 1 when both apply)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
-EXIT_INVALID = 1
-EXIT_THRESHOLDS = 99
 KERNELS_EXIT = """
-with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconclusive;
-  0 when no pair of kernels has comparable timings), 2 when a kernel failed (the other
-  kernels' runs are kept) or bad input"""
+with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad input;
+  else 99, 3 or 1 as above, over every kernel's points; else the comparison's status
+  (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
+  comparable timings)"""
 
 
 def _recorded_scenario(run_dir: RunDir) -> Scenario:
@@ -254,25 +262,24 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
 
 
 def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console) -> int:
-    """A finished run's exit status: a crossed threshold, then invalid repetitions."""
-    crossed = thresholds_crossed(summaries)
-    for point, check in crossed:
+    """A finished run's exit status (harness.analysis.summary.gate), and why, printed."""
+    verdict = gate(summaries, allow_invalid)
+    for point, check in verdict.crossed:
         console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
                       f"{check.metric} {metric(check.metric, check.value)}, the scenario "
                       f"asks {check.threshold}", highlight=False)
-    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
-    if unjudged:
-        console.print(f"[yellow]thresholds not judged[/yellow] on {len(unjudged)} point(s) "
-                      f"without a valid repetition", highlight=False)
-    invalid = sum(s.total - s.valid for s in summaries)
-    if invalid and not allow_invalid:
-        console.print(f"[yellow]{invalid} point × repetition(s) invalid[/yellow]: exit "
-                      f"{EXIT_INVALID} (--allow-invalid to exit 0)", highlight=False)
-    if crossed:
-        console.print(f"{len(crossed)} threshold check(s) crossed: exit {EXIT_THRESHOLDS}",
-                      highlight=False)
-        return EXIT_THRESHOLDS
-    return EXIT_INVALID if invalid and not allow_invalid else 0
+    if verdict.unjudged:
+        console.print(f"[yellow]thresholds not judged[/yellow] on {len(verdict.unjudged)} "
+                      f"point(s) without a valid repetition: no verdict, exit "
+                      f"{EXIT_UNJUDGED} (with --allow-invalid too)", highlight=False)
+    if verdict.invalid and not allow_invalid:
+        console.print(f"[yellow]{verdict.invalid} point × repetition(s) invalid[/yellow]"
+                      + (f": exit {EXIT_INVALID} (--allow-invalid to exit 0)"
+                         if verdict.status == EXIT_INVALID else ""), highlight=False)
+    if verdict.crossed:
+        console.print(f"{len(verdict.crossed)} threshold check(s) crossed: exit "
+                      f"{EXIT_THRESHOLDS}", highlight=False)
+    return verdict.status
 
 
 def _summaries(run_dir: RunDir, scenario: Scenario) -> list[PointSummary]:
@@ -329,13 +336,17 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
                       f"{args.out}", highlight=False)
         return exc.exit_status
-    status = print_comparison([o.run_dir for o in outcomes if o.run_dir and not o.error],
-                              console)
+    finished = [o.run_dir for o in outcomes if o.run_dir and not o.error]
+    compared = print_comparison(finished, console)
     failed = [o for o in outcomes if o.error]
     for outcome in failed:
         console.print(f"[red]kernel {outcome.kernel} failed[/red]: {outcome.error}",
                       highlight=False)
-    return EXIT_USAGE if failed else status
+    if failed:
+        return EXIT_USAGE
+    # each kernel's points as a run's: invalid ones or unjudged thresholds fail as in `run`
+    points = [s for run_dir in finished for s in _summaries(RunDir(run_dir), scenario)]
+    return _status(points, args.allow_invalid, console) or compared
 
 
 def _run_with_progress(ctx: RunContext, todo: list[tuple[Point, int]], console: Console,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import interrupts
+from harness.analysis.summary import FINISHED_STATUSES
 from harness.guest import accel, inside, machine
 from harness.guest.machine import GuestError
 from harness.scenario import Guest, Scenario, points
@@ -116,7 +117,7 @@ def run_kernels(scenario_file: Path, scenario: Scenario, kernels: list[str], out
                 on_event(f"kernel {kernel}: guest output:\n{_guest_output(result.console)}")
                 status = result.status
             made = sorted(_runs(out, scenario) - before)
-            if status != 0 or len(made) != 1:
+            if status not in FINISHED_STATUSES or len(made) != 1:
                 outcome.error = (f"`wanbench run` exited with status {status} and made "
                                  f"{len(made)} run(s); its output above says why")
             outcome.run_dir = made[-1] if made else None

@@ -521,6 +521,24 @@ def test_noise_refuses_what_is_not_a_set_of_aa_runs(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_noise_refuses_a_record_that_covers_no_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record that holds no point would let `compare` believe it knows the noise; the same
+    runs with valid points make one (test_noise_records_spread_date_machine_and_scenario)."""
+    runs = []
+    for seed in range(1, 4):
+        run = make_run(seed=seed)
+        run.points["valid"] = False
+        run.points["invalid_reason"] = "late sends: 9,310 of 119,877 (7.8 %) over 1 ms"
+        runs.append(str(run.write(tmp_path)))
+    out = tmp_path / "aa.json"
+    assert _noise([*runs, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no point has valid repetitions in 3 or more of the 3 runs" in err
+    assert err.count("\n") == 1 and not out.exists()
+
+
 # -- errors: exit 2, one line, never a traceback -------------------------------------------
 
 

@@ -25,6 +25,7 @@ from harness.commands import LOGGER, terminal
 from harness.commands.run import (
     EXIT_INVALID,
     EXIT_THRESHOLDS,
+    EXIT_UNJUDGED,
     _print_summary,
     _status,
     _summaries,
@@ -102,11 +103,32 @@ def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
     assert [(r.repetition, r.codes) for r in e0.reasons] == [(0, ["late_sends"]),
                                                              (1, ["late_sends"])]
     assert all(c.passed is None for c in e0.thresholds)  # nothing valid to judge
+    unthresholded = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
     said = io.StringIO()
-    assert _status(points, allow_invalid=False, console=Console(file=said)) == EXIT_INVALID
-    assert "thresholds not judged on 1 point(s) without a valid repetition" in said.getvalue()
+    assert _status(unthresholded, allow_invalid=False, console=Console(file=said)) == \
+        EXIT_INVALID
+    assert "2 point × repetition(s) invalid: exit 1 (--allow-invalid to exit 0)" in \
+        said.getvalue()
     quiet = Console(file=io.StringIO())
-    assert _status(points, allow_invalid=True, console=quiet) == 0
+    assert _status(unthresholded, allow_invalid=True, console=quiet) == 0
+
+
+@pytest.mark.parametrize("allow_invalid", [False, True])
+def test_thresholds_that_could_not_be_judged_fail_the_gate_with_allow_invalid_too(
+        allow_invalid):
+    """k6 fails a threshold it cannot evaluate; a CI gate that judged nothing must not pass."""
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    said = io.StringIO()
+    assert _status(points, allow_invalid, Console(file=said, width=200)) == EXIT_UNJUDGED
+    assert ("thresholds not judged on 1 point(s) without a valid repetition: no verdict, "
+            "exit 3 (with --allow-invalid too)") in said.getvalue()
+    # a crossed threshold elsewhere is a verdict, and comes first
+    crossed = [r if r[0] != "s1" else (*r[:5], 800.0, r[6]) for r in rows]
+    points = summarise(frame(crossed), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    assert _status(points, allow_invalid, Console(file=io.StringIO())) == EXIT_THRESHOLDS
 
 
 def test_the_table_fits_80_columns_in_sweep_order_with_per_metric_formats():
