@@ -81,7 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--backend", choices=BACKENDS,
                         help="topology backend (default: the scenario's)")
     parser.add_argument("--allow-invalid", action="store_true",
-                        help="exit 0 even when some point × repetition is invalid")
+                        help="exit 0 even when some point × repetition is invalid (not when the "
+                             "scenario's thresholds could not be judged: exit 3)")
     parser.add_argument("--kernel", action="append", metavar="IMAGE",
                         help="run under this kernel: `host` (the running one, here) or a "
                         "kernel image booted in a guest (virtme-ng; the scenario's `guest` "
