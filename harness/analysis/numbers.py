@@ -54,6 +54,16 @@ def human(value: float | None) -> str:
     return f"{value:,.{digits}f}"
 
 
+def percent(fraction: float) -> str:
+    """-0.4983 -> '-49.8' (signed, without the unit)."""
+    if _missing(fraction):
+        return MISSING
+    value = fraction * 100
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+,.0f}" if abs(value) >= 1000 else f"{value:+.1f}"
+
+
 def duration(seconds: float | None) -> str:
     """A time in the largest unit it reaches one of: 54.0 µs, 3.40 ms, 460 ms, 1.20 s."""
     if _missing(seconds):
