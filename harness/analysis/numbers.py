@@ -101,6 +101,25 @@ def metric(column: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else human(value)
 
 
+# A column's unit as people write it, from its name's suffix (longest suffixes first).
+COLUMN_UNITS = {"_ms": "ms", "_us": "µs", "_ns": "ns", "_s": "s", "_pct": "%",
+                "_mbps": "Mbit/s", "_mhz": "MHz"}
+
+
+def column_unit(column: str) -> str:
+    """The unit of a column's values and of a threshold on it ('' for rates and counts)."""
+    return next((unit for suffix, unit in COLUMN_UNITS.items() if column.endswith(suffix)), "")
+
+
+def in_column_unit(column: str, value: Any) -> str:
+    """A value in its column's own unit, as a threshold on the column is written: 0.977 ms
+    beside "< 0.01 ms", never 977 µs beside it; rates and counts as metric() prints them."""
+    unit = column_unit(column)
+    if not unit or _missing(value):
+        return metric(column, value)
+    return f"{human(value)} {unit}"
+
+
 def short_name(column: str) -> str:
     """A column's name in a terminal table or a point label."""
     return SHORT_NAMES.get(column, column)

@@ -22,7 +22,13 @@ from rich.table import Table
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
 from harness.analysis import derive
-from harness.analysis.numbers import metric, point_label, short_name
+from harness.analysis.numbers import (
+    column_unit,
+    in_column_unit,
+    metric,
+    point_label,
+    short_name,
+)
 from harness.analysis.summary import (
     EXIT_INVALID,
     EXIT_THRESHOLDS,
@@ -266,9 +272,11 @@ def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console
     """A finished run's exit status (harness.analysis.summary.gate), and why, printed."""
     verdict = gate(summaries, allow_invalid)
     for point, check in verdict.crossed:
+        unit = column_unit(check.metric)
         console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
-                      f"{check.metric} {metric(check.metric, check.value)}, the scenario "
-                      f"asks {check.threshold}", highlight=False)
+                      f"{check.metric} {in_column_unit(check.metric, check.value)}, the "
+                      f"scenario asks {check.threshold}{' ' + unit if unit else ''}",
+                      highlight=False)
     if verdict.unjudged:
         console.print(f"[yellow]thresholds not judged[/yellow] on {len(verdict.unjudged)} "
                       f"point(s) without a valid repetition: no verdict, exit "

@@ -85,7 +85,8 @@ def test_a_run_that_crosses_a_threshold_exits_99_naming_the_point_and_metric():
     assert _status(points, allow_invalid=False, console=Console(file=out, width=200)) == \
         EXIT_THRESHOLDS
     said = out.getvalue()
-    assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5" in said
+    assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5 ms" \
+        in said
     assert "reply_rate_rps 800" in said and "asks >= 900" in said
     doc = json.loads(json.dumps(document({"run_id": "r"}, points, EXIT_THRESHOLDS)))
     assert doc["thresholds_crossed"] == 2 and doc["exit_status"] == 99
@@ -111,6 +112,17 @@ def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
         said.getvalue()
     quiet = Console(file=io.StringIO())
     assert _status(unthresholded, allow_invalid=True, console=quiet) == 0
+
+
+def test_a_crossed_threshold_is_said_in_one_unit():
+    """977 µs beside "< 0.01" read as if the bound were in µs: value and bound in ms."""
+    rows = [r if r[0] != "s1" else (*r[:6], 0.977) for r in good_rows()]
+    thresholds = parse(SCENARIO.replace('"< 5"', '"< 0.01"')).thresholds
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, thresholds)
+    said = io.StringIO()
+    _status(points, allow_invalid=False, console=Console(file=said, width=200))
+    assert "resp_time_p99_ms 0.977 ms, the scenario asks < 0.01 ms" in said.getvalue()
+    assert "µs" not in said.getvalue()
 
 
 @pytest.mark.parametrize("allow_invalid", [False, True])
