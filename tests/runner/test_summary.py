@@ -7,6 +7,8 @@ import argparse
 import io
 import json
 import logging
+import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -314,3 +316,19 @@ def test_summary_json_is_strict_json_when_a_parameter_or_metric_is_missing():
     assert first["parameters"] == {"dispatch": "select", "one_way_delay_ms": None}
     assert first["medians"]["reply_rate_rps"] is None
     assert "one_way_delay_ms" not in first["medians"]  # a sweep axis is not a metric
+
+
+def test_the_readme_jq_recipe_prints_no_median_of_invalid_repetitions(tmp_path: Path):
+    """summary.json keeps what an invalid point measured (marked medians_of_invalid); the
+    README's recipe must not print it as a result."""
+    jq = shutil.which("jq")
+    if jq is None:
+        pytest.skip("jq is not installed")
+    readme = (REPO / "README.md").read_text()
+    (recipe,) = re.findall(r"--json - \| jq '([^']+)'", readme)
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
+    done = subprocess.run([jq, "-c", recipe], input=json.dumps(document({}, points, 1)),
+                          capture_output=True, text=True, timeout=30, check=True)
+    shown = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["p99"] for s in shown] == [3.5, 3.5, None, 3.5]  # e0: no valid repetition
