@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -465,6 +467,28 @@ def lay_out(figure: Figure) -> None:
 FORMATS = ("png", "svg", "pdf")
 # PDF on request (--format pdf): it adds about a third to a figure's drawing time.
 DEFAULT_FORMATS = ("png", "svg")
+
+
+def panels(data: FigureData) -> list[FigureData]:
+    """Each (facet, metric) panel of data as a figure of its own (`wanbench plot
+    --panel-files`: a paper's single column takes one panel, not a grid), with the series,
+    paper values and fits of that panel only; its id FIGURE--METRIC[--FACET]."""
+    facets = list(pd.unique(data.frame["facet"])) or ["all"]
+    out = []
+    for facet in facets:
+        for metric in data.spec.y:
+            rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
+            if rows.empty and metric not in data.unavailable:
+                continue
+            ident = f"{data.spec.id}--{metric}" + (
+                "" if facet == "all" else "--" + re.sub(r"[^\w.=-]+", "_", facet))
+            paper = data.paper_on_axes
+            out.append(dataclasses.replace(
+                data, spec=dataclasses.replace(data.spec, id=ident, y=(metric,)), frame=rows,
+                unavailable={m: why for m, why in data.unavailable.items() if m == metric},
+                paper_on_axes=paper[paper["metric"].isin((metric, data.spec.x))
+                                    & paper["facet"].isin((facet, "all"))]))
+    return out
 
 
 def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = DEFAULT_FORMATS,

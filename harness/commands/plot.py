@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.analysis.cache import Cache, cache_dir
 from harness.analysis.generic import export_hgrm
-from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS
+from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS, panels, render
 from harness.analysis.prepare import Skipped, labelled
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
@@ -55,6 +55,11 @@ def handle(args: argparse.Namespace) -> int:
             print(f"skipped {result.spec.id}: {result.reason}")
         else:
             print(f"wrote {result.spec.id}")
+    if args.panel_files:
+        panel_dir = Path(out_dir) / "panels"
+        drawn = [render(panel, panel_dir, args.format, args.style) for result in results
+                 if not isinstance(result, Skipped) for panel in panels(result)]
+        print(f"wrote {len(drawn)} panels, one per file, under {panel_dir}")
     if args.hgrm:
         hgrm_dir = Path(out_dir) / "hgrm"
         print(f"wrote {len(export_hgrm(runs, hgrm_dir))} .hgrm files under {hgrm_dir}")
@@ -116,6 +121,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="name the runs' series in the figures, one --label per run in "
                              "the order given (default: by kernel where the kernels differ, "
                              "else by run id)")
+    parser.add_argument("--panel-files", action="store_true",
+                        help="also draw each panel of each figure as a figure of its own, "
+                             "under OUT/panels/ (FIGURE--METRIC[--FACET].FMT): one panel fits "
+                             "a paper's single column (--style paper), a grid does not")
     parser.add_argument("--hgrm", action="store_true",
                         help="also write each point's response-time percentile distribution "
                              "(corrected and uncorrected) as HdrHistogram .hgrm files under "

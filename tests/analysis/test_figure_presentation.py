@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.figures import BY_ID, readable
 from harness.analysis.generic import specs_for
-from harness.analysis.plots import STYLE, _colors, draw, render
+from harness.analysis.plots import STYLE, _colors, draw, panels, render
 from harness.analysis.prepare import FigureData, prepare
 from harness.results.runset import RunSet, read_runs
 
@@ -242,3 +242,28 @@ def test_every_time_series_panel_spans_one_window(tmp_path: Path) -> None:
     figure = draw(FigureData(data.spec, shorter))
     panels = [ax for ax in figure.axes if ax.get_visible() and ax.get_lines()]
     assert len(panels) >= 2 and {ax.get_xlim() for ax in panels} == {(0.0, last + 1)}
+
+
+def test_each_panel_can_be_a_file_of_its_own_for_a_papers_column(tmp_path: Path) -> None:
+    """A 5-panel grid in the paper look was 10 in wide: each panel alone fits a column."""
+    run = write_run(tmp_path / "results", make_points("my-sweep", GRID, repetitions=1))
+    out = tmp_path / "report"
+    assert run_command("harness.commands.plot", [
+        "plot", str(run), "--out", str(out), "--style", "paper", "--format", "pdf",
+        "--panel-files"]) == 0
+    runs = read_runs([run])
+    [spec] = [s for s in specs_for("my-sweep", runs) if s.x == "cold_conns"]
+    data = _prepared_spec(spec, runs)
+    assert draw(data, "paper").get_size_inches()[0] > 3.5  # the grid: wider than a column
+    files = sorted(p.name for p in (out / "panels").glob(f"{spec.id}--*.pdf"))
+    assert files == sorted(f"{spec.id}--{metric}.pdf" for metric in spec.y)
+    for panel in panels(data):
+        figure = draw(panel, "paper")
+        assert figure.get_size_inches()[0] <= 3.5
+        assert len([ax for ax in figure.axes if ax.get_visible()]) == 1
+
+
+def _prepared_spec(spec, runs: RunSet) -> FigureData:
+    result = prepare(spec, runs)
+    assert isinstance(result, FigureData), result
+    return result
