@@ -21,7 +21,7 @@ from rich.table import Table
 
 from clients.paths import REPO_ROOT, MissingBinary
 from harness import interrupts, manifest
-from harness.analysis import derive
+from harness.analysis import derive, export
 from harness.analysis.numbers import (
     column_unit,
     in_column_unit,
@@ -101,6 +101,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE",
                         help=f"also write the run's {SUMMARY_FILE} (every run directory holds "
                              f"one: docs/results-format.md) here; - for standard output")
+    parser.add_argument("--latency", action="store_true",
+                        help="also print each point's response times at "
+                             f"{', '.join(export.PERCENTILE_COLUMNS)} (corrected; "
+                             "over its valid repetitions), as wrk --latency does")
+    parser.add_argument("--export", type=_export_path, metavar="FILE",
+                        help="also write the table of points (medians over valid repetitions) "
+                             f"to FILE, as its suffix says: {', '.join(export.SUFFIXES)}")
+    parser.add_argument("--export-timeseries", type=_export_path, metavar="FILE",
+                        help="also write every per-second sample, its point named, to FILE "
+                             f"({', '.join(export.SUFFIXES)})")
     add_access_options(parser)
     parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -122,6 +132,49 @@ with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad 
   else 99, 3 or 1 as above, over every kernel's points; else the comparison's status
   (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
   comparable timings)"""
+
+
+def _export_path(text: str) -> Path:
+    try:
+        return export.check_path(text)
+    except export.ExportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _exports(args: argparse.Namespace, run_dir: RunDir, summaries: list[PointSummary],
+             console: Console) -> None:
+    """--latency, --export, --export-timeseries: what a finished run also prints or writes."""
+    shown = [m for m in SUMMARY_METRICS if any(s.medians.get(m) is not None for s in summaries)]
+    try:
+        if args.latency and summaries:
+            _print_latency(export.percentiles(run_dir.path, summaries), console,
+                           to_stderr=args.json == "-")
+        if args.export:
+            console.print(f"table: {export.write(export.table(summaries, shown), args.export)}")
+        if args.export_timeseries and (run_dir.path / "timeseries.parquet").is_file():
+            frame = export.timeseries(run_dir.path)
+            console.print(f"time series: {export.write(frame, args.export_timeseries)}")
+    except export.ExportError as exc:
+        log.error("%s; the run is in %s", exc, run_dir.path)
+
+
+def _print_latency(frame: Any, console: Console, to_stderr: bool) -> None:
+    """The percentiles of each point, a column per sweep axis as in the run's table."""
+    table = Table(title="response times (corrected), over valid repetitions",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    axes = [c for c in frame.columns if c not in (*export.PERCENTILE_COLUMNS, "valid")]
+    for column in axes or ["point"]:
+        table.add_column(short_name(column), no_wrap=True)
+    for column in export.PERCENTILE_COLUMNS:
+        table.add_column("max" if column == "p100" else column, justify="right", no_wrap=True)
+    for row in frame.to_dict("records"):
+        cells = [metric(a, row[a]) for a in axes] or ["point"]
+        cells[-1] += "" if row["valid"] else "*"
+        table.add_row(*cells, *(metric("latency_ms", row[c]) for c in export.PERCENTILE_COLUMNS),
+                      style=None if row["valid"] else "yellow")
+    (console if to_stderr else Console(file=sys.stdout)).print(table)
+    if not frame["valid"].all():
+        console.print("* no valid repetition: its invalid ones', not a result", highlight=False)
 
 
 def _recorded_scenario(run_dir: RunDir) -> Scenario:
@@ -265,6 +318,7 @@ def _run(args: argparse.Namespace, console: Console, scenario: Scenario, scenari
         console.print(f"results: {run_dir.path}")
         status = _status(summaries, args.allow_invalid, console)
     _write_summary(run_dir, summaries, status, args.json)
+    _exports(args, run_dir, summaries, console)
     return status
 
 

@@ -332,3 +332,68 @@ def test_the_readme_jq_recipe_prints_no_median_of_invalid_repetitions(tmp_path: 
                           capture_output=True, text=True, timeout=30, check=True)
     shown = [json.loads(line) for line in done.stdout.splitlines()]
     assert [s["p99"] for s in shown] == [3.5, 3.5, None, 3.5]  # e0: no valid repetition
+
+
+def _synthetic_run(tmp_path: Path) -> tuple[RunDir, list]:
+    from tests.analysis.synthetic import make_points, write_run
+
+    points = make_points("my-sweep", {"dispatch": ["select", "epoll"]}, repetitions=2)
+    points.loc[points["dispatch"] == "epoll", "valid"] = False
+    run = RunDir(write_run(tmp_path / "results", points))
+    frame = pd.read_parquet(run.path / "points.parquet")
+    return run, summarise(frame, ["dispatch"], [], {})
+
+
+def _exporting(tmp_path: Path, **given) -> argparse.Namespace:
+    return argparse.Namespace(**{"latency": False, "export": None, "export_timeseries": None,
+                                 "json": None, **given})
+
+
+def test_latency_prints_each_points_percentiles_as_wrk_does(tmp_path: Path, capsys):
+    from harness.commands.run import _exports
+
+    run, points = _synthetic_run(tmp_path)
+    _exports(_exporting(tmp_path, latency=True), run, points,
+             Console(file=io.StringIO(), width=80))
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "p50" in line).split()
+    assert header == ["dispatch", "p50", "p75", "p90", "p99", "p99.9", "p99.99", "max"]
+    assert "…" not in out and max(map(len, out.splitlines())) <= 80
+    select = next(line.split() for line in out.splitlines() if line.split()[:1] == ["select"])
+    assert len(select) == 15 and {unit for unit in select[2::2]} <= {"µs", "ms", "s"}
+    assert any(line.split()[:1] == ["epoll*"] for line in out.splitlines())  # not a result
+
+
+@pytest.mark.parametrize("suffix", [".md", ".csv", ".json"])
+def test_the_table_and_the_time_series_export_as_their_suffix_says(tmp_path: Path,
+                                                                   suffix: str):
+    from harness.commands.run import _exports
+
+    run, points = _synthetic_run(tmp_path)
+    table, samples = tmp_path / f"table{suffix}", tmp_path / f"samples{suffix}"
+    _exports(_exporting(tmp_path, export=table, export_timeseries=samples), run, points,
+             Console(file=io.StringIO()))
+    text = table.read_text()
+    if suffix == ".md":
+        lines = text.splitlines()
+        assert lines[0].startswith("| dispatch | replies/s |") and len(lines) == 4
+        assert "| select |" in lines[2] and " ms |" in text or " µs |" in text
+    elif suffix == ".csv":
+        frame = pd.read_csv(table)
+        assert list(frame["dispatch"]) == ["select", "epoll"]
+        assert list(frame["medians_of_invalid"]) == [False, True]
+        series = pd.read_csv(samples)
+        assert {"t_s", "source", "metric", "value", "point", "valid"} <= set(series.columns)
+        assert set(series["point"]) == {"dispatch=select", "dispatch=epoll"}
+    else:
+        rows = json.loads(text)
+        assert [r["valid"] for r in rows] == [2, 0] and rows[0]["reply_rate_rps"] > 0
+        assert json.loads(samples.read_text())[0]["point"].startswith("dispatch=")
+
+
+def test_an_export_file_without_a_known_suffix_is_refused_before_the_run(tmp_path: Path):
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "x.yaml", "--export",
+                           str(tmp_path / "table.txt")], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "table.txt: name the format by the suffix: .md, .csv, .json" in done.stderr
