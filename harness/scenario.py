@@ -476,6 +476,9 @@ class Scenario(Strict):
     # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
     # up to this many times; every attempt stays in its raw directory.
     interference_retries: int = Field(0, ge=0, le=10)
+    # Before each point × repetition, wait up to this long for the server's and the
+    # generator's CPUs to be free of other tasks (harness/runner/quiet.py); 0: do not wait
+    quiet_wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
     # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
     guest: Guest | None = None
     # metric column -> bound each point's median over valid repetitions must keep, checked

@@ -30,6 +30,7 @@ from harness.analysis.numbers import (
     short_name,
 )
 from harness.analysis.summary import (
+    EXIT_BUSY,
     EXIT_INVALID,
     EXIT_THRESHOLDS,
     EXIT_UNJUDGED,
@@ -101,6 +102,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE",
                         help=f"also write the run's {SUMMARY_FILE} (every run directory holds "
                              f"one: docs/results-format.md) here; - for standard output")
+    parser.add_argument("--quiet-wait", type=float, metavar="S",
+                        help="before each point × repetition, wait up to S seconds for the "
+                             "server's and generator's CPUs to be free of other tasks (the "
+                             "scenario's quiet_wait_s; at most 1 %% busy), and say how long "
+                             "it waited")
     parser.add_argument("--latency", action="store_true",
                         help="also print each point's response times at "
                              f"{', '.join(export.PERCENTILE_COLUMNS)} (corrected; "
@@ -122,6 +128,8 @@ EXIT_STATUSES = """exit status:
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
   3    no verdict: the scenario has thresholds and some point no valid repetition to
        judge them on (with --allow-invalid too; before 1)
+  4    no verdict, the machine too busy: as 3 or 1, but every invalid repetition was only
+       others' work on the measured CPUs (interference); the line says which (before 3, 1)
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   99   the run finished, but a point's median crossed one of the scenario's thresholds
@@ -129,7 +137,7 @@ EXIT_STATUSES = """exit status:
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 KERNELS_EXIT = """
 with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad input;
-  else 99, 3 or 1 as above, over every kernel's points; else the comparison's status
+  else 99, 4, 3 or 1 as above, over every kernel's points; else the comparison's status
   (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
   comparable timings)"""
 
@@ -215,6 +223,8 @@ def handle(args: argparse.Namespace) -> int:
         print("wanbench run: --kernel boots guests on this machine and --cluster runs on other "
               "hosts; give one of them", file=sys.stderr)
         return EXIT_USAGE
+    if args.quiet_wait is not None:  # the scenario's field, as a --set would set it
+        args.set.append(f"quiet_wait_s={args.quiet_wait}")
     if args.kernel:
         return _run_kernels(args, console)
     try:
@@ -331,7 +341,9 @@ def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console
                       f"{check.metric} {in_column_unit(check.metric, check.value)}, the "
                       f"scenario asks {check.threshold}{' ' + unit if unit else ''}",
                       highlight=False)
-    if verdict.unjudged:
+    if verdict.status == EXIT_BUSY:
+        console.print(f"[yellow]{verdict.too_busy()}[/yellow]", highlight=False)
+    elif verdict.unjudged:
         console.print(f"[yellow]thresholds not judged[/yellow] on {len(verdict.unjudged)} "
                       f"point(s) without a valid repetition: no verdict, exit "
                       f"{EXIT_UNJUDGED} (with --allow-invalid too)", highlight=False)

@@ -25,6 +25,7 @@ from harness.analysis.summary import document, summarise
 from harness.cli import build_parser
 from harness.commands import LOGGER, terminal
 from harness.commands.run import (
+    EXIT_BUSY,
     EXIT_INVALID,
     EXIT_THRESHOLDS,
     EXIT_UNJUDGED,
@@ -397,3 +398,31 @@ def test_an_export_file_without_a_known_suffix_is_refused_before_the_run(tmp_pat
                           text=True, timeout=60)
     assert done.returncode == 2
     assert "table.txt: name the format by the suffix: .md, .csv, .json" in done.stderr
+
+
+def _crowded(codes: str, thresholds: str = "") -> list:
+    """e0's repetitions invalid with `codes`; thresholds: the scenario's, or none."""
+    rows = frame([r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()])
+    rows.loc[~rows["valid"], "invalid_codes"] = codes
+    limits = parse(SCENARIO).thresholds if thresholds else {}
+    return summarise(rows, ["dispatch", "cold_conns"], ORDER, limits)
+
+
+@pytest.mark.parametrize(("codes", "thresholds", "allow_invalid", "status"), [
+    # only others' work on the measured CPUs: the machine was too busy to judge
+    ("generator_crowded", "", False, EXIT_BUSY),
+    ("steal,crowded_server", "yes", True, EXIT_BUSY),  # thresholds not judged: no verdict
+    ("generator_crowded", "", True, 0),  # invalid allowed, nothing left unjudged
+    # the generator's own lateness beside others': not the machine's fault alone
+    ("late_sends,steal", "", False, EXIT_INVALID),
+    ("late_sends", "yes", True, EXIT_UNJUDGED),
+])
+def test_a_run_spoiled_only_by_others_says_the_machine_was_too_busy(codes, thresholds,
+                                                                    allow_invalid, status):
+    said = io.StringIO()
+    assert _status(_crowded(codes, thresholds), allow_invalid,
+                   Console(file=said, width=300)) == status
+    busy = "the machine was too busy to judge: 2 point × repetition(s) invalid"
+    assert (busy in said.getvalue()) is (status == EXIT_BUSY)
+    if status == EXIT_BUSY:
+        assert "(--quiet-wait S)" in said.getvalue() and "exit 4" in said.getvalue()
