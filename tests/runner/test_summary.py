@@ -426,3 +426,32 @@ def test_a_run_spoiled_only_by_others_says_the_machine_was_too_busy(codes, thres
     assert (busy in said.getvalue()) is (status == EXIT_BUSY)
     if status == EXIT_BUSY:
         assert "(--quiet-wait S)" in said.getvalue() and "exit 4" in said.getvalue()
+
+
+def test_the_readme_ci_recipe_is_a_workflow_whose_options_exist():
+    """The README's CI gate: valid YAML, and every option its commands pass is one that
+    `wanbench run` or `wanbench compare` takes (a renamed option would break users' CI)."""
+    import yaml
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### A CI gate on one shared machine", 1)[1]
+    workflow = yaml.safe_load(block.split("```yaml", 1)[1].split("```", 1)[0])
+    steps = workflow["jobs"]["gate"]["steps"]
+    scripts = [step["run"] for step in steps if "run" in step]
+    options = {name: {o for action in sub._actions for o in action.option_strings}
+               for name, sub in next(a for a in build_parser()._actions
+                                     if isinstance(a, argparse._SubParsersAction)
+                                     ).choices.items()}
+    used = {"run": set(), "compare": set()}
+    for script in scripts:
+        command = "run" if "wanbench run" in script else "compare" if "compare" in script \
+            else None
+        lines = [line for line in script.splitlines()
+                 if "wanbench" in line or "set --" in line or line.lstrip().startswith("--")]
+        if command:
+            used[command] |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", "\n".join(lines)))
+    assert used["run"] >= {"--out", "--quiet-wait", "--set"}
+    assert used["compare"] >= {"--out", "--force"}
+    for command, names in used.items():
+        assert names <= options[command], names - options[command]
+    assert "exit 4" in scripts[1] and '-eq 3' in scripts[2] and '-eq 1' in scripts[3]
