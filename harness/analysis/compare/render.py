@@ -295,7 +295,7 @@ FOLDED = {INCONCLUSIVE: "inconclusive: could not decide (why: the notes above)",
 
 def _markdown_candidate(candidate: Candidate, base: Side) -> list[str]:
     c = candidate.comparison
-    lines = [f"## {_heading(c)}", "", f"**{c.verdict}** (the counts: at the top)", ""]
+    lines = [f"## {_heading(c)}", "", f"**{c.verdict}**", ""]
     lines += [f"- {note}" for note in _lead_notes(c)]
     overall_table = overall_rows(c)
     if not overall_table.empty:
