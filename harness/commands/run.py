@@ -133,7 +133,7 @@ EXIT_STATUSES = """exit status:
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   99   the run finished, but a point's median crossed one of the scenario's thresholds
-       (as k6's thresholds; before 1 when both apply)
+       (as k6's thresholds; before 4, 3 and 1 when they apply too)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 KERNELS_EXIT = """
 with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad input;
