@@ -59,7 +59,7 @@ from harness.runner.run import (
     run_points,
     session_manifest,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load, points
+from harness.scenario import MAX_WAIT_S, Point, Scenario, ScenarioError, load, points
 from harness.topology import TopologyError
 from harness.topology.backend_probe import BACKENDS
 
@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE",
                         help=f"also write the run's {SUMMARY_FILE} (every run directory holds "
                              f"one: docs/results-format.md) here; - for standard output")
-    parser.add_argument("--quiet-wait", type=float, metavar="S",
+    parser.add_argument("--quiet-wait", type=_seconds, metavar="S",
                         help="before each point × repetition, wait up to S seconds for the "
                              "server's and generator's CPUs to be free of other tasks (the "
                              "scenario's quiet_wait_s; at most 1 %% busy), and say how long "
@@ -140,6 +140,16 @@ with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad 
   else 99, 4, 3 or 1 as above, over every kernel's points; else the comparison's status
   (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
   comparable timings)"""
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds from 0 to {MAX_WAIT_S:g}")
+    return seconds
 
 
 def _export_path(text: str) -> Path:
