@@ -30,7 +30,6 @@ from harness.analysis.numbers import (
     short_name,
 )
 from harness.analysis.summary import (
-    EXIT_BUSY,
     EXIT_INVALID,
     EXIT_THRESHOLDS,
     EXIT_UNJUDGED,
@@ -128,16 +127,16 @@ EXIT_STATUSES = """exit status:
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
   3    no verdict: the scenario has thresholds and some point no valid repetition to
        judge them on (with --allow-invalid too; before 1)
-  4    no verdict, the machine too busy: as 3 or 1, but every invalid repetition was only
-       others' work on the measured CPUs (interference); the line says which (before 3, 1)
+       (1 or 3: a line says when only others' work on the measured CPUs made repetitions
+       invalid, the machine too busy to judge; summary.json: machine_too_busy)
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   99   the run finished, but a point's median crossed one of the scenario's thresholds
-       (as k6's thresholds; before 4, 3 and 1 when they apply too)
+       (as k6's thresholds; before 3 and 1 when they apply too)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 KERNELS_EXIT = """
 with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad input;
-  else 99, 4, 3 or 1 as above, over every kernel's points; else the comparison's status
+  else 99, 3 or 1 as above, over every kernel's points; else the comparison's status
   (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
   comparable timings)"""
 
@@ -351,9 +350,10 @@ def _status(summaries: list[PointSummary], allow_invalid: bool, console: Console
                       f"{check.metric} {in_column_unit(check.metric, check.value)}, the "
                       f"scenario asks {check.threshold}{' ' + unit if unit else ''}",
                       highlight=False)
-    if verdict.status == EXIT_BUSY:
-        console.print(f"[yellow]{verdict.too_busy()}[/yellow]", highlight=False)
-    elif verdict.unjudged:
+    busy = verdict.too_busy()
+    if busy:
+        console.print(f"[yellow]{busy}[/yellow]", highlight=False)
+    if verdict.unjudged:
         console.print(f"[yellow]thresholds not judged[/yellow] on {len(verdict.unjudged)} "
                       f"point(s) without a valid repetition: no verdict, exit "
                       f"{EXIT_UNJUDGED} (with --allow-invalid too)", highlight=False)
