@@ -113,8 +113,8 @@ def test_host_and_guest_kernels_give_two_runs_and_a_comparison(guest_kernel, tmp
     assert (points["server_replies"] > 0).all()  # the guest's server answered: function holds
     assert "functional results per kernel" in done.stdout
     # an emulated CPU's points are all invalid: the run's exit 1, as `run` in the guest
-    assert done.returncode == (1 if guest["guest"]["accel"] == "tcg" else 0), \
-        done.stdout + done.stderr
+    assert done.returncode in ((1,) if guest["guest"]["accel"] == "tcg" else (0, 3)), \
+        done.stdout + done.stderr  # KVM: the comparison's, one run per kernel
     if guest["guest"]["accel"] == "tcg":
         assert not points["valid"].any()
         assert points["invalid_reason"].str.contains(EMULATED_CPU, regex=False).all()
