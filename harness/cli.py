@@ -9,6 +9,7 @@ import sys
 import harness
 from harness import interrupts
 from harness.commands import add_verbosity
+from harness.yamlfile import choices, quote
 
 # command -> module defining register(subparsers); the handler is stored as the `func`
 # default and returns the exit code. Only the invoked command's module is imported, so a
@@ -55,6 +56,13 @@ def _describe_from_help(parser: argparse.ArgumentParser) -> None:
                 _describe_from_help(command)
 
 
+def _unknown_command(name: str) -> int:
+    """argparse names every command but not the one meant; exit 2 as its own errors do."""
+    print(f"wanbench: no command {quote(name)}; {choices(name, list(COMMANDS), 'commands')} "
+          f"(wanbench COMMAND --help)", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     # A stop signal raises Interrupted from here on: importing a command takes a second or
     # more, and a signal then was a KeyboardInterrupt traceback or a silent death by SIGTERM.
@@ -64,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             argv = sys.argv[1:] if argv is None else argv
             first = next((a for a in argv if not a.startswith("-")), None)
+            if first is not None and first not in COMMANDS:
+                return _unknown_command(first)
             parser = build_parser(first if first in COMMANDS else None)
             args = parser.parse_args(argv)
             return int(args.func(args) or 0)

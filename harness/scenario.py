@@ -49,6 +49,7 @@ from harness.yamlfile import (
     Strict,
     YamlError,
     choices,
+    nearest,
     problems,
     quote,
     set_path,
@@ -428,13 +429,25 @@ class Threshold(BaseModel):
         return bool(THRESHOLD_OPERATORS[self.operator](value, self.bound))
 
 
+# The measured columns a threshold most often names (docs/results-format.md describes every
+# one; tests/runner/test_scenario_errors.py holds these to it): a name that is not a metric
+# is offered the nearest of them.
+THRESHOLD_METRICS = (
+    "reply_rate_rps", "request_rate_rps", "stream_throughput_mbps", "resp_time_mean_ms",
+    "resp_time_p50_ms", "resp_time_p99_ms", "resp_time_uncorrected_mean_ms",
+    "cpu_server_pct", "cpu_generator_pct", "steal_pct", "server_wait_pct",
+    "server_throttled_pct",
+)
+
+
 def check_threshold_metrics(thresholds: dict[str, Threshold]) -> dict[str, Threshold]:
     """A threshold names a measured column: its name ends with its unit (results' rule)."""
     for name in thresholds:
         if name in PARAMETER_COLUMNS or not name.endswith(UNIT_SUFFIXES):
             raise ValueError(f"{quote(name)} is not a metric; a metric's name ends with its "
                              f"unit ({', '.join(UNIT_SUFFIXES)}): e.g. resp_time_p99_ms, "
-                             f"reply_rate_rps (docs/results-format.md lists them)")
+                             f"reply_rate_rps (docs/results-format.md lists them)"
+                             f"{nearest(name, THRESHOLD_METRICS)}")
     return thresholds
 
 
@@ -474,6 +487,9 @@ class Scenario(Strict):
     # Re-measure a point × repetition invalid only for interference (steal, a crowded CPU)
     # up to this many times; every attempt stays in its raw directory.
     interference_retries: int = Field(0, ge=0, le=10)
+    # Before each point × repetition, wait up to this long for the server's and the
+    # generator's CPUs to be free of other tasks (harness/runner/quiet.py); 0: do not wait
+    quiet_wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
     # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
     guest: Guest | None = None
     # metric column -> bound each point's median over valid repetitions must keep, checked
@@ -687,6 +703,9 @@ def parse(text: str, source: str = "<scenario>", overrides: list[str] | None = N
 
 def load(path: Path, overrides: list[str] | None = None) -> Scenario:
     """Read, validate and expand a scenario file, and load every topology its points use."""
+    named = path.with_name(path.name + ".yaml")
+    if not path.exists() and path.suffix != ".yaml" and named.is_file():
+        raise ScenarioError(f"no scenario {path}; did you mean {named}?")
     try:
         document = Document.load(path, "scenario")
         scenario, grid = _validated(document, overrides)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clients import paths
+from harness.yamlfile import nearest
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class ServerDescription:
 
     def check_dispatch(self, dispatch: str) -> str:
         if dispatch not in self.dispatches:
-            raise ValueError(f"dispatch {dispatch!r} is not one of {', '.join(self.dispatches)}")
+            raise ValueError(f"dispatch {dispatch!r} is not one of "
+                             f"{', '.join(self.dispatches)}{nearest(dispatch, self.dispatches)}")
         return dispatch
 
     def check_accept(self, accept: str) -> str:

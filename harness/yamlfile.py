@@ -12,9 +12,11 @@ from __future__ import annotations
 import difflib
 import errno
 import os
+import re
 import stat
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,9 +55,13 @@ def quote(value: Any) -> str:
 
 def choices(name: Any, allowed: list[str], label: str = "allowed here") -> str:
     """'allowed here: a, b, c', then the nearest of them when one is close to name."""
+    return f"{label}: {', '.join(allowed) or 'nothing'}{nearest(name, allowed)}"
+
+
+def nearest(name: Any, allowed: Sequence[str]) -> str:
+    """'; did you mean b?' when one of allowed is close to name, else ''."""
     near = difflib.get_close_matches(str(name), allowed, n=1)
-    return f"{label}: {', '.join(allowed) or 'nothing'}" + (
-        f"; did you mean {near[0]}?" if near else "")
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -290,14 +296,17 @@ class Document:
         self.origins[override.path] = override.origin
 
     def where(self, path: tuple[Any, ...]) -> str:
-        """file:line of path; or the override that set it, a section above it, or (when
-        the file does not hold path) something below it."""
+        """file:line of path; or the override that set it or a section above it; or, for a
+        section an override set something in (a rule over several fields: the server's and
+        the generator's CPUs), that override, then the section's line."""
         for depth in range(len(path), -1, -1):
             if path[:depth] in self.origins:
                 return self.origins[path[:depth]]
         line, found = _line(self.root, path)
         below = [o for p, o in self.origins.items() if p[:len(path)] == path]
-        return below[0] if below and not found else f"{self.source}:{line}"
+        if below:
+            return f"{below[0]} (in {self.source}:{line})" if found else below[0]
+        return f"{self.source}:{line}"
 
     def validate(self, model: type[M]) -> M:
         try:
@@ -399,16 +408,39 @@ def _document_path(data: Any, loc: tuple[Any, ...], missing: bool) -> tuple[Any,
     return tuple(path)
 
 
+# pydantic's wording of a wrong kind of value ("Input should be a valid integer, unable to
+# parse string as an integer") in ours: what the field takes.
+KIND_WANTED = {
+    "int_parsing": "a whole number", "int_type": "a whole number",
+    "int_from_float": "a whole number", "float_parsing": "a number", "float_type": "a number",
+    "finite_number": "a finite number", "bool_parsing": "true or false",
+    "bool_type": "true or false", "string_type": "text, in quotes",
+    "model_type": "a section (KEY: VALUE, ...)", "model_attributes_type": "a section",
+    "dict_type": "a mapping (KEY: VALUE, ...)", "list_type": "a list ([A, B])",
+}
+
+
+BOUND_WORDS = {"greater_than": "more than", "greater_than_equal": "at least",
+               "less_than": "less than", "less_than_equal": "at most"}
+
+
 def _describe(error: dict[str, Any], model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     if error["type"] == "extra_forbidden":
         return f"unknown field; {choices(loc[-1], _fields_at(model, loc[:-1]))}"
     if error["type"] == "missing":
         return "required field is missing"
-    text = error["msg"].removeprefix("Value error, ")
     value = error.get("input")
-    if error["type"] != "value_error" and isinstance(value, str | int | float):
-        text += f" (got {quote(value)})"
-    return text
+    got = f" (got {quote(value)})" if isinstance(value, str | int | float) else ""
+    if error["type"] == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        return f"{quote(value)} is not allowed; {choices(value, allowed, 'allowed')}"
+    if error["type"] in KIND_WANTED:
+        return f"wants {KIND_WANTED[error['type']]}{got}"
+    if error["type"] in BOUND_WORDS:
+        (bound,) = error.get("ctx", {}).values()
+        return f"must be {BOUND_WORDS[error['type']]} {bound:g}{got}"
+    text = error["msg"].removeprefix("Value error, ")
+    return text + (got if error["type"] != "value_error" else "")
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

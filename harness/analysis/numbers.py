@@ -54,6 +54,16 @@ def human(value: float | None) -> str:
     return f"{value:,.{digits}f}"
 
 
+def percent(fraction: float) -> str:
+    """-0.4983 -> '-49.8' (signed, without the unit)."""
+    if _missing(fraction):
+        return MISSING
+    value = fraction * 100
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+,.0f}" if abs(value) >= 1000 else f"{value:+.1f}"
+
+
 def duration(seconds: float | None) -> str:
     """A time in the largest unit it reaches one of: 54.0 µs, 3.40 ms, 460 ms, 1.20 s."""
     if _missing(seconds):
@@ -89,6 +99,25 @@ def metric(column: str, value: Any) -> str:
     if column.endswith(PERCENT_SUFFIX):
         return f"{value:,.1f}"
     return f"{value:,}" if isinstance(value, int) else human(value)
+
+
+# A column's unit as people write it, from its name's suffix (longest suffixes first).
+COLUMN_UNITS = {"_ms": "ms", "_us": "µs", "_ns": "ns", "_s": "s", "_pct": "%",
+                "_mbps": "Mbit/s", "_mhz": "MHz"}
+
+
+def column_unit(column: str) -> str:
+    """The unit of a column's values and of a threshold on it ('' for rates and counts)."""
+    return next((unit for suffix, unit in COLUMN_UNITS.items() if column.endswith(suffix)), "")
+
+
+def in_column_unit(column: str, value: Any) -> str:
+    """A value in its column's own unit, as a threshold on the column is written: 0.977 ms
+    beside "< 0.01 ms", never 977 µs beside it; rates and counts as metric() prints them."""
+    unit = column_unit(column)
+    if not unit or _missing(value):
+        return metric(column, value)
+    return f"{human(value)} {unit}"
 
 
 def short_name(column: str) -> str:

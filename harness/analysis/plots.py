@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
@@ -61,6 +64,8 @@ PAPER_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")  # one per paper series
 LOG_SPAN = 30.0
 # 1/(1-p) of the percentiles a latency spectrum is ticked at: 50, 90, 99, 99.9 ... %
 SPECTRUM_TICKS = (2, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+# A CDF's y axis runs to p99.9999: its last point (every response, fraction 1) sits there.
+TAIL_FLOOR = 1e-6
 PANEL_SIZE = (4.2, 3.0)  # one panel's data area
 WRAP_COLUMNS = 3  # panels per row when one facet has more metrics than this
 PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
@@ -145,11 +150,18 @@ def _marks(color: str, valid: bool) -> dict[str, object]:
             "alpha": INVALID_ALPHA}
 
 
+def _with_gaps(line: pd.DataFrame, xs: pd.Series) -> pd.DataFrame:
+    """A series' valid points at every x the series has, NaN where the point is invalid: the
+    line breaks there instead of joining its neighbours across a point it did not measure."""
+    return pd.DataFrame({"x": sorted(set(xs))}).merge(line, on="x", how="left")
+
+
 def _draw_line(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
     for (name, valid), line in rows.groupby(["series", "valid"], sort=False):
         line = line.sort_values("x")
         color = colors[name]
-        ax.plot(line["x"], line["median"], **_marks(color, valid))
+        shown = _with_gaps(line, rows.loc[rows["series"] == name, "x"]) if valid else line
+        ax.plot(shown["x"], shown["median"], **_marks(color, valid))
         # min-max over repetitions as plain vertical bars: a quarter of errorbar's artists
         if line["low"].notna().any():
             ax.vlines(line["x"], line["low"], line["high"], color=color, linewidth=0.8,
@@ -375,6 +387,24 @@ def _percentile_axis(ax: Axes) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
+def _tail_fraction(fraction: np.ndarray) -> np.ndarray:
+    """p -> log10(1/(1-p)): 0.9 -> 1, 0.99 -> 2; the last fraction (1) just past the top."""
+    return -np.log10(np.clip(1.0 - np.asarray(fraction, dtype=float), TAIL_FLOOR, None))
+
+
+def _tail_axis(ax: Axes) -> None:
+    """A CDF's fraction of responses on the percentile spectrum's scale, 1/(1-p) in decades
+    (wrk2's and HdrHistogram's): p90, p99 and p99.9 a decade apart, not squashed into the top
+    2 % of a linear axis."""
+    ax.set_yscale("function", functions=(_tail_fraction,
+                                          lambda tail: 1.0 - np.power(10.0, -tail)))
+    top = max(t for t in SPECTRUM_TICKS if t <= 1 / TAIL_FLOOR)
+    ticks = [0.0] + [1 - 1 / t for t in SPECTRUM_TICKS if t <= top]
+    ax.set_yticks(ticks, [f"{100 * t:g}%" for t in ticks])
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(0.0, 1.0 - TAIL_FLOOR)
+
+
 def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str, str],
            markers: dict[str, str], look: Look) -> None:
     spec = data.spec
@@ -394,15 +424,18 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
         _draw_line(ax, rows, colors)
         if spec.kind == "spectrum":
             _percentile_axis(ax)
-        elif spec.kind == "cdf" and rows["x"].min() > 0:
-            ax.set_xscale("log")  # response times span decades: 0.1, 1, 10 ms
-            ax.xaxis.set_major_formatter(_PlainLogFormatter())
+        elif spec.kind == "cdf":
+            if rows["x"].min() > 0:
+                ax.set_xscale("log")  # response times span decades: 0.1, 1, 10 ms
+                ax.xaxis.set_major_formatter(_PlainLogFormatter())
+            _tail_axis(ax)
         elif spec.log_x and rows["x"].min() > 0:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(ScalarFormatter())
-    if spec.source == "timeseries" and not rows.empty:
-        # each sample covers [t, t + 1): the axis spans the window, even of a 2 s run
-        ax.set_xlim(0, rows["x"].max() + 1)
+    if spec.source == "timeseries" and not data.frame.empty:
+        # each sample covers [t, t + 1): the axis spans the window, even of a 2 s run, and
+        # every panel the same window (the samplers' last second ends before the generator's)
+        ax.set_xlim(0, data.frame["x"].max() + 1)
     if spec.kind in ("line", "regression") and not spec.log_x and rows["x"].max() >= 10_000:
         ax.xaxis.set_major_formatter(FuncFormatter(_thousands))  # 250k, not 250000
     ax.set_xlabel(label(spec.x))
@@ -410,6 +443,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
     # a spectrum's tail spans decades whatever the run: always log, one rule for every run
     log = spec.kind == "spectrum" or log_y(metric, data.frame)
     from_zero = spec.kind == "line"
+    if spec.kind == "cdf":
+        return  # its y axis is the tail's (_tail_axis), not a metric's
     # the paper's values first: a y limit set from ours alone would cut theirs off
     if not paper.empty:
         _draw_paper(ax, paper, spec.x, metric, markers, log, from_zero)
@@ -432,6 +467,28 @@ def lay_out(figure: Figure) -> None:
 FORMATS = ("png", "svg", "pdf")
 # PDF on request (--format pdf): it adds about a third to a figure's drawing time.
 DEFAULT_FORMATS = ("png", "svg")
+
+
+def panels(data: FigureData) -> list[FigureData]:
+    """Each (facet, metric) panel of data as a figure of its own (`wanbench plot
+    --panel-files`: a paper's single column takes one panel, not a grid), with the series,
+    paper values and fits of that panel only; its id FIGURE--METRIC[--FACET]."""
+    facets = list(pd.unique(data.frame["facet"])) or ["all"]
+    out = []
+    for facet in facets:
+        for metric in data.spec.y:
+            rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
+            if rows.empty and metric not in data.unavailable:
+                continue
+            ident = f"{data.spec.id}--{metric}" + (
+                "" if facet == "all" else "--" + re.sub(r"[^\w.=-]+", "_", facet))
+            paper = data.paper_on_axes
+            out.append(dataclasses.replace(
+                data, spec=dataclasses.replace(data.spec, id=ident, y=(metric,)), frame=rows,
+                unavailable={m: why for m, why in data.unavailable.items() if m == metric},
+                paper_on_axes=paper[paper["metric"].isin((metric, data.spec.x))
+                                    & paper["facet"].isin((facet, "all"))]))
+    return out
 
 
 def render(data: FigureData, out_dir: Path, formats: tuple[str, ...] = DEFAULT_FORMATS,

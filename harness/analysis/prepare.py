@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -87,10 +89,32 @@ def _fmt(value: object) -> str:
 def _series_columns(spec: FigureSpec, runs: RunSet) -> list[str]:
     columns = list(spec.series)
     if runs.manifests["run_id"].nunique() > 1:
-        # Several runs of one scenario (e.g. two kernels) become separate series.
+        # Several runs of one scenario (e.g. two kernels) become separate series, named as
+        # `--label` named them, else by kernel where the kernels differ, else by run id.
         by_kernel = runs.manifests["kernel_release"].nunique() == len(runs.manifests)
-        columns.append("kernel_release" if by_kernel else "run_id")
+        columns.append(RUN_LABEL if RUN_LABEL in runs.points
+                       else "kernel_release" if by_kernel else "run_id")
     return columns
+
+
+RUN_LABEL = "run_label"  # a points column only `labelled` adds
+LABEL_SEPARATORS = (",", "=")  # a series label's own: a run's label may hold neither
+
+
+def labelled(runs: RunSet, labels: dict[str, str]) -> RunSet:
+    """runs whose series are named by `labels` (run id -> name, `wanbench plot --label`)
+    rather than by run id or kernel. The runs' fingerprints take the labels in: a figure
+    cached under other labels is not taken for these."""
+    bad = [name for name in labels.values()
+           if not name or any(sep in name for sep in LABEL_SEPARATORS)]
+    if bad:
+        raise ValueError(f"--label {bad[0]!r}: a label is a non-empty name without "
+                         f"{' or '.join(map(repr, LABEL_SEPARATORS))}")
+    fingerprints = {run: hashlib.sha256(f"{fp}\0label\0{labels[run]}".encode()).hexdigest()
+                    if fp is not None else None for run, fp in runs.fingerprints.items()}
+    return dataclasses.replace(
+        runs, points=runs.points.assign(**{RUN_LABEL: runs.points["run_id"].map(labels)}),
+        fingerprints=fingerprints, _memo={})
 
 
 def _require(points: pd.DataFrame, columns: list[str], scenario: str) -> None:

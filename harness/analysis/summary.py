@@ -12,11 +12,19 @@ from typing import Any
 import pandas as pd
 
 import harness
+from clients.validity import Code, Kind
 from harness.analysis.numbers import point_label
 from harness.results.format import CODE_SEPARATOR, ID_COLUMNS, PARAMETER_COLUMNS
 from harness.scenario import Threshold
 
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2  # 2: machine_too_busy
+# `wanbench run`'s statuses for a finished run (docs/results-format.md), strongest first:
+# a crossed threshold is a verdict, thresholds that could not be judged are no verdict (as
+# compare's 3, inconclusive), invalid repetitions a run to look at.
+EXIT_THRESHOLDS = 99  # as k6's thresholds
+EXIT_UNJUDGED = 3
+EXIT_INVALID = 1
+FINISHED_STATUSES = (0, EXIT_INVALID, EXIT_UNJUDGED, EXIT_THRESHOLDS)
 # Numeric columns of points.parquet that describe a row rather than measure it.
 NOT_METRICS = {*ID_COLUMNS, *PARAMETER_COLUMNS, "attempt", "valid"}
 
@@ -33,7 +41,7 @@ class ThresholdCheck:
     metric: str
     threshold: str
     value: float | None  # the point's median over valid repetitions; None: not measured
-    passed: bool | None  # None: no valid repetition to judge (the run's exit 1 says so)
+    passed: bool | None  # None: no valid repetition to judge (the run's exit 3 says so)
 
 
 @dataclass
@@ -108,6 +116,61 @@ def thresholds_crossed(summaries: list[PointSummary]) -> list[tuple[PointSummary
     return [(s, c) for s in summaries for c in s.thresholds if c.passed is False]
 
 
+@dataclass(frozen=True)
+class Gate:
+    """A finished run's exit status and what decided it."""
+
+    status: int
+    crossed: list[tuple[PointSummary, ThresholdCheck]]
+    unjudged: list[PointSummary]  # points with thresholds and no valid repetition
+    invalid: int  # point × repetitions invalid
+    busy: list[str]  # when every invalid one was only others' work: the rules, else empty
+
+    def too_busy(self) -> str | None:
+        """Where the run has no verdict (3, or 1) only for others' work on the measured CPUs,
+        the line that says so: how many, and by what; else None."""
+        if self.status not in (EXIT_UNJUDGED, EXIT_INVALID) or not self.busy:
+            return None
+        return (f"the machine was too busy to judge: {self.invalid} point × repetition(s) "
+                f"invalid, each only for others' work on the measured CPUs "
+                f"({'; '.join(self.busy)}); run again when it is quieter, or wait for it "
+                f"(--quiet-wait S)")
+
+
+def others_only(summaries: list[PointSummary]) -> list[str]:
+    """The interference rules the invalid repetitions broke, when they broke no other
+    (summary.json's machine_too_busy); empty when none is invalid or one broke another."""
+    rules: dict[str, None] = {}
+    for reason in (r for s in summaries for r in s.reasons):
+        try:
+            codes = [Code(code) for code in reason.codes]
+        except ValueError:  # a code this version does not know
+            return []
+        if not codes or any(code.kind is not Kind.INTERFERENCE for code in codes):
+            return []
+        rules.update(dict.fromkeys(code.rule for code in codes))
+    return list(rules)
+
+
+def gate(summaries: list[PointSummary], allow_invalid: bool) -> Gate:
+    """The exit status of a finished run (or of several, `run --kernel`): a crossed threshold
+    (99), then thresholds not judged (3: no verdict, whatever --allow-invalid says: a gate
+    that judged nothing must not pass), then invalid repetitions (1, unless allowed), else 0;
+    and whether only others' work on the measured CPUs left it without a verdict."""
+    crossed = thresholds_crossed(summaries)
+    unjudged = [s for s in summaries if any(c.passed is None for c in s.thresholds)]
+    invalid = sum(s.total - s.valid for s in summaries)
+    if crossed:
+        status = EXIT_THRESHOLDS
+    elif unjudged:
+        status = EXIT_UNJUDGED
+    elif invalid and not allow_invalid:
+        status = EXIT_INVALID
+    else:
+        status = 0
+    return Gate(status, crossed, unjudged, invalid, others_only(summaries))
+
+
 def document(run: dict[str, Any], summaries: list[PointSummary],
              exit_status: int) -> dict[str, Any]:
     """summary.json: plain JSON (no pandas needed to read it), docs/results-format.md."""
@@ -121,6 +184,7 @@ def document(run: dict[str, Any], summaries: list[PointSummary],
         "valid": sum(s.valid for s in summaries),
         "total": sum(s.total for s in summaries),
         "thresholds_crossed": len(thresholds_crossed(summaries)),
+        "machine_too_busy": bool(others_only(summaries)),
         "points": [asdict(s) for s in summaries],
     }  # every number finite or null: _number and _plain
 

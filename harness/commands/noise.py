@@ -12,7 +12,6 @@ from typing import NoReturn
 import pandas as pd
 
 from harness.analysis.compare import noise, samples
-from harness.analysis.compare.stats import MIN_RUNS
 from harness.commands import error_text
 from harness.results.format import ResultsFormatError
 
@@ -27,8 +26,6 @@ def summary(record: noise.NoiseRecord) -> str:
     spreads = pd.DataFrame([{"metric": s.metric, "runs": s.runs, "sd": s.sd_text,
                              "variance": s.variance} for s in record.spreads])
     lines = [f"noise record: {record.describe()}"]
-    if spreads.empty:
-        return lines[0] + f"\nno point has valid repetitions in {MIN_RUNS} or more runs"
     for name, group in spreads.groupby("metric", sort=False):
         ordered = group.sort_values("variance")
         low, high = ordered["sd"].iloc[0], ordered["sd"].iloc[-1]
@@ -64,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(docs/compare.md); it finds it beside the runs (noise.json in their folder) or "
             "takes --noise FILE."),
         epilog="exit status: 0 written; 2 bad input (fewer than 3 runs, runs of different "
-               "scenarios, kernels, machines or experiments) or any error",
+               "scenarios, kernels, machines or experiments, no point valid in 3 of the "
+               "runs: nothing written) or any error",
     )
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="run directories or folders of runs (A/A: one scenario, one "

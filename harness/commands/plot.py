@@ -8,11 +8,11 @@ from pathlib import Path
 
 from harness.analysis.cache import Cache, cache_dir
 from harness.analysis.generic import export_hgrm
-from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS
-from harness.analysis.prepare import Skipped
+from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS, panels, render
+from harness.analysis.prepare import Skipped, labelled
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
-from harness.results.runset import find_runs, read_runs
+from harness.results.runset import RunSet, find_runs, read_runs
 
 
 def _runs_with_points(given: list[str]) -> list[Path]:
@@ -36,7 +36,9 @@ def _runs_with_points(given: list[str]) -> list[Path]:
 def handle(args: argparse.Namespace) -> int:
     try:
         runs = read_runs(_runs_with_points(args.runs))
-    except ResultsFormatError as exc:
+        if args.label:
+            runs = labelled(runs, _labels(runs, args.label))
+    except (ResultsFormatError, ValueError) as exc:
         print(f"wanbench plot: {exc}", file=sys.stderr)
         return 2
     out_dir = args.out or (Path(args.runs[0]) if len(args.runs) == 1 else None)
@@ -53,11 +55,25 @@ def handle(args: argparse.Namespace) -> int:
             print(f"skipped {result.spec.id}: {result.reason}")
         else:
             print(f"wrote {result.spec.id}")
+    if args.panel_files:
+        panel_dir = Path(out_dir) / "panels"
+        drawn = [render(panel, panel_dir, args.format, args.style) for result in results
+                 if not isinstance(result, Skipped) for panel in panels(result)]
+        print(f"wrote {len(drawn)} panels, one per file, under {panel_dir}")
     if args.hgrm:
         hgrm_dir = Path(out_dir) / "hgrm"
         print(f"wrote {len(export_hgrm(runs, hgrm_dir))} .hgrm files under {hgrm_dir}")
     print(f"report: {Path(out_dir) / 'index.html'}")
     return 0
+
+
+def _labels(runs: RunSet, names: list[str]) -> dict[str, str]:
+    """run id -> its --label, in the order the runs were given (read_runs keeps it)."""
+    ids = list(runs.manifests["run_id"])
+    if len(names) != len(ids):
+        raise ValueError(f"{len(names)} --label for {len(ids)} run(s); give one per run, in "
+                         "the order the runs are given")
+    return dict(zip(ids, names, strict=True))
 
 
 def _positive(text: str) -> int:
@@ -101,6 +117,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="files per figure besides the PNG the report shows: "
                              f"{', '.join(FORMATS[1:])} (default: {', '.join(DEFAULT_FORMATS)}; "
                              "pdf, vector, for a paper)")
+    parser.add_argument("--label", action="append", default=[], metavar="NAME",
+                        help="name the runs' series in the figures, one --label per run in "
+                             "the order given (default: by kernel where the kernels differ, "
+                             "else by run id)")
+    parser.add_argument("--panel-files", action="store_true",
+                        help="also draw each panel of each figure as a figure of its own, "
+                             "under OUT/panels/ (FIGURE--METRIC[--FACET].FMT): one panel fits "
+                             "a paper's single column (--style paper), a grid does not")
     parser.add_argument("--hgrm", action="store_true",
                         help="also write each point's response-time percentile distribution "
                              "(corrected and uncorrected) as HdrHistogram .hgrm files under "

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -19,8 +20,22 @@ from rich.table import Table
 
 from clients.paths import REPO_ROOT
 from harness import interrupts
-from harness.analysis.numbers import metric, point_label, short_name
-from harness.analysis.summary import reason_lines
+from harness.analysis import export
+from harness.analysis.numbers import (
+    column_unit,
+    in_column_unit,
+    metric,
+    point_label,
+    short_name,
+)
+from harness.analysis.summary import (
+    EXIT_INVALID,
+    EXIT_THRESHOLDS,
+    EXIT_UNJUDGED,
+    PointSummary,
+    gate,
+    reason_lines,
+)
 from harness.cluster import ClusterError
 from harness.cluster.run import ClusterHosts
 from harness.cluster.security import access
@@ -32,15 +47,13 @@ from harness.results.store import write_json
 from harness.runner.display import Advance
 from harness.runner.kernels import run_kernels
 from harness.runner.outcome import (
-    EXIT_INVALID,
     EXIT_REFUSED,
-    EXIT_THRESHOLDS,
     RunRefused,
     RunRequest,
     RunResult,
 )
 from harness.runner.scenario_run import SUMMARY_FILE, load_request, run_scenario
-from harness.scenario import ScenarioError
+from harness.scenario import MAX_WAIT_S, ScenarioError
 from harness.topology.backend_probe import BACKENDS
 
 # The terminal table's metrics (summary.json holds every one); names and formats: numbers.
@@ -66,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--backend", choices=BACKENDS,
                         help="topology backend (default: the scenario's)")
     parser.add_argument("--allow-invalid", action="store_true",
-                        help="exit 0 even when some point × repetition is invalid")
+                        help="exit 0 even when some point × repetition is invalid (not when the "
+                             "scenario's thresholds could not be judged: exit 3)")
     parser.add_argument("--kernel", action="append", metavar="IMAGE",
                         help="run under this kernel: `host` (the running one, here) or a "
                         "kernel image booted in a guest (virtme-ng; the scenario's `guest` "
@@ -79,6 +93,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE",
                         help=f"also write the run's {SUMMARY_FILE} (every run directory holds "
                              f"one: docs/results-format.md) here; - for standard output")
+    parser.add_argument("--quiet-wait", type=_seconds, metavar="S",
+                        help="before each point × repetition, wait up to S seconds for the "
+                             "server's and generator's CPUs to be free of other tasks (the "
+                             "scenario's quiet_wait_s; at most 1 %% busy), and say how long "
+                             "it waited")
+    parser.add_argument("--latency", action="store_true",
+                        help="also print each point's response times at "
+                             f"{', '.join(export.PERCENTILE_COLUMNS)} (corrected; "
+                             "over its valid repetitions), as wrk --latency does")
+    parser.add_argument("--export", type=_export_path, metavar="FILE",
+                        help="also write the table of points (medians over valid repetitions) "
+                             f"to FILE, as its suffix says: {', '.join(export.SUFFIXES)}")
+    parser.add_argument("--export-timeseries", type=_export_path, metavar="FILE",
+                        help="also write every per-second sample, its point named, to FILE "
+                             f"({', '.join(export.SUFFIXES)})")
     add_access_options(parser)
     parser.epilog = EXIT_STATUSES + KERNELS_EXIT
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -88,15 +117,73 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 EXIT_STATUSES = """exit status:
   0    every point × repetition measured and valid
   1    the run finished, but some are invalid (reasons in the table; --allow-invalid: 0)
+  3    no verdict: the scenario has thresholds and some point no valid repetition to
+       judge them on (with --allow-invalid too; before 1)
+       (1 or 3: a line says when only others' work on the measured CPUs made repetitions
+       invalid, the machine too busy to judge; summary.json: machine_too_busy)
   2    bad input or an error (scenario, missing tool, topology refused by calibration,
        a run directory that cannot be written or resumed: full, read-only, damaged, locked)
   99   the run finished, but a point's median crossed one of the scenario's thresholds
-       (as k6's thresholds; before 1 when both apply)
+       (as k6's thresholds; before 3 and 1 when they apply too)
   130  stopped by SIGINT, 143 by SIGTERM (finished points kept; --resume continues)"""
 KERNELS_EXIT = """
-with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconclusive;
-  0 when no pair of kernels has comparable timings), 2 when a kernel failed (the other
-  kernels' runs are kept) or bad input"""
+with --kernel: 2 when a kernel failed (the other kernels' runs are kept) or bad input;
+  else 99, 3 or 1 as above, over every kernel's points; else the comparison's status
+  (0 no regression, 1 regression, 3 inconclusive; 0 when no pair of kernels has
+  comparable timings)"""
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds from 0 to {MAX_WAIT_S:g}")
+    return seconds
+
+
+def _export_path(text: str) -> Path:
+    try:
+        return export.check_path(text)
+    except export.ExportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _exports(args: argparse.Namespace, result: RunResult, console: Console) -> None:
+    """--latency, --export, --export-timeseries: what a finished run also prints or writes."""
+    run_dir, summaries = result.run_dir, result.summaries
+    shown = [m for m in SUMMARY_METRICS if any(s.medians.get(m) is not None for s in summaries)]
+    try:
+        if args.latency and summaries:
+            _print_latency(export.percentiles(run_dir, summaries), console,
+                           to_stderr=args.json == "-")
+        if args.export:
+            console.print(f"table: {export.write(export.table(summaries, shown), args.export)}")
+        if args.export_timeseries and (run_dir / "timeseries.parquet").is_file():
+            frame = export.timeseries(run_dir)
+            console.print(f"time series: {export.write(frame, args.export_timeseries)}")
+    except export.ExportError as exc:
+        log.error("%s; the run is in %s", exc, run_dir)
+
+
+def _print_latency(frame: Any, console: Console, to_stderr: bool) -> None:
+    """The percentiles of each point, a column per sweep axis as in the run's table."""
+    table = Table(title="response times (corrected), over valid repetitions",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    axes = [c for c in frame.columns if c not in (*export.PERCENTILE_COLUMNS, "valid")]
+    for column in axes or ["point"]:
+        table.add_column(short_name(column), no_wrap=True)
+    for column in export.PERCENTILE_COLUMNS:
+        table.add_column("max" if column == "p100" else column, justify="right", no_wrap=True)
+    for row in frame.to_dict("records"):
+        cells = [metric(a, row[a]) for a in axes] or ["point"]
+        cells[-1] += "" if row["valid"] else "*"
+        table.add_row(*cells, *(metric("latency_ms", row[c]) for c in export.PERCENTILE_COLUMNS),
+                      style=None if row["valid"] else "yellow")
+    (console if to_stderr else Console(file=sys.stdout)).print(table)
+    if not frame["valid"].all():
+        console.print("* no valid repetition: its invalid ones', not a result", highlight=False)
 
 
 def request_of(args: argparse.Namespace) -> RunRequest:
@@ -111,6 +198,8 @@ def handle(args: argparse.Namespace) -> int:
         print("wanbench run: --kernel boots guests on this machine and --cluster runs on other "
               "hosts; give one of them", file=sys.stderr)
         return EXIT_REFUSED
+    if args.quiet_wait is not None:  # the scenario's field, as a --set would set it
+        args.set.append(f"quiet_wait_s={args.quiet_wait}")
     if args.kernel:
         return _run_kernels(args, console)
     display = TerminalDisplay(console, quiet=args.verbosity < 0,
@@ -124,6 +213,8 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     if args.json:
         _also_write_summary(result, args.json)
+    if result.stop is None:
+        _exports(args, result, console)
     return result.status
 
 
@@ -176,22 +267,33 @@ class TerminalDisplay:
             self._explain_status(result)
 
     def _explain_status(self, result: RunResult) -> None:
-        """What made a finished run's exit status: crossed thresholds, invalid repetitions."""
-        for point, check in result.crossed:
-            self.console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
-                               f"{check.metric} {metric(check.metric, check.value)}, the "
-                               f"scenario asks {check.threshold}", highlight=False)
-        if result.unjudged:
-            self.console.print(f"[yellow]thresholds not judged[/yellow] on "
-                               f"{len(result.unjudged)} point(s) without a valid repetition",
-                               highlight=False)
-        if result.invalid and not self.allow_invalid:
-            self.console.print(f"[yellow]{result.invalid} point × repetition(s) invalid"
-                               f"[/yellow]: exit {EXIT_INVALID} (--allow-invalid to exit 0)",
-                               highlight=False)
-        if result.crossed:
-            self.console.print(f"{len(result.crossed)} threshold check(s) crossed: exit "
-                               f"{EXIT_THRESHOLDS}", highlight=False)
+        _explain(result.summaries, self.allow_invalid, self.console)
+
+
+def _explain(summaries: list[PointSummary], allow_invalid: bool, console: Console) -> int:
+    """A finished run's exit status (harness.analysis.summary.gate), and why, printed."""
+    verdict = gate(summaries, allow_invalid)
+    for point, check in verdict.crossed:
+        unit = column_unit(check.metric)
+        console.print(f"[red]threshold crossed[/red] {point_label(point.parameters)}: "
+                      f"{check.metric} {in_column_unit(check.metric, check.value)}, the "
+                      f"scenario asks {check.threshold}{' ' + unit if unit else ''}",
+                      highlight=False)
+    busy = verdict.too_busy()
+    if busy:
+        console.print(f"[yellow]{busy}[/yellow]", highlight=False)
+    if verdict.unjudged:
+        console.print(f"[yellow]thresholds not judged[/yellow] on {len(verdict.unjudged)} "
+                      f"point(s) without a valid repetition: no verdict, exit "
+                      f"{EXIT_UNJUDGED} (with --allow-invalid too)", highlight=False)
+    if verdict.invalid and not allow_invalid:
+        console.print(f"[yellow]{verdict.invalid} point × repetition(s) invalid[/yellow]"
+                      + (f": exit {EXIT_INVALID} (--allow-invalid to exit 0)"
+                         if verdict.status == EXIT_INVALID else ""), highlight=False)
+    if verdict.crossed:
+        console.print(f"{len(verdict.crossed)} threshold check(s) crossed: exit "
+                      f"{EXIT_THRESHOLDS}", highlight=False)
+    return verdict.status
 
 
 def _run_kernels(args: argparse.Namespace, console: Console) -> int:
@@ -219,13 +321,17 @@ def _run_kernels(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]{exc.reason}[/yellow]: the kernels' finished runs are kept in "
                       f"{args.out}", highlight=False)
         return exc.exit_status
-    status = print_comparison([o.run_dir for o in outcomes if o.run_dir and not o.error],
-                              console)
+    finished = [o.result for o in outcomes if o.result and not o.error]
+    compared = print_comparison([result.run_dir for result in finished], console)
     failed = [o for o in outcomes if o.error]
     for outcome in failed:
         console.print(f"[red]kernel {outcome.kernel} failed[/red]: {outcome.error}",
                       highlight=False)
-    return EXIT_REFUSED if failed else status
+    if failed:
+        return EXIT_REFUSED
+    # each kernel's points as a run's: invalid ones or unjudged thresholds fail as in `run`
+    points = [summary for result in finished for summary in result.summaries]
+    return _explain(points, args.allow_invalid, console) or compared
 
 
 def _print_summary(result: RunResult, console: Console, to_stderr: bool) -> None:

@@ -11,11 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.analysis.summary import FINISHED_STATUSES
 from harness.guest import accel, machine
 from harness.guest.kernels import HOST, guest_output, needed_modules
 from harness.guest.machine import GuestError
 from harness.runner.child import ChildFailed, ChildRun, child_argv, read_result
-from harness.runner.outcome import EXIT_VALID, RunRequest, RunResult
+from harness.runner.outcome import RunRequest, RunResult
 from harness.scenario import Guest, Scenario
 
 RESULT_PREFIX = ".wanbench-result-"  # a guest's result, in the results root it may write
@@ -59,7 +60,7 @@ def run_kernels(scenario: Scenario, kernels: list[str], request: RunRequest,
                 on_event(f"kernel {kernel}: booting a guest ({guest.cpus} vCPU, "
                          f"{guest.memory_mb} MiB, {mode.mode.upper()})")
                 outcome.result = _in_guest(Path(kernel), request, guest, mode, modules, on_event)
-            if outcome.result.status != EXIT_VALID:
+            if outcome.result.status not in FINISHED_STATUSES:
                 outcome.error = (f"the run exited with status {outcome.result.status}; its "
                                  f"output above says why")
         except (GuestError, ChildFailed) as exc:

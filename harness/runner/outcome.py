@@ -9,13 +9,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from clients.paths import REPO_ROOT
-from harness.analysis.summary import PointSummary, ThresholdCheck, thresholds_crossed
+from harness.analysis.summary import PointSummary
 
-# A run's exit statuses (a stop signal's are 128 + its number: harness.interrupts).
-EXIT_VALID = 0
-EXIT_INVALID = 1  # finished, but some point × repetition is invalid (unless allowed)
+# A run that could not start or go on; a finished run's statuses are the summary's
+# (harness.analysis.summary.gate), a stop signal's 128 + its number (harness.interrupts).
 EXIT_REFUSED = 2  # bad input or an error: nothing measured, or a topology refused
-EXIT_THRESHOLDS = 99  # finished, but a point's median crossed one of the scenario's thresholds
 
 
 class RunRefused(RuntimeError):
@@ -34,7 +32,7 @@ class RunRequest(BaseModel):
     resume: Path | None = None
     out: Path = REPO_ROOT / "results"  # the results root a new run is made under
     backend: str | None = None  # the topology backend; None: the scenario's
-    allow_invalid: bool = False  # invalid repetitions do not make the status EXIT_INVALID
+    allow_invalid: bool = False  # invalid repetitions alone do not fail the run
 
 
 @dataclass(frozen=True)
@@ -57,31 +55,6 @@ class RunResult:
     finished: int  # of them on disk
     summaries: list[PointSummary] = field(default_factory=list)
     stop: Stop | None = None
-
-    @property
-    def crossed(self) -> list[tuple[PointSummary, ThresholdCheck]]:
-        return thresholds_crossed(self.summaries)
-
-    @property
-    def unjudged(self) -> list[PointSummary]:
-        """Points whose thresholds could not be judged: no valid repetition."""
-        return [s for s in self.summaries if any(c.passed is None for c in s.thresholds)]
-
-    @property
-    def invalid(self) -> int:
-        return invalid_repetitions(self.summaries)
-
-
-def invalid_repetitions(summaries: list[PointSummary]) -> int:
-    return sum(s.total - s.valid for s in summaries)
-
-
-def finished_status(summaries: list[PointSummary], allow_invalid: bool) -> int:
-    """A finished run's exit status: a crossed threshold, then invalid repetitions."""
-    if thresholds_crossed(summaries):
-        return EXIT_THRESHOLDS
-    invalid = invalid_repetitions(summaries)
-    return EXIT_INVALID if invalid and not allow_invalid else EXIT_VALID
 
 
 RESULT_JSON = TypeAdapter(RunResult)  # a RunResult to and from JSON (a child's result file)

@@ -20,6 +20,7 @@ from harness.analysis.numbers import point_label
 from harness.metrics import ktrace
 from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
+from harness.runner import quiet
 from harness.runner.context import Endpoints, RunContext, endpoints
 from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
@@ -224,6 +225,7 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
     try:
         for point, rep in todo:
             for attempt in range(ctx.scenario.interference_retries + 1):
+                await quiet.before_point(ctx, point)
                 record = await measure_point(ctx, source, point, rep, attempt)
                 if not record["point"].get("interference_only"):
                     break

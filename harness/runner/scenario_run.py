@@ -20,7 +20,7 @@ from clients.paths import MissingBinary
 from harness import interrupts, manifest
 from harness.analysis import derive
 from harness.analysis.numbers import metric, point_label, short_name
-from harness.analysis.summary import PointSummary, document
+from harness.analysis.summary import PointSummary, document, gate
 from harness.guest import record
 from harness.metrics import perf
 from harness.results.format import ResultsFormatError
@@ -33,7 +33,6 @@ from harness.runner.outcome import (
     RunRequest,
     RunResult,
     Stop,
-    finished_status,
 )
 from harness.runner.run import (
     MissingTool,
@@ -252,7 +251,7 @@ def _conclude(run_dir: RunDir, scenario: Scenario, total: int, stop: Stop | None
               allow_invalid: bool) -> RunResult:
     """The run's result, its summary.json written."""
     summaries = summaries_of(run_dir, scenario)
-    status = stop.status if stop else finished_status(summaries, allow_invalid)
+    status = stop.status if stop else gate(summaries, allow_invalid).status
     write_summary(run_dir, summaries, status)
     return RunResult(status, run_dir.path, scenario.name, total, len(run_dir.finished()),
                      summaries, stop)

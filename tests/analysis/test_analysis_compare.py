@@ -93,8 +93,10 @@ def test_halved_quickstart_one_run_per_side_is_inconclusive_not_a_regression(
     """Even a halving: with one run per side nothing says what a second run moves."""
     assert _compare([str(QUICKSTART), str(halved_quickstart(tmp_path))]) == 3
     out = capsys.readouterr().out
-    table = [line for line in out.splitlines() if "| reply_rate_rps |" in line]
+    table = [line for line in out.splitlines()
+             if line.startswith("| dispatch=") and "| reply_rate_rps |" in line]
     assert len(table) == 6 and all("| -50.0 % |" in line for line in table), table
+    assert "| reply_rate_rps | geomean of 6 point(s) | 38,172 | 19,086 | -50.0 % |" in out
     assert "0 regression(s)" in out and "no noise record" in out
     advice = next(line for line in out.splitlines()
                   if line.startswith("- inconclusive: reply_rate_rps"))
@@ -167,7 +169,7 @@ def test_three_runs_per_side_find_a_drop_naming_kernels(
     assert "3 runs x 3 repetition(s) x 5 s" in out
     row = next(line for line in out.splitlines()
                if line.startswith("| dispatch=select, cold_conns=1000 | reply_rate_rps |"))
-    assert row.count("(3 runs)") == 2 and "| regression |" in row
+    assert "| 3 / 3 |" in row and "| regression |" in row
     assert "12 regression(s)" in out and "run-to-run term: no noise record" in out
 
 
@@ -370,6 +372,71 @@ def test_html_report_with_out_for_runs_of_one_kernel(tmp_path: Path, candidates:
     assert "class='verdict inconclusive'" in text and "class='regression'" not in text
 
 
+# -- a pull request's comment: verdict first, undecided rows folded ------------------------
+
+
+def _markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    _compare(argv)
+    return capsys.readouterr().out
+
+
+def test_markdown_puts_the_verdict_first_and_folds_undecided_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run per side, a point invalid in the candidate: nothing decided, so the comment
+    opens with the verdict and every row is folded, invalid and inconclusive apart."""
+    base, cand = _with_invalid_point(tmp_path, "candidate")
+    out = _markdown(tmp_path, capsys, [str(base), str(cand), "--metric", "reply_rate_rps"])
+    lines = out.splitlines()
+    assert lines[2] == "**verdict: inconclusive** (exit 3)"
+    assert "No row was judged a regression, an improvement or unchanged (~)." in out
+    assert "<details><summary>11 row(s) inconclusive" in out
+    assert "<details><summary>1 row(s) invalid: a side has no valid repetition" in out
+    invalid = out.split("<details><summary>1 row(s) invalid")[1].split("</details>")[0]
+    assert "| dispatch=select, cold_conns=0 | reply_rate_rps | 1 / 0 |" in invalid
+    assert "- invalid repetitions at dispatch=select, cold_conns=0: candidate: late sends" \
+        in invalid
+    # nothing was tested: no "over 0 test(s)" and no power "at 0.05/0"
+    assert "0 test(s)" not in out and "/0)" not in out
+    assert "No row could be tested, so no row has an interval, a q or a `~`" in out
+    # the geometric mean leaves the invalid point out
+    assert "| reply_rate_rps | geomean of 11 point(s) |" in out
+
+
+def test_markdown_shows_decided_rows_with_n_and_says_which_interval_is_adjusted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _markdown(tmp_path, capsys, [*_three_per_side(tmp_path, Effect(throughput=0.8)),
+                                       "--metric", "reply_rate_rps"])
+    assert out.splitlines()[2] == "**verdict: regression** (exit 1)"
+    assert "<details>" not in out  # every row decided: nothing folded
+    header = next(line for line in out.splitlines() if line.startswith("| point |"))
+    assert "| n |" in header and "| change [95 % CI, unadjusted] |" in header
+    assert "| q (adjusted) |" in header
+    assert "not adjusted for the grid's 12 tests" in out
+    assert "Benjamini-Hochberg over 12 tests); q decides" in out
+    geomean = next(line for line in out.splitlines() if "geomean of 12 point(s)" in line)
+    assert "| -20." in geomean or "| -19." in geomean, geomean
+
+
+def test_csv_numbers_are_formatted_and_an_absurd_detectable_size_is_inf(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run per side with a noise record of 3 runs: regressions of 10^13 % were printed."""
+    assert _noise(_runs(tmp_path, range(100, 103), noise=Noise(run_cv=0.5))) == 0
+    base, cand = _pair(tmp_path)
+    capsys.readouterr()
+    _compare([str(base), str(cand), "--format", "csv"])
+    text = capsys.readouterr().out
+    rows = pd.read_csv(StringIO(text))
+    detectable = rows.loc[rows["scale"] != "points", "detectable"].dropna()
+    assert (detectable == float("inf")).any()  # this record is too noisy to detect much
+    assert ((detectable <= render.MDE_SHOWN) | (detectable == float("inf"))).all()
+    digits = [n.replace(".", "").lstrip("0") for n in re.findall(r"\d+\.\d+", text)]
+    assert digits and max(map(len, digits)) <= 6  # 6 significant digits, not numpy's repr
+    assert not re.search(r"e\+\d", text)
+
+
 def test_numbers_for_people() -> None:
     assert render.human(39940.0) == "39,940"
     assert render.human(15340.0) == "15,340"
@@ -519,6 +586,24 @@ def test_noise_refuses_what_is_not_a_set_of_aa_runs(
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_noise_refuses_a_record_that_covers_no_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record that holds no point would let `compare` believe it knows the noise; the same
+    runs with valid points make one (test_noise_records_spread_date_machine_and_scenario)."""
+    runs = []
+    for seed in range(1, 4):
+        run = make_run(seed=seed)
+        run.points["valid"] = False
+        run.points["invalid_reason"] = "late sends: 9,310 of 119,877 (7.8 %) over 1 ms"
+        runs.append(str(run.write(tmp_path)))
+    out = tmp_path / "aa.json"
+    assert _noise([*runs, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no point has valid repetitions in 3 or more of the 3 runs" in err
+    assert err.count("\n") == 1 and not out.exists()
 
 
 # -- errors: exit 2, one line, never a traceback -------------------------------------------

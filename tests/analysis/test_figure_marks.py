@@ -49,8 +49,9 @@ def _hollow_points(ax: Axes) -> set[tuple[float, float]]:
 
 
 def _joined_points(ax: Axes) -> set[tuple[float, float]]:
+    """The points a line joins (a gap, NaN, where a point has no valid repetition, is none)."""
     return {(float(x), float(y)) for line in ax.get_lines() if line.get_linestyle() == "-"
-            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)}
+            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True) if y == y}
 
 
 def test_invalid_repetitions_are_drawn_hollow_never_joined(tmp_path: Path) -> None:

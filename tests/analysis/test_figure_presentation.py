@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.figures import BY_ID, readable
 from harness.analysis.generic import specs_for
-from harness.analysis.plots import STYLE, _colors, draw, render
+from harness.analysis.plots import STYLE, _colors, draw, panels, render
 from harness.analysis.prepare import FigureData, prepare
 from harness.results.runset import RunSet, read_runs
 
@@ -192,3 +192,78 @@ def test_plot_writes_the_formats_asked_for_and_refuses_others(
         run_command("harness.commands.plot", [*argv[:-4], "--format", "eps"])
     assert exit_.value.code == 2
     assert "unknown format eps: choose from png, svg, pdf" in capsys.readouterr().err
+
+
+def test_a_line_breaks_at_an_invalid_point_instead_of_joining_across_it(
+        tmp_path: Path) -> None:
+    grid = {"dispatch": ["select"], "cold_conns": [0, 1000, 2000]}
+    points = make_points("my-sweep", grid, repetitions=1)
+    points.loc[points["cold_conns"] == 1000, "valid"] = False
+    runs = _runs(tmp_path, points)
+    [spec] = [s for s in specs_for("my-sweep", runs) if s.x == "cold_conns"]
+    data = prepare(spec, runs)
+    assert isinstance(data, FigureData)
+    ax = draw(data).axes[0]
+    joined = [line for line in ax.get_lines() if line.get_linestyle() != "None"]
+    assert len(joined) == 1
+    xs, ys = joined[0].get_data()
+    assert list(xs) == [0, 1000, 2000] and pd.isna(ys[1])  # a gap, not a straight line
+    assert not pd.isna(ys[0]) and not pd.isna(ys[2])
+    # a series valid everywhere is one unbroken line (the other direction)
+    whole = _runs(tmp_path / "whole", make_points("my-sweep", grid, repetitions=1))
+    data = prepare(spec, whole)
+    assert isinstance(data, FigureData)
+    (line,) = [ln for ln in draw(data).axes[0].get_lines() if ln.get_linestyle() != "None"]
+    assert not pd.isna(line.get_data()[1]).any()
+
+
+def test_the_cdf_reads_its_tail_on_the_spectrums_scale(tmp_path: Path) -> None:
+    runs = _runs(tmp_path, make_points("my-sweep", GRID, repetitions=1))
+    [spec] = [s for s in specs_for("my-sweep", runs) if s.kind == "cdf"]
+    data = prepare(spec, runs)
+    assert isinstance(data, FigureData)
+    panels = [ax for ax in draw(data).axes if ax.get_visible() and ax.get_lines()]
+    assert panels
+    for ax in panels:
+        ticks = [t.get_text() for t in ax.get_yticklabels()]
+        assert ticks[:5] == ["0%", "50%", "90%", "99%", "99.9%"]
+        # p99 sits a decade above p90 (as far as p90 above p0), not squashed at the top
+        to_axis = ax.transScale.transform
+        p0, p90, p99 = (to_axis((1.0, p))[1] for p in (0.0, 0.9, 0.99))
+        assert abs((p99 - p90) - (p90 - p0)) < 1e-9
+
+
+def test_every_time_series_panel_spans_one_window(tmp_path: Path) -> None:
+    data = _generic(tmp_path, make_points("my-sweep", GRID, repetitions=1), "timeseries")
+    # the server's sampler ends a second before the generator: its panel spans as far
+    last = data.frame["x"].max()
+    shorter = data.frame[~((data.frame["metric"] == "server_proc.cpu_pct")
+                           & (data.frame["x"] == last))]
+    figure = draw(FigureData(data.spec, shorter))
+    panels = [ax for ax in figure.axes if ax.get_visible() and ax.get_lines()]
+    assert len(panels) >= 2 and {ax.get_xlim() for ax in panels} == {(0.0, last + 1)}
+
+
+def test_each_panel_can_be_a_file_of_its_own_for_a_papers_column(tmp_path: Path) -> None:
+    """A 5-panel grid in the paper look was 10 in wide: each panel alone fits a column."""
+    run = write_run(tmp_path / "results", make_points("my-sweep", GRID, repetitions=1))
+    out = tmp_path / "report"
+    assert run_command("harness.commands.plot", [
+        "plot", str(run), "--out", str(out), "--style", "paper", "--format", "pdf",
+        "--panel-files"]) == 0
+    runs = read_runs([run])
+    [spec] = [s for s in specs_for("my-sweep", runs) if s.x == "cold_conns"]
+    data = _prepared_spec(spec, runs)
+    assert draw(data, "paper").get_size_inches()[0] > 3.5  # the grid: wider than a column
+    files = sorted(p.name for p in (out / "panels").glob(f"{spec.id}--*.pdf"))
+    assert files == sorted(f"{spec.id}--{metric}.pdf" for metric in spec.y)
+    for panel in panels(data):
+        figure = draw(panel, "paper")
+        assert figure.get_size_inches()[0] <= 3.5
+        assert len([ax for ax in figure.axes if ax.get_visible()]) == 1
+
+
+def _prepared_spec(spec, runs: RunSet) -> FigureData:
+    result = prepare(spec, runs)
+    assert isinstance(result, FigureData), result
+    return result

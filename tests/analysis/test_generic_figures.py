@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.generic import export_hgrm, point_table, specs_for, swept
-from harness.analysis.prepare import FigureData, prepare
+from harness.analysis.prepare import FigureData, labelled, prepare
 from harness.results.runset import read_runs
 
 from .conftest import run_command
@@ -198,3 +198,26 @@ def test_runs_of_one_kernel_are_series_of_their_own_in_the_time_series(tmp_path:
     data = prepare(_spec(runs, "timeseries"), runs)
     assert isinstance(data, FigureData)
     assert {s.split("run_id=")[1] for s in data.frame["series"]} == set(runs.raw_manifests)
+
+
+def test_overlaid_runs_are_named_by_their_labels(tmp_path: Path, capsys) -> None:
+    grid = {"cold_conns": [0, 1000]}
+    dirs = [write_run(tmp_path / "a", make_points("my-sweep", grid, seed=1)),
+            write_run(tmp_path / "b", make_points("my-sweep", grid, seed=2,
+                                                  run_id="my-sweep-second"))]
+    runs = labelled(read_runs(dirs), {"my-sweep-second": "patched", **{
+        r: "stock" for r in read_runs(dirs[:1]).raw_manifests}})
+    data = prepare(_spec(runs, "timeseries"), runs)
+    assert isinstance(data, FigureData)
+    assert {s.split("run_label=")[1] for s in data.frame["series"]} == {"stock", "patched"}
+    assert run_command("harness.commands.plot", [
+        "plot", *map(str, dirs), "--out", str(tmp_path / "out"), "--label", "stock",
+        "--label", "patched"]) == 0
+    svg = (tmp_path / "out" / "figures" / "my-sweep--timeseries.svg").read_text()
+    assert "patched" in svg and "my-sweep-second" not in svg
+    # one label per run, each a plain name: else exit 2 in one line
+    for labels in (["stock"], ["a=b", "c"]):
+        argv = ["plot", *map(str, dirs), "--out", str(tmp_path / "bad")]
+        argv += [arg for name in labels for arg in ("--label", name)]
+        assert run_command("harness.commands.plot", argv) == 2
+        assert capsys.readouterr().err.count("\n") == 1

@@ -13,11 +13,15 @@ import pytest
 
 from clients.validity import EMULATED_CPU
 from harness.cli import main
-from harness.guest import accel, machine
+from harness.commands import run as run_command
+from harness.guest import accel, kernels, machine
 from harness.guest.kernels import needed_modules
-from harness.runner.kernels import RESULT_PREFIX, run_kernels
-from harness.runner.outcome import RunRequest
-from harness.scenario import Guest, ScenarioError, parse
+from harness.results.store import RunDir
+from harness.runner.kernels import RESULT_PREFIX, KernelOutcome, run_kernels
+from harness.runner.outcome import RunRequest, RunResult
+from harness.runner.scenario_run import summaries_of
+from harness.scenario import Guest, Scenario, ScenarioError, parse
+from tests.analysis.compare_synthetic import make_run
 from tests.conftest import REPO, build
 
 SMOKE = REPO / "scenarios/kernels-smoke.yaml"
@@ -35,6 +39,34 @@ def test_a_missing_image_is_refused_before_any_run(tmp_path, capsys):
 def test_kernel_with_resume_is_refused(tmp_path, capsys):
     assert main(["run", "--resume", str(tmp_path), "--kernel", "host"]) == 2
     assert "--kernel starts new runs" in capsys.readouterr().err
+
+
+def _kernel_runs(tmp_path, monkeypatch, valid: bool) -> None:
+    """`run --kernel` with two kernels whose runs are synthetic ones (nothing boots)."""
+    runs = []
+    for seed, release in ((1, "6.18.0-base"), (2, "6.19.0-cand")):
+        run = make_run(seed=seed, kernel=release)
+        if not valid:
+            run.points["valid"] = False
+            run.points["invalid_reason"] = "late sends: 9,310 of 119,877 (7.8 %) over 1 ms"
+        path = run.write(tmp_path)
+        scenario = Scenario.model_validate(run.manifest["scenario"])
+        summaries = summaries_of(RunDir(path), scenario)
+        runs.append(KernelOutcome(release, RunResult(0, path, scenario.name, 0, 0, summaries)))
+    monkeypatch.setattr(kernels, "check_kernels", lambda images: None)
+    monkeypatch.setattr(run_command, "run_kernels", lambda *args: runs)
+
+
+@pytest.mark.parametrize(("valid", "allow_invalid", "status"), [
+    (False, False, 1), (False, True, (0, 3)), (True, False, (0, 3))])
+def test_run_kernel_exits_as_run_does_when_points_are_invalid(tmp_path, monkeypatch, capsys,
+                                                              valid, allow_invalid, status):
+    _kernel_runs(tmp_path, monkeypatch, valid)
+    argv = ["run", str(SMOKE), "--kernel", "host", "--kernel", "/boot/vmlinuz-6.19.0",
+            "--out", str(tmp_path)] + (["--allow-invalid"] if allow_invalid else [])
+    assert main(argv) in (status if isinstance(status, tuple) else (status,))
+    if status == 1:
+        assert "72 point × repetition(s) invalid: exit 1" in capsys.readouterr().err
 
 
 @pytest.mark.guest
@@ -99,7 +131,6 @@ def test_host_and_guest_kernels_give_two_runs_and_a_comparison(guest_kernel, tmp
                            "--kernel", "host", "--kernel", str(guest_kernel),
                            "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=840, env={**os.environ, "COLUMNS": "300"})
-    assert done.returncode == 0, done.stdout + done.stderr
     runs = sorted((tmp_path / "kernels-smoke").iterdir())
     assert len(runs) == 2
     manifests = [json.loads((run / "manifest.json").read_text()) for run in runs]
@@ -111,6 +142,9 @@ def test_host_and_guest_kernels_give_two_runs_and_a_comparison(guest_kernel, tmp
                              "points.parquet")
     assert (points["server_replies"] > 0).all()  # the guest's server answered: function holds
     assert "functional results per kernel" in done.stdout
+    # an emulated CPU's points are all invalid: the run's exit 1, as `run` in the guest
+    assert done.returncode in ((1,) if guest["guest"]["accel"] == "tcg" else (0, 3)), \
+        done.stdout + done.stderr  # KVM: the comparison's, one run per kernel
     if guest["guest"]["accel"] == "tcg":
         assert not points["valid"].any()
         assert points["invalid_reason"].str.contains(EMULATED_CPU, regex=False).all()

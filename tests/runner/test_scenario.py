@@ -143,9 +143,9 @@ def test_a_joined_path_must_exist():
 
 
 def test_errors_from_set_name_the_set_and_from_the_file_its_line():
-    with pytest.raises(ScenarioError, match=r"^s.yaml:2: duration_s: Input should be greater"):
+    with pytest.raises(ScenarioError, match=r"^s.yaml:2: duration_s: must be more than"):
         parse("name: n\nduration_s: -1\n", "s.yaml")
-    with pytest.raises(ScenarioError, match=r"^--set 'duration_s=-1': duration_s: Input"):
+    with pytest.raises(ScenarioError, match=r"^--set 'duration_s=-1': duration_s: must be"):
         parse("name: n\nduration_s: 1\n", "s.yaml", ["duration_s=-1"])
     with pytest.raises(ScenarioError, match=r"^--set 'server={kind: external}': "
                                             r"server.name: required field is missing"):
@@ -163,7 +163,7 @@ def test_a_scenarios_topology_is_loaded_with_it_and_its_errors_name_their_line(t
     assert load(scenario).topology.file == "t.yaml"
     write(tmp_path, "t.yaml", SHAPED.replace("delay_ms: 5", "delay_ms: -5"))
     with pytest.raises(ScenarioError, match=rf"^{scenario}:2: topology: {tmp_path}/t.yaml:7: "
-                                            r"links.l.delay_ms: Input should be greater"):
+                                            r"links.l.delay_ms: must be at least"):
         load(scenario)
 
 
@@ -172,7 +172,7 @@ def test_a_topology_override_of_the_scenario_is_checked_and_named(tmp_path):
     scenario = write(tmp_path, "s.yaml", "name: s\ntopology: {file: t.yaml, set: "
                                          "{links.l.delay_ms: -1}}\n")
     with pytest.raises(ScenarioError, match=r"topology: topology.set 'links.l.delay_ms=-1': "
-                                            r"links.l.delay_ms: Input should be greater"):
+                                            r"links.l.delay_ms: must be at least"):
         load(scenario)
     scenario.write_text("name: s\ntopology: {file: t.yaml}\nsweep:\n"
                         "  topology.set.links.l.delay_ms: [1, -1]\n")

@@ -65,3 +65,51 @@ def test_a_bad_value_in_a_sweep_list_is_blamed_on_its_own_line():
     # a range has no line per value: its axis is blamed
     with pytest.raises(ScenarioError, match=r"^mine.yaml:6: sweep point .*cold.conns=-10"):
         parse(text.replace("start: 0", "start: -10").replace("- epol", "- epoll"), "mine.yaml")
+
+
+def _wanbench(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *argv], cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+
+
+@pytest.mark.parametrize(("setting", "blamed"), [
+    # a rule over two fields of the file's `cpus:` section, broken by a --set in it
+    ("cpus.server=7", "--set 'cpus.server=7' (in quickstart.yaml:17): cpus: server CPU 7"),
+    ("cpus.generator=0", "--set 'cpus.generator=0' (in quickstart.yaml:17): cpus: server "
+                         "and generator must be pinned to different CPUs"),
+    ("hot.conns=abc", "--set 'hot.conns=abc': hot.conns: wants a whole number (got 'abc')"),
+])
+def test_an_error_a_set_made_is_blamed_on_the_set(tmp_path: Path, setting: str, blamed: str):
+    done = _wanbench("run", "quickstart.yaml", "--set", setting, "--out", str(tmp_path),
+                     cwd=SCENARIOS)
+    assert done.returncode == 2
+    assert done.stderr == f"wanbench run: {blamed}" + done.stderr.split(blamed, 1)[1]
+    assert "Input should" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_the_file_alone_is_still_blamed_on_its_line(tmp_path: Path):
+    """The other direction: a --set elsewhere does not take the blame for the file's error."""
+    (tmp_path / "same.yaml").write_text("name: s\ncpus: {server: 0, generator: 0}\n")
+    done = _wanbench("run", "same.yaml", "--set", "hot.conns=5", "--out", str(tmp_path),
+                     cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("wanbench run: same.yaml:2: cpus: server and generator")
+
+
+def test_a_scenario_named_without_yaml_is_offered_the_file(tmp_path: Path):
+    done = _wanbench("run", "quickstart", "--out", str(tmp_path), cwd=SCENARIOS)
+    assert done.returncode == 2
+    assert done.stderr == "wanbench run: no scenario quickstart; did you mean quickstart.yaml?\n"
+    done = _wanbench("run", "no-such-scenario", "--out", str(tmp_path), cwd=SCENARIOS)
+    assert done.returncode == 2 and "did you mean" not in done.stderr
+
+
+def test_an_unknown_command_is_offered_the_nearest():
+    done = _wanbench("plto")
+    assert done.returncode == 2
+    assert done.stderr.startswith("wanbench: no command 'plto'; commands: server, load,")
+    assert "did you mean plot?" in done.stderr and done.stderr.count("\n") == 1
+    assert "did you mean" not in _wanbench("zzzzzz").stderr

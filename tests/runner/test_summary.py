@@ -7,6 +7,8 @@ import argparse
 import io
 import json
 import logging
+import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -19,12 +21,24 @@ from rich.logging import RichHandler
 
 import harness
 from harness.analysis.numbers import duration, metric, point_label
-from harness.analysis.summary import document, summarise
+from harness.analysis.summary import (
+    EXIT_INVALID,
+    EXIT_THRESHOLDS,
+    EXIT_UNJUDGED,
+    document,
+    gate,
+    summarise,
+)
 from harness.cli import build_parser
 from harness.commands import LOGGER, terminal
-from harness.commands.run import TerminalDisplay, _also_write_summary, _print_summary
+from harness.commands.run import (
+    TerminalDisplay,
+    _also_write_summary,
+    _explain,
+    _print_summary,
+)
 from harness.results.store import RunDir
-from harness.runner.outcome import EXIT_INVALID, EXIT_THRESHOLDS, RunResult, finished_status
+from harness.runner.outcome import RunResult
 from harness.runner.scenario_run import summaries_of, write_summary
 from harness.scenario import Scenario, ScenarioError, Threshold, parse
 
@@ -61,7 +75,7 @@ def finished(points: list, name: str = "thresholds", status: int = 0,
 
 def shown_status(points: list, allow_invalid: bool, console: Console) -> int:
     """A finished run's exit status, and what the terminal says about it."""
-    status = finished_status(points, allow_invalid)
+    status = gate(points, allow_invalid).status
     TerminalDisplay(console, quiet=True, allow_invalid=allow_invalid,
                     table_to_stderr=True).outcome(finished(points, status=status))
     return status
@@ -92,7 +106,8 @@ def test_a_run_that_crosses_a_threshold_exits_99_naming_the_point_and_metric():
     assert shown_status(points, allow_invalid=False, console=Console(file=out, width=200)) == \
         EXIT_THRESHOLDS
     said = out.getvalue()
-    assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5" in said
+    assert "dispatch=select cold=1,000: resp_time_p99_ms 12.0 ms, the scenario asks < 5 ms" \
+        in said
     assert "reply_rate_rps 800" in said and "asks >= 900" in said
     doc = json.loads(json.dumps(document({"run_id": "r"}, points, EXIT_THRESHOLDS)))
     assert doc["thresholds_crossed"] == 2 and doc["exit_status"] == 99
@@ -110,11 +125,43 @@ def test_an_invalid_point_keeps_its_values_marked_and_its_reasons_and_exits_1():
     assert [(r.repetition, r.codes) for r in e0.reasons] == [(0, ["late_sends"]),
                                                              (1, ["late_sends"])]
     assert all(c.passed is None for c in e0.thresholds)  # nothing valid to judge
+    unthresholded = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
     said = io.StringIO()
-    assert shown_status(points, allow_invalid=False, console=Console(file=said)) == EXIT_INVALID
-    assert "thresholds not judged on 1 point(s) without a valid repetition" in said.getvalue()
+    assert shown_status(unthresholded, allow_invalid=False, console=Console(file=said)) == \
+        EXIT_INVALID
+    assert "2 point × repetition(s) invalid: exit 1 (--allow-invalid to exit 0)" in \
+        said.getvalue()
     quiet = Console(file=io.StringIO())
-    assert shown_status(points, allow_invalid=True, console=quiet) == 0
+    assert shown_status(unthresholded, allow_invalid=True, console=quiet) == 0
+
+
+def test_a_crossed_threshold_is_said_in_one_unit():
+    """977 µs beside "< 0.01" read as if the bound were in µs: value and bound in ms."""
+    rows = [r if r[0] != "s1" else (*r[:6], 0.977) for r in good_rows()]
+    thresholds = parse(SCENARIO.replace('"< 5"', '"< 0.01"')).thresholds
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, thresholds)
+    said = io.StringIO()  # the status's lines alone: the table shows µs where they suit
+    _explain(points, allow_invalid=False, console=Console(file=said, width=200))
+    assert "resp_time_p99_ms 0.977 ms, the scenario asks < 0.01 ms" in said.getvalue()
+    assert "µs" not in said.getvalue()
+
+
+@pytest.mark.parametrize("allow_invalid", [False, True])
+def test_thresholds_that_could_not_be_judged_fail_the_gate_with_allow_invalid_too(
+        allow_invalid):
+    """k6 fails a threshold it cannot evaluate; a CI gate that judged nothing must not pass."""
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    said = io.StringIO()
+    assert shown_status(points, allow_invalid, Console(file=said, width=200)) == EXIT_UNJUDGED
+    assert ("thresholds not judged on 1 point(s) without a valid repetition: no verdict, "
+            "exit 3 (with --allow-invalid too)") in said.getvalue()
+    # a crossed threshold elsewhere is a verdict, and comes first
+    crossed = [r if r[0] != "s1" else (*r[:5], 800.0, r[6]) for r in rows]
+    points = summarise(frame(crossed), ["dispatch", "cold_conns"], ORDER,
+                       parse(SCENARIO).thresholds)
+    assert shown_status(points, allow_invalid, Console(file=io.StringIO())) == EXIT_THRESHOLDS
 
 
 def test_the_table_fits_80_columns_in_sweep_order_with_per_metric_formats():
@@ -289,3 +336,146 @@ def test_summary_json_is_strict_json_when_a_parameter_or_metric_is_missing():
     assert first["parameters"] == {"dispatch": "select", "one_way_delay_ms": None}
     assert first["medians"]["reply_rate_rps"] is None
     assert "one_way_delay_ms" not in first["medians"]  # a sweep axis is not a metric
+
+
+def test_the_readme_jq_recipe_prints_no_median_of_invalid_repetitions(tmp_path: Path):
+    """summary.json keeps what an invalid point measured (marked medians_of_invalid); the
+    README's recipe must not print it as a result."""
+    jq = shutil.which("jq")
+    if jq is None:
+        pytest.skip("jq is not installed")
+    readme = (REPO / "README.md").read_text()
+    (recipe,) = re.findall(r"--json - \| jq '([^']+)'", readme)
+    rows = [r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()]
+    points = summarise(frame(rows), ["dispatch", "cold_conns"], ORDER, {})
+    done = subprocess.run([jq, "-c", recipe], input=json.dumps(document({}, points, 1)),
+                          capture_output=True, text=True, timeout=30, check=True)
+    shown = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["p99"] for s in shown] == [3.5, 3.5, None, 3.5]  # e0: no valid repetition
+
+
+def _synthetic_run(tmp_path: Path) -> tuple[RunDir, list]:
+    from tests.analysis.synthetic import make_points, write_run
+
+    points = make_points("my-sweep", {"dispatch": ["select", "epoll"]}, repetitions=2)
+    points.loc[points["dispatch"] == "epoll", "valid"] = False
+    run = RunDir(write_run(tmp_path / "results", points))
+    frame = pd.read_parquet(run.path / "points.parquet")
+    return run, summarise(frame, ["dispatch"], [], {})
+
+
+def _exporting(tmp_path: Path, **given) -> argparse.Namespace:
+    return argparse.Namespace(**{"latency": False, "export": None, "export_timeseries": None,
+                                 "json": None, **given})
+
+
+def test_latency_prints_each_points_percentiles_as_wrk_does(tmp_path: Path, capsys):
+    from harness.commands.run import _exports
+
+    run, points = _synthetic_run(tmp_path)
+    _exports(_exporting(tmp_path, latency=True), finished(points, run_dir=run.path),
+             Console(file=io.StringIO(), width=80))
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "p50" in line).split()
+    assert header == ["dispatch", "p50", "p75", "p90", "p99", "p99.9", "p99.99", "max"]
+    assert "…" not in out and max(map(len, out.splitlines())) <= 80
+    select = next(line.split() for line in out.splitlines() if line.split()[:1] == ["select"])
+    assert len(select) == 15 and {unit for unit in select[2::2]} <= {"µs", "ms", "s"}
+    assert any(line.split()[:1] == ["epoll*"] for line in out.splitlines())  # not a result
+
+
+@pytest.mark.parametrize("suffix", [".md", ".csv", ".json"])
+def test_the_table_and_the_time_series_export_as_their_suffix_says(tmp_path: Path,
+                                                                   suffix: str):
+    from harness.commands.run import _exports
+
+    run, points = _synthetic_run(tmp_path)
+    table, samples = tmp_path / f"table{suffix}", tmp_path / f"samples{suffix}"
+    _exports(_exporting(tmp_path, export=table, export_timeseries=samples),
+             finished(points, run_dir=run.path), Console(file=io.StringIO()))
+    text = table.read_text()
+    if suffix == ".md":
+        lines = text.splitlines()
+        assert lines[0].startswith("| dispatch | replies/s |") and len(lines) == 4
+        assert "| select |" in lines[2] and " ms |" in text or " µs |" in text
+    elif suffix == ".csv":
+        frame = pd.read_csv(table)
+        assert list(frame["dispatch"]) == ["select", "epoll"]
+        assert list(frame["medians_of_invalid"]) == [False, True]
+        series = pd.read_csv(samples)
+        assert {"t_s", "source", "metric", "value", "point", "valid"} <= set(series.columns)
+        assert set(series["point"]) == {"dispatch=select", "dispatch=epoll"}
+    else:
+        rows = json.loads(text)
+        assert [r["valid"] for r in rows] == [2, 0] and rows[0]["reply_rate_rps"] > 0
+        assert json.loads(samples.read_text())[0]["point"].startswith("dispatch=")
+
+
+def test_an_export_file_without_a_known_suffix_is_refused_before_the_run(tmp_path: Path):
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", "x.yaml", "--export",
+                           str(tmp_path / "table.txt")], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "table.txt: name the format by the suffix: .md, .csv, .json" in done.stderr
+
+
+def _crowded(codes: str, thresholds: str = "") -> list:
+    """e0's repetitions invalid with `codes`; thresholds: the scenario's, or none."""
+    rows = frame([r if r[0] != "e0" else (*r[:4], False, *r[5:]) for r in good_rows()])
+    rows.loc[~rows["valid"], "invalid_codes"] = codes
+    limits = parse(SCENARIO).thresholds if thresholds else {}
+    return summarise(rows, ["dispatch", "cold_conns"], ORDER, limits)
+
+
+@pytest.mark.parametrize(("codes", "thresholds", "allow_invalid", "status", "busy"), [
+    # only others' work on the measured CPUs: the machine was too busy to judge
+    ("generator_crowded", "", False, EXIT_INVALID, True),
+    ("steal,crowded_server", "yes", True, EXIT_UNJUDGED, True),  # no verdict either way
+    ("generator_crowded", "", True, 0, False),  # invalid allowed: a verdict, nothing to say
+    # the generator's own lateness beside others': not the machine's doing alone
+    ("late_sends,steal", "", False, EXIT_INVALID, False),
+    ("late_sends", "yes", True, EXIT_UNJUDGED, False),
+])
+def test_a_run_spoiled_only_by_others_says_the_machine_was_too_busy(codes, thresholds,
+                                                                    allow_invalid, status,
+                                                                    busy):
+    points = _crowded(codes, thresholds)
+    said = io.StringIO()
+    assert shown_status(points, allow_invalid, Console(file=said, width=300)) == status
+    line = ("the machine was too busy to judge: 2 point × repetition(s) invalid, each only for "
+            "others' work on the measured CPUs (")
+    assert (line in said.getvalue()) is busy
+    if busy:
+        assert said.getvalue().count("(--quiet-wait S)") == 1
+    doc = document({}, points, status)
+    assert doc["format"] == 2
+    assert doc["machine_too_busy"] is ("late_sends" not in codes)
+
+
+def test_the_readme_ci_recipe_is_a_workflow_whose_options_exist():
+    """The README's CI gate: valid YAML, and every option its commands pass is one that
+    `wanbench run` or `wanbench compare` takes (a renamed option would break users' CI)."""
+    import yaml
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### A CI gate on one shared machine", 1)[1]
+    workflow = yaml.safe_load(block.split("```yaml", 1)[1].split("```", 1)[0])
+    steps = workflow["jobs"]["gate"]["steps"]
+    scripts = [step["run"] for step in steps if "run" in step]
+    options = {name: {o for action in sub._actions for o in action.option_strings}
+               for name, sub in next(a for a in build_parser()._actions
+                                     if isinstance(a, argparse._SubParsersAction)
+                                     ).choices.items()}
+    used = {"run": set(), "compare": set()}
+    for script in scripts:
+        command = "run" if "wanbench run" in script else "compare" if "compare" in script \
+            else None
+        lines = [line for line in script.splitlines()
+                 if "wanbench" in line or "set --" in line or line.lstrip().startswith("--")]
+        if command:
+            used[command] |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", "\n".join(lines)))
+    assert used["run"] >= {"--out", "--quiet-wait", "--set"}
+    assert used["compare"] >= {"--out", "--force"}
+    for command, names in used.items():
+        assert names <= options[command], names - options[command]
+    assert "exit 4" in scripts[1] and '-eq 3' in scripts[2] and '-eq 1' in scripts[3]

@@ -20,7 +20,7 @@ from harness.results.format import topology_backend
 # Scenario fields that may differ: they change how many samples there are, or what is
 # checked after the run (thresholds), not what is measured.
 FREE_SCENARIO_FIELDS = ("description", "repetitions", "order", "order_seed",
-                        "interference_retries", "thresholds")
+                        "interference_retries", "quiet_wait_s", "thresholds")
 # perf is versioned with the kernel (linux-perf / tools/perf), so it follows the kernel.
 KERNEL_SIDE_TOOLS = ("perf",)
 TSC_TOLERANCE = 0.005

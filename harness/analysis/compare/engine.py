@@ -45,9 +45,11 @@ from harness.analysis.compare.stats import (
     runs_needed,
     t_test,
 )
+from harness.analysis.numbers import percent
 
 REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, INVALID = (
     "regression", "improvement", "~", "inconclusive", "invalid")
+MDE_SHOWN = 10.0  # a detectable regression above +1,000 % is shown as "> +1,000 %"
 
 
 class Incomparable(ValueError):
@@ -123,6 +125,42 @@ class Comparison:
         if self.count(INCONCLUSIVE) or self.count(INVALID):
             return INCONCLUSIVE
         return "no regression"
+
+
+@dataclass(frozen=True)
+class Overall:
+    """One metric over the points both sides measured validly, as benchstat's geomean row:
+    descriptive, not a test (the rows' verdicts are the test)."""
+
+    metric: str
+    points: int
+    kind: str  # "geomean" (rates and times, every value > 0) or "mean" (CPU points, counts)
+    scale: str  # how `change` reads: "log" (relative), "points", "linear" (relative)
+    base: float
+    cand: float
+    change: float
+
+
+def overall(comparison: Comparison) -> list[Overall]:
+    """Per metric, the geometric mean of each side's values over the points where both sides
+    have valid runs (the arithmetic mean for CPU points, or where a value is 0), and its
+    change."""
+    rows = comparison.rows[(comparison.rows["runs_base"] > 0)
+                           & (comparison.rows["runs_cand"] > 0)]
+    out = []
+    for name, group in rows.groupby("metric", sort=False):
+        base, cand = group["base"].to_numpy(float), group["cand"].to_numpy(float)
+        points = metric(str(name)).points
+        if not points and bool(np.all(base > 0)) and bool(np.all(cand > 0)):
+            low, high = (math.exp(float(np.mean(np.log(v)))) for v in (base, cand))
+            out.append(Overall(str(name), len(group), "geomean", "log", low, high,
+                               high / low - 1.0))
+            continue
+        low, high = float(np.mean(base)), float(np.mean(cand))
+        scale = "points" if points else "linear"
+        out.append(Overall(str(name), len(group), "mean", scale, low, high,
+                           _change(high - low, scale, low)))
+    return out
 
 
 def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
@@ -238,6 +276,17 @@ def _target(m: Metric, scale: str, base_centre: float, detect: float) -> float:
     return detect if scale == "points" else detect * abs(base_centre)
 
 
+def regression_size(size: float, metric_name: str, scale: str) -> str:
+    """A regression's size, signed in its direction (-5.0 % for a rate drop, +2.6 pp of CPU)."""
+    if math.isnan(size):
+        return "—"
+    if scale == "points":
+        return f"{size:+.1f} pp"
+    if size > MDE_SHOWN:
+        return f"> {percent(MDE_SHOWN)} %"  # beyond this, the exact figure means nothing
+    return f"{percent(-size if metric(metric_name).higher_is_better else size)} %"
+
+
 @dataclass
 class _Row:
     point_id: str
@@ -334,7 +383,8 @@ def _judge_row(row: _Row, record: pd.Series, options: Options, alpha_one: float)
     needed = runs_needed(row.base, row.cand, row.variance, target, alpha_one)
     return _Judgement(INCONCLUSIVE, mde, math.nan if needed is None else needed,
                       f"could miss a regression of {detect:g}{' pp' if m.points else ''}: the "
-                      f"smallest this comparison detects is {mde:.3g}")
+                      f"smallest this comparison detects is "
+                      f"{regression_size(mde, m.name, row.scale)}")
 
 
 def _judge(frame: pd.DataFrame, rows: list[_Row], options: Options) -> pd.DataFrame:
@@ -401,4 +451,5 @@ def compare(base: Side, cand: Side, options: Options,
 
 
 __all__ = ["IMPROVEMENT", "INCONCLUSIVE", "INVALID", "POWER", "REGRESSION", "UNCHANGED",
-           "Comparison", "Incomparable", "Options", "Side", "benjamini_hochberg", "compare"]
+           "Comparison", "Incomparable", "MDE_SHOWN", "Options", "Overall", "Side",
+           "benjamini_hochberg", "compare", "overall", "regression_size"]

@@ -99,7 +99,8 @@ class NoiseRecord(BaseModel):
 
 def record(runs: list[Run], now: datetime) -> NoiseRecord:
     """The noise record of A/A runs: at least MIN_RUNS runs of one experiment, one machine
-    and one kernel; a point enters where at least MIN_RUNS of them have valid repetitions."""
+    and one kernel; a point enters where at least MIN_RUNS of them have valid repetitions,
+    and a record that no point entered is refused."""
     if len(runs) < MIN_RUNS:
         raise NoiseError(f"{len(runs)} run(s) given; a run-to-run spread needs at least "
                          f"{MIN_RUNS} runs of the same scenario and kernel")
@@ -131,6 +132,11 @@ def record(runs: list[Run], now: datetime) -> NoiseRecord:
                                   scale=scale, runs=side.n,
                                   repetitions=int(side.repetitions.max()),
                                   variance=side.spread))
+    if not spreads:
+        raise NoiseError(f"no point has valid repetitions in {MIN_RUNS} or more of the "
+                         f"{len(runs)} runs: a record of no point would hold nothing for "
+                         "compare; measure A/A runs whose points are valid (a quieter machine, "
+                         "more repetitions) and record them")
     created = sorted(str(run.manifest.get("created_at") or "") for run in runs)
     cpu = first.manifest.get("cpu") or {}
     return NoiseRecord(

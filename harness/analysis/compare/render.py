@@ -8,6 +8,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.compare.compat import Differences
@@ -15,19 +16,21 @@ from harness.analysis.compare.engine import (
     IMPROVEMENT,
     INCONCLUSIVE,
     INVALID,
+    MDE_SHOWN,
     POWER,
     REGRESSION,
     UNCHANGED,
     Comparison,
     Side,
+    overall,
+    regression_size,
 )
 from harness.analysis.compare.metrics import metric
 from harness.analysis.compare.stats import RUNS_LIMIT
-from harness.analysis.numbers import human
+from harness.analysis.numbers import human, percent
 
 NO_REGRESSION = "no regression"
 EXIT_CODES = {NO_REGRESSION: 0, REGRESSION: 1, INCONCLUSIVE: 3}
-MDE_SHOWN = 10.0  # a detectable regression above +1,000 % is shown as "> +1,000 %"
 
 
 @dataclass
@@ -57,16 +60,6 @@ class Report:
 
 
 # -- numbers for people -------------------------------------------------------------------
-
-
-def percent(fraction: float) -> str:
-    """-0.4983 -> '-49.8' (signed, without the unit)."""
-    if fraction is None or math.isnan(fraction):
-        return "—"
-    value = fraction * 100
-    if math.isinf(value):
-        return "+inf" if value > 0 else "-inf"
-    return f"{value:+,.0f}" if abs(value) >= 1000 else f"{value:+.1f}"
 
 
 def _signed(value: float, scale: str) -> str:
@@ -109,21 +102,9 @@ def size_text(size: float, metric_name: str) -> str:
     return f"{size:g} pp" if metric(metric_name).points else share(size)
 
 
-def regression_size(size: float, metric_name: str, scale: str) -> str:
-    """A regression's size, signed in its direction (-5.0 % for a rate drop, +2.6 pp of CPU)."""
-    if math.isnan(size):
-        return "—"
-    if scale == "points":
-        return f"{size:+.1f} pp"
-    if size > MDE_SHOWN:
-        return f"> {percent(MDE_SHOWN)} %"  # beyond this, the exact figure means nothing
-    return f"{percent(-size if metric(metric_name).higher_is_better else size)} %"
-
-
 def side_cell(value: float, runs: int) -> str:
-    if runs == 0:
-        return f"{human(value)} (invalid)"
-    return f"{human(value)} ({runs} run{'s' if runs > 1 else ''})"
+    """A side's value at a point; its runs are the row's `n`."""
+    return f"{human(value)} (invalid)" if runs == 0 else human(value)
 
 
 # -- shared text ----------------------------------------------------------------------------
@@ -135,17 +116,23 @@ def method(comparison: Comparison) -> str:
     names = list(dict.fromkeys(comparison.rows["metric"]))
     sizes = "; ".join(f"{name} {size_text(o.min_effect_of(name), name)}" for name in names)
     detects = "; ".join(f"{name} {size_text(o.detect_of(name), name)}" for name in names)
-    return (
+    unit = (
         "Unit: the run; its value at a point is the mean of its repetitions (geometric for "
         "rates and times, whose change is relative; CPU percentages change in percentage "
-        "points). Test: Student's t on the runs' values, the run-to-run variance pooled from "
-        "the sides' own runs (2 or more) and a noise record of A/A runs; never less than a "
-        "run's own repetitions spread. Without either the row is inconclusive. "
-        f"Interval: {share(o.level)} (t). q: Benjamini-Hochberg over {m} test(s). Regression: "
-        f"q < {o.alpha:g} and |change| at least ({sizes}). `~`: a regression of ({detects}) "
-        f"would have been detected ({share(POWER)} power at {o.alpha:g}/{m}); otherwise "
-        "inconclusive."
-    )
+        "points); n: runs per side (base / candidate). Test: Student's t on the runs' values, "
+        "the run-to-run variance pooled from the sides' own runs (2 or more) and a noise "
+        "record of A/A runs; never less than a run's own repetitions spread. Without either "
+        "the row is inconclusive. ")
+    if not m:
+        return unit + ("No row could be tested, so no row has an interval, a q or a `~`: "
+                       "each is inconclusive or invalid, for the reason given below its table.")
+    return unit + (
+        f"Interval: {share(o.level)} (t), the row's own, not adjusted for the grid's "
+        f"{m} tests: it may exclude 0 while q does not call the row a change. q: the row's p "
+        f"adjusted over the grid (Benjamini-Hochberg over {m} test{'s' if m > 1 else ''}); "
+        f"q decides. Regression: q < {o.alpha:g} and |change| at least ({sizes}). `~`: a "
+        f"regression of ({detects}) would have been detected ({share(POWER)} power at "
+        f"{o.alpha:g}/{m}); otherwise inconclusive.")
 
 
 def summary(comparison: Comparison) -> str:
@@ -209,17 +196,22 @@ def invalid_reasons(comparison: Comparison) -> list[str]:
             dict.fromkeys(zip(rows["point"], rows["invalid_reasons"], strict=True))]
 
 
+CHANGE_COLUMN = "change [{} CI, unadjusted]"
+Q_COLUMN = "q (adjusted)"
+
+
 def display_rows(comparison: Comparison) -> pd.DataFrame:
     rows = comparison.rows
     table = pd.DataFrame({
         "point": rows["point"],
         "metric": rows["metric"],
+        "n": [f"{b} / {c}" for b, c in zip(rows["runs_base"], rows["runs_cand"], strict=True)],
         "base": [side_cell(v, n) for v, n in zip(rows["base"], rows["runs_base"], strict=True)],
         "candidate": [side_cell(v, n) for v, n in zip(rows["cand"], rows["runs_cand"],
                                                        strict=True)],
-        f"change [{share(comparison.options.level)} CI]":
+        CHANGE_COLUMN.format(share(comparison.options.level)):
             [change_cell(r) for _, r in rows.iterrows()],
-        "q": rows["q"].map(probability),
+        Q_COLUMN: rows["q"].map(probability),
         "detects": [regression_size(r["detectable"], r["metric"], r["scale"])
                     for _, r in rows.iterrows()],
         "verdict": rows["verdict"],
@@ -227,6 +219,15 @@ def display_rows(comparison: Comparison) -> pd.DataFrame:
     if rows["invalid"].astype(bool).any():
         table["invalid repetitions"] = rows["invalid"]  # why: invalid_reasons, below the table
     return table
+
+
+def overall_rows(comparison: Comparison) -> pd.DataFrame:
+    """benchstat's geomean row, per metric: over the points both sides measured validly."""
+    return pd.DataFrame([{
+        "metric": o.metric, "over": f"{o.kind} of {o.points} point(s)",
+        "base": human(o.base), "candidate": human(o.cand),
+        "change": f"{_signed(o.change, o.scale)}{_unit(o.scale)}"}
+        for o in overall(comparison)], columns=["metric", "over", "base", "candidate", "change"])
 
 
 def side_line(role: str, side: Side) -> str:
@@ -253,10 +254,18 @@ def _context_lines(candidate: Candidate, base: Side) -> list[str]:
 
 
 def _notes(comparison: Comparison) -> list[str]:
+    return _lead_notes(comparison) + _invalid_notes(comparison)
+
+
+def _lead_notes(comparison: Comparison) -> list[str]:
+    """What decided the verdict beside the rows: advice, points not judged, warnings."""
     return ([f"inconclusive: {line}" for line in advice(comparison)]
             + [f"invalid: {line}" for line in not_judged(comparison)]
-            + [f"invalid repetitions at {line}" for line in invalid_reasons(comparison)]
             + [f"warning: {w}" for w in comparison.warnings])
+
+
+def _invalid_notes(comparison: Comparison) -> list[str]:
+    return [f"invalid repetitions at {line}" for line in invalid_reasons(comparison)]
 
 
 # -- formats -------------------------------------------------------------------------------
@@ -266,24 +275,62 @@ def _heading(comparison: Comparison) -> str:
     return f"base {comparison.base.label} vs candidate {comparison.cand.label}"
 
 
+MARKDOWN_NUMERIC = ("n", "base", "candidate", Q_COLUMN, "detects", "change")
+
+
+def _markdown_table(table: pd.DataFrame) -> list[str]:
+    def align(column: str) -> str:
+        return "---:" if column in MARKDOWN_NUMERIC or column.startswith("change") else "---"
+
+    return (["| " + " | ".join(table.columns) + " |",
+             "|" + "|".join(align(column) for column in table.columns) + "|"]
+            + ["| " + " | ".join(map(str, row)) + " |"
+               for row in table.itertuples(index=False)])
+
+
+# Rows a reader of a pull request need not see at first: folded, each kind under its count.
+FOLDED = {INCONCLUSIVE: "inconclusive: could not decide (why: the notes above)",
+          INVALID: "invalid: a side has no valid repetition, not judged"}
+
+
+def _markdown_candidate(candidate: Candidate, base: Side) -> list[str]:
+    c = candidate.comparison
+    lines = [f"## {_heading(c)}", "", f"**{c.verdict}**", ""]
+    lines += [f"- {note}" for note in _lead_notes(c)]
+    overall_table = overall_rows(c)
+    if not overall_table.empty:
+        lines += ["", "Over the points both sides measured validly (descriptive, not a test):",
+                  "", *_markdown_table(overall_table)]
+    table = display_rows(c)
+    verdicts = c.rows["verdict"]
+    shown = table[~verdicts.isin(list(FOLDED))]
+    lines.append("")
+    lines += (_markdown_table(shown) if len(shown) else
+              ["No row was judged a regression, an improvement or unchanged (~)."])
+    for verdict, title in FOLDED.items():
+        folded = table[verdicts == verdict]
+        if folded.empty:
+            continue
+        lines += ["", f"<details><summary>{len(folded)} row(s) {title}</summary>", "",
+                  *_markdown_table(folded)]
+        if verdict == INVALID:
+            lines += ["", *(f"- {note}" for note in _invalid_notes(c))]
+        lines += ["", "</details>"]
+    lines += ["", *(f"- {line}" for line in _context_lines(candidate, base)), "", method(c), ""]
+    return lines
+
+
 def to_markdown(report: Report) -> str:
-    lines = [f"# wanbench compare: {report.scenario}", ""]
+    """Verdict first (a pull request's comment shows its top); rows that decided nothing
+    folded in <details>; how it was measured and tested last."""
+    lines = [f"# wanbench compare: {report.scenario}", "",
+             f"**verdict: {report.verdict}** (exit {report.exit_code})", ""]
+    lines += [f"- {_heading(c.comparison)}: {c.comparison.verdict}, {summary(c.comparison)}"
+              for c in report.candidates]
+    lines.append("")
     for candidate in report.candidates:
-        c = candidate.comparison
-        lines += [f"## {_heading(c)}", ""]
-        lines += [f"- {line}" for line in _context_lines(candidate, report.base)]
-        lines += ["", method(c), ""]
-        table = display_rows(c)
-        lines += ["| " + " | ".join(table.columns) + " |",
-                  "|" + "|".join("---:" if col in ("base", "candidate", "q", "detects")
-                                 else "---" for col in table.columns) + "|"]
-        lines += ["| " + " | ".join(map(str, row)) + " |"
-                  for row in table.itertuples(index=False)]
-        lines += ["", f"**{c.verdict}**: {summary(c)}"]
-        lines += [f"- {note}" for note in _notes(c)]
-        lines.append("")
-    lines.append(f"**verdict: {report.verdict}** (exit {report.exit_code})")
-    return "\n".join(lines) + "\n"
+        lines += _markdown_candidate(candidate, report.base)
+    return "\n".join(lines)
 
 
 # One class per verdict (CSS names), one colour each: a regression is red, nothing else is.
@@ -305,7 +352,7 @@ td.num { text-align: right; white-space: nowrap; }
 .note { font-size: 0.85em; color: #555; }
 img { max-width: 100%; }
 """
-NUMERIC = ("base", "candidate", "q", "detects")
+NUMERIC = ("n", "base", "candidate", Q_COLUMN, "detects")
 
 
 def _html_table(comparison: Comparison) -> str:
@@ -386,18 +433,40 @@ def to_json(report: Report) -> str:
             "inconclusive": advice(cand.comparison),
             "not_judged": not_judged(cand.comparison),
             "warnings": cand.comparison.warnings,
+            "overall": [vars(o) for o in overall(cand.comparison)],
             "rows": _records(cand.comparison),
         } for cand in report.candidates],
     }
     return json.dumps(document, indent=2, default=str) + "\n"
 
 
+CSV_DIGITS = 6
+
+
+def _csv_number(value: float) -> str:
+    """6 significant digits in positional notation (30390700000, 0.00294194; never 3.04e+10):
+    a spreadsheet and a reader take it alike; empty when missing."""
+    if math.isnan(value):
+        return ""
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return np.format_float_positional(value, precision=CSV_DIGITS, unique=True,
+                                      fractional=False, trim="-")
+
+
 def to_csv(report: Report) -> str:
+    """The rows as data, numbers at 6 significant digits; a detectable regression beyond
+    +1,000 % (one run per side can detect only absurd ones) is `inf`, as the tables' '>'."""
     frames = [cand.comparison.rows.assign(base_runs=" ".join(report.base.run_ids),
                                           candidate_runs=" ".join(cand.comparison.cand.run_ids))
               for cand in report.candidates]
+    rows = pd.concat(frames, ignore_index=True)
+    beyond = (rows["scale"] != "points") & (rows["detectable"] > MDE_SHOWN)
+    rows["detectable"] = rows["detectable"].mask(beyond, math.inf)
+    for column in rows.select_dtypes("float").columns:
+        rows[column] = rows[column].map(_csv_number)
     buffer = io.StringIO()
-    pd.concat(frames, ignore_index=True).to_csv(buffer, index=False)
+    rows.to_csv(buffer, index=False)
     return buffer.getvalue()
 
 
