@@ -6,6 +6,7 @@ cluster agent (harness.cluster.agent)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import signal
@@ -59,12 +60,21 @@ def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
 class LoadSide:
     """The generators one host runs for a point, as `children` of this host's argv prefix."""
 
-    def __init__(self, children: Children, prefix: list[str]):
+    def __init__(self, children: Children, prefix: list[str], netns: Path | None = None):
+        """netns: the namespace prefix runs the generators in (None: this process's own);
+        the target rule is decided there (clients.targets)."""
         self.children, self.prefix, self.raw = children, prefix, children.raw
+        self.netns = netns
+
+    def command(self, spec: clients.LoadSpec) -> list[str]:
+        """The generator's argv, its targets checked from the namespace it sends from."""
+        if self.netns is not None:
+            spec = dataclasses.replace(spec, sender_netns=str(self.netns))
+        return self.prefix + clients.command(spec)
 
     async def start_cold(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
         """The cold generator, once it says all its connections are established."""
-        proc = await self.children.spawn(self.prefix + clients.command(spec), "cold")
+        proc = await self.children.spawn(self.command(spec), "cold")
         assert proc.stdout is not None
         timeout = spec.cold_conns / spec.cold_ramp_rps + 30
         line = await read_line(proc.stdout, timeout,
@@ -75,7 +85,7 @@ class LoadSide:
         return proc
 
     async def start_hot(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
-        return await self.children.spawn(self.prefix + clients.command(spec), "hot")
+        return await self.children.spawn(self.command(spec), "hot")
 
     async def hot_document(self, proc: asyncio.subprocess.Process,
                            spec: clients.LoadSpec) -> dict[str, Any]:
