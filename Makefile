@@ -60,9 +60,11 @@ test-flaky: deps all
 test-chaos: deps all
 	$(PY) scripts/chaos_kill.py --kills 20
 
-# Hostile scenario files and --sets through `wanbench run`: each refused at once in one line.
+# Hostile scenario files and --sets through `wanbench run`, damaged run directories through
+# every command that reads runs: each refused at once in one line.
 test-hostile: deps all
 	$(PY) scripts/chaos_hostile.py
+	$(PY) scripts/chaos_damaged.py
 
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests

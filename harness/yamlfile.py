@@ -4,9 +4,9 @@ Files may come from anyone, and wanbench runs as root, so reading one is bounded
 files only (a FIFO or /proc/kmsg would block), at most MAX_FILE_BYTES, at most MAX_DEPTH
 levels deep and MAX_NODES nodes with every alias expanded (a "billion laughs" file is a few
 lines), no duplicate keys (the last one would silently win), no explicit tags (`!!binary`
-makes bytes of text, `!!python/…` would name code; the values wanted are plain). Every problem is one line
-naming where it is (file:line, or the `--set` that caused it), the field and the fix, and
-quotes at most QUOTE_CHARS characters of any text it repeats from the file."""
+makes bytes of text, `!!python/…` would name code; the values wanted are plain). Every
+problem is one line naming where it is (file:line, or the `--set` that caused it), the field
+and the fix, and quotes at most QUOTE_CHARS characters of any text it repeats from the file."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -45,7 +44,7 @@ from harness.runner.run import (
     run_points,
     session_manifest,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load, points
+from harness.scenario import Point, Scenario, ScenarioError, load, points, recorded
 from harness.topology import TopologyError
 from harness.topology.backend_probe import BACKENDS
 
@@ -111,19 +110,11 @@ with --kernel: the comparison's status (0 no regression, 1 regression, 3 inconcl
 
 def _recorded_scenario(run_dir: RunDir) -> Scenario:
     """The scenario a run recorded: exactly what was run, validated when it ran."""
-    recorded = run_dir.read_manifest()
-    for key in ("scenario", "scenario_dir"):
-        if recorded.get(key) is None:
-            raise ResultsFormatError(f"{run_dir.manifest_path}: no \"{key}\": the run cannot be "
-                                     f"resumed; start a new run")
-    try:
-        return Scenario.model_validate(recorded["scenario"])
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ResultsFormatError(
-            f"{run_dir.manifest_path}: scenario.{'.'.join(map(str, first['loc']))}: "
-            f"{first['msg']}: the recorded scenario is damaged; restore the manifest from a "
-            f"copy, or start a new run") from None
+    manifest = run_dir.read_manifest()
+    if manifest.get("scenario_dir") is None:
+        raise ResultsFormatError(f"{run_dir.manifest_path}: no \"scenario_dir\": the run "
+                                 f"cannot be resumed; start a new run")
+    return recorded(manifest, str(run_dir.manifest_path))
 
 
 def _load(args: argparse.Namespace) -> tuple[Scenario, Path, RunDir | None]:
