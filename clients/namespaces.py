@@ -65,11 +65,6 @@ class Route:
     gateway: ipaddress.IPv4Address | None
 
 
-def holds(address: ipaddress.IPv4Address) -> bool:
-    """True if an interface in some network namespace on this machine has this address."""
-    return any(ns.holds(address) for ns in machine())
-
-
 def held(addresses: list[str]) -> list[str]:
     """Those of these IPv4 addresses that some namespace on this machine holds (what a cluster
     run asks each of its hosts)."""
