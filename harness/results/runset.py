@@ -24,7 +24,7 @@ from harness.results.format import (
     column_problem,
     topology_backend,
 )
-from harness.results.store import RunDir
+from harness.results.store import RunDir, foreign_run
 
 T = TypeVar("T")
 
@@ -138,14 +138,12 @@ def _not_finite(table: pa.Table) -> str | None:
 
 def _check_run_ids(tables: dict[str, pd.DataFrame], manifest: dict, run: RunDir) -> None:
     """Every row of the run's tables is of the run its manifest names."""
-    for name, frame in tables.items():
-        others = set(frame["run_id"].dropna().unique()) - {manifest["run_id"]}
-        if others:
-            raise ResultsFormatError(
-                f"{run.table_path(name)}: rows of run {sorted(map(str, others))[0]}, but the "
-                f"manifest is run {manifest['run_id']}: tables and manifest of different "
-                f"runs; restore the run's own, or rebuild its tables from its records: "
-                f"wanbench run --resume {run.path}")
+    foreign = foreign_run(dict(tables), manifest["run_id"])
+    if foreign:
+        raise ResultsFormatError(
+            f"{run.table_path(foreign[0])}: rows of run {foreign[1]}, but the manifest is run "
+            f"{manifest['run_id']}: tables and manifest of different runs; restore the run's "
+            f"own, or rebuild its tables from its records: wanbench run --resume {run.path}")
 
 
 def _read_tables(run: RunDir, manifest: dict) -> tuple[dict[str, pd.DataFrame], str | None]:

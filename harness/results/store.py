@@ -96,6 +96,17 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def foreign_run(tables: dict[str, pd.DataFrame | None], run_id: str) -> tuple[str, str] | None:
+    """(table, its other run id) for the first table holding rows of a run other than run_id:
+    a run's tables and records hold its own rows only."""
+    for name, frame in tables.items():
+        if frame is not None and "run_id" in frame.columns:
+            others = sorted(map(str, set(frame["run_id"].dropna().unique()) - {run_id}))
+            if others:
+                return name, others[0]
+    return None
+
+
 class RunDir:
     """results/<scenario>/<run-id>/ as described in docs/results-format.md: read by anyone;
     written only through create() or open(), which hold its writer's lock until close()."""
@@ -157,6 +168,12 @@ class RunDir:
         try:
             run._manifest = run.read_manifest()  # as it is now that no one else writes it
             tables = run.tables()  # every record checked before anything is removed
+            foreign = foreign_run(tables, run._manifest["run_id"])
+            if foreign:
+                raise ResultsFormatError(
+                    f"{run.records_dir}: {foreign[0]} rows of run {foreign[1]}, but the "
+                    f"manifest is run {run._manifest['run_id']}: records and manifest of "
+                    f"different runs; restore the run's own records, or start a new run")
             if tables["points"] is None and run.table_path("points").is_file():
                 raise RunDirError(f"{path}: its tables hold finished points but there are no "
                                   f"point records in {run.records_dir} (pruned?): a resume "
