@@ -58,11 +58,13 @@ test-flaky: deps all
 # 20 SIGKILLs of a budgeted dumbbell-wan sweep, topo clean and --resume (root): no process,
 # namespace, cgroup or ledger left, no point lost, nothing outside the run directory touched.
 test-chaos: deps all
-	$(PY) scripts/chaos_kill.py --kills 20
+	$(PY) scripts/chaos_kill.py --kills 20 --probe-kills 6
 
-# Hostile scenario files and --sets through `wanbench run`: each refused at once in one line.
+# Hostile scenario files and --sets through `wanbench run`, damaged run directories through
+# every command that reads runs: each refused at once in one line.
 test-hostile: deps all
 	$(PY) scripts/chaos_hostile.py
+	$(PY) scripts/chaos_damaged.py
 
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests

@@ -233,6 +233,10 @@ class LoadSpec:
     # 198.18.0.0/15 addresses a cluster run checked that its hosts hold (on other machines);
     # set by the run (harness.cluster), never from a command line
     cluster_addresses: tuple[str, ...] = ()
+    # The network namespace the generator sends from (a path such as /run/netns/NAME) when it
+    # is not this process's own: the target rule is decided there. Set by the runner, which
+    # starts the generator in it, never from a command line
+    sender_netns: str | None = None
 
     def __post_init__(self) -> None:
         if self.generator not in GENERATORS:
@@ -289,7 +293,8 @@ class LoadSpec:
         out = []
         for t in self.targets:
             host, port = split_host_port(t)
-            address = check_target(host, self.allow_any_target, self.cluster_addresses)
+            address = check_target(host, self.allow_any_target, self.cluster_addresses,
+                                   self.sender_netns)
             if ":" in address and self.ipv4_only():
                 raise TargetRefused(
                     f"target {t}: {address} is IPv6 and {self.ipv4_only()} speaks IPv4 only; "

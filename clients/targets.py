@@ -1,5 +1,6 @@
 """The load-target policy: loopback, and addresses of the benchmarking range 198.18.0.0/15
-that a network namespace on this machine holds (or, in a cluster run, one of its hosts).
+that a network namespace on this machine holds and the sending namespace reaches through
+links to this machine's namespaces only (or, in a cluster run, that one of its hosts holds).
 
 Two rules live here and nowhere else: which hosts load may go to (check_target) and what
 a request path may hold (check_request_path). check_url is the last look at a URL a
@@ -12,11 +13,13 @@ import ipaddress
 import socket
 import urllib.parse
 from collections.abc import Collection, Iterable
+from pathlib import Path
 
 from clients import namespaces
 
 BENCHMARK_NET = ipaddress.ip_network("198.18.0.0/15")
 ALLOW_FLAG = "--allow-any-target"
+MAX_HOPS = 8  # links from the sending namespace to the holder (a topology's path has one)
 
 
 class TargetRefused(ValueError):
@@ -37,28 +40,69 @@ def resolve(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 
 def check_target(host: str, allow_any: bool = False,
-                 cluster_addresses: Collection[str] = ()) -> str:
+                 cluster_addresses: Collection[str] = (),
+                 sender: str | Path | None = None) -> str:
     """Return the target's address, or refuse it. Loopback is allowed; an address of
-    198.18.0.0/15 only where a network namespace on this machine holds it (load to any other
-    would follow this machine's routes, maybe out of it) or where a cluster run's host does
-    (cluster_addresses: those the run checked its hosts hold; they name nothing outside
-    198.18.0.0/15); anything else only with allow_any."""
+    198.18.0.0/15 only where a cluster run's host holds it (cluster_addresses: those the run
+    checked its hosts hold; they name nothing outside 198.18.0.0/15) or where load sent from
+    the sender's network namespace (a path such as /run/netns/NAME; None: this process's
+    own) reaches it through links to namespaces on this machine, the last of which holds it.
+    Load to any other would follow some namespace's routes, maybe out of the machine.
+    Anything else only with allow_any."""
     addr = resolve(host)
     if allow_any or addr.is_loopback:
         return str(addr)
     if addr.version == 4 and addr in BENCHMARK_NET:
-        if str(addr) in cluster_addresses or namespaces.holds(addr):
+        if str(addr) in cluster_addresses:
+            return str(addr)
+        problem = _path_problem(addr, Path(sender) if sender else namespaces.OWN)
+        if problem is None:
             return str(addr)
         raise TargetRefused(
-            f"refusing to send load to {host}: no network namespace on this machine holds "
-            f"{addr}, so the load would follow this machine's routes, maybe out of it; bring "
-            f"up the topology that holds it (wanbench topo up FILE) and target its server's "
-            f"address, or pass {ALLOW_FLAG} if you own {addr} and mean it.")
+            f"refusing to send load to {host}: {problem}; bring up the topology that holds "
+            f"it (wanbench topo up FILE) and send from a host linked to its server, or pass "
+            f"{ALLOW_FLAG} if you own {addr} and mean it.")
     raise TargetRefused(
         f"refusing to send load to {host} ({addr}): wanbench only targets loopback "
         f"(127.0.0.0/8, ::1) and addresses of the benchmarking range {BENCHMARK_NET} that its "
         f"namespace topologies hold. If you own {addr} and mean it, pass {ALLOW_FLAG}."
     )
+
+
+def _path_problem(addr: ipaddress.IPv4Address, sender: Path) -> str | None:
+    """Why load from sender would not reach addr through links to this machine's namespaces
+    only (None: it would). Each namespace on the way routes addr by a route of its own, not
+    its default route, out of a link whose far end is a namespace here holding the route's
+    next hop; the walk ends at the namespace that holds addr."""
+    machine = namespaces.machine()
+    if not any(ns.holds(addr) for ns in machine):
+        return (f"no network namespace on this machine holds {addr}, so the load would follow "
+                f"this machine's routes, maybe out of it")
+    here = next((ns for ns in machine if ns.identity == namespaces.identity(sender)), None)
+    if here is None:
+        return f"the namespace it would be sent from ({sender}) cannot be read"
+    where = f"the sending namespace ({sender})"
+    for _ in range(MAX_HOPS):
+        if here.holds(addr):
+            return None
+        route = namespaces.route(here.path, addr)
+        if route is None or route.kind != "unicast" or route.device is None:
+            how = "has no route to it" if route is None else f"routes it as {route.kind}"
+            return f"{where} {how}"
+        via = f" via {route.gateway}" if route.gateway else ""
+        if route.destination == "default":
+            return (f"{where} would send it through its default route ({route.device}{via}), "
+                    f"wherever that leads, not through a link to the namespace holding {addr}")
+        hop = route.gateway or addr
+        device = here.interface(route.device)
+        ends = [] if device is None else [
+            ns for ns in namespaces.far_ends(here, device, machine) if ns.holds(hop)]
+        if not ends:
+            return (f"{where} would send it out of {route.device}{via}, which is not a link "
+                    f"to a namespace on this machine holding {hop}")
+        here = ends[0]
+        where = f"namespace {here.path}, where the load would go next,"
+    return f"{addr} is more than {MAX_HOPS} links away from {sender}"
 
 
 def check_request_path(path: str) -> str:

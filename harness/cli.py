@@ -8,9 +8,10 @@ import sys
 
 import harness
 from harness import interrupts
-from harness.commands import add_verbosity
-from harness.yamlfile import choices, quote
 
+# This module imports nothing more at its top: until main() runs, a stop signal kills the
+# process by the signal (SIGTERM) or prints a traceback (SIGINT), so the time to main() is
+# kept to the interpreter's own start-up. harness.commands (rich) comes with the parser.
 # command -> module defining register(subparsers); the handler is stored as the `func`
 # default and returns the exit code. Only the invoked command's module is imported, so a
 # command does not pay for the others' imports (pandas, matplotlib, scipy).
@@ -30,6 +31,7 @@ COMMANDS = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    from harness.commands import add_verbosity
     parser = argparse.ArgumentParser(
         prog="wanbench",
         description="Load generation and WAN emulation for event-driven servers.",
@@ -58,6 +60,8 @@ def _describe_from_help(parser: argparse.ArgumentParser) -> None:
 
 def _unknown_command(name: str) -> int:
     """argparse names every command but not the one meant; exit 2 as its own errors do."""
+    from harness.yamlfile import choices, quote
+
     print(f"wanbench: no command {quote(name)}; {choices(name, list(COMMANDS), 'commands')} "
           f"(wanbench COMMAND --help)", file=sys.stderr)
     return 2
@@ -68,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     # more, and a signal then was a KeyboardInterrupt traceback or a silent death by SIGTERM.
     # Commands that handle signals themselves (the run's event loop, `wanbench server`)
     # install their own handlers over these.
-    with interrupts.raising():
-        try:
+    # The try holds the with: a signal that lands while the handlers go in is caught too.
+    try:
+        with interrupts.raising():
             argv = sys.argv[1:] if argv is None else argv
             first = next((a for a in argv if not a.startswith("-")), None)
             if first is not None and first not in COMMANDS:
@@ -77,12 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             parser = build_parser(first if first in COMMANDS else None)
             args = parser.parse_args(argv)
             return int(args.func(args) or 0)
-        except interrupts.Interrupted as exc:
-            print(f"wanbench: {exc.reason}", file=sys.stderr)
-            return exc.exit_status
-        except KeyboardInterrupt:  # SIGINT where a command put Python's own handler back
-            print("wanbench: interrupted", file=sys.stderr)
-            return 130
+    except interrupts.Interrupted as exc:
+        print(f"wanbench: {exc.reason}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:  # SIGINT where a command put Python's own handler back
+        print("wanbench: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from clients.spec import (
     check_within,
 )
 from clients.targets import check_request_path
-from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES
+from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES, ResultsFormatError
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
 from harness.topology.backend_probe import BACKENDS
@@ -713,6 +713,23 @@ def load(path: Path, overrides: list[str] | None = None) -> Scenario:
     except YamlError as exc:
         raise ScenarioError(str(exc)) from None
     return scenario
+
+
+def recorded(manifest: dict[str, Any], where: str) -> Scenario:
+    """The scenario a run's manifest (read from where) recorded: exactly what was run,
+    validated when it ran; ResultsFormatError when it is missing or no longer validates
+    (damaged, or edited since)."""
+    if manifest.get("scenario") is None:
+        raise ResultsFormatError(f"{where}: no \"scenario\": not a run's manifest; restore "
+                                 f"it from a copy, or start a new run")
+    try:
+        return Scenario.model_validate(manifest["scenario"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ResultsFormatError(
+            f"{where}: scenario.{'.'.join(map(str, first['loc']))}: {first['msg']}: the "
+            f"recorded scenario is damaged; restore the manifest from a copy, or start a new "
+            f"run") from None
 
 
 def _validated(document: Document, overrides: list[str] | None) -> tuple[Scenario, list[Point]]:

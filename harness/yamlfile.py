@@ -3,9 +3,10 @@
 Files may come from anyone, and wanbench runs as root, so reading one is bounded: regular
 files only (a FIFO or /proc/kmsg would block), at most MAX_FILE_BYTES, at most MAX_DEPTH
 levels deep and MAX_NODES nodes with every alias expanded (a "billion laughs" file is a few
-lines), no duplicate keys (the last one would silently win). Every problem is one line
-naming where it is (file:line, or the `--set` that caused it), the field and the fix, and
-quotes at most QUOTE_CHARS characters of any text it repeats from the file."""
+lines), no duplicate keys (the last one would silently win), no explicit tags (`!!binary`
+makes bytes of text, `!!python/…` would name code; the values wanted are plain). Every
+problem is one line naming where it is (file:line, or the `--set` that caused it), the field
+and the fix, and quotes at most QUOTE_CHARS characters of any text it repeats from the file."""
 
 from __future__ import annotations
 
@@ -141,6 +142,10 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         event = self.peek_event()
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag != "!":  # "!": the non-specific tag of a quoted string
+            raise _Refused(f"tag {quote(tag)}: a scenario or topology is plain YAML (strings, "
+                           f"numbers, lists, mappings); fix: remove the tag", event.start_mark)
         if isinstance(event, yaml.AliasEvent):
             target = self.anchors.get(event.anchor)
             if target is not None and id(target) not in self._expanded:

@@ -83,6 +83,8 @@ CASES = [
          "nested more than"),
     Case("huge-integer", "name: i\nrepetitions: " + "9" * 5001 + "\n", "5001 digits"),
     Case("duplicate-key", "name: d\nduration_s: 1\nduration_s: 2\n", "appears twice"),
+    Case("binary-tag", "name: !!binary dGFnZ2Vk\n", "scenario.yaml:1: tag"),
+    Case("python-tag", "name: !!python/name:os.system\n", "scenario.yaml:1: tag"),
     Case("long-name", "name: " + "a" * 300 + "\n", "up to 64"),
     # numbers that would run for ever or fail every point
     Case("duration-inf", "name: n\nduration_s: .inf\n", "duration_s: wants a finite number"),

@@ -12,7 +12,14 @@ point × repetition exactly once, in agreement with the point records. Every run
 works in a sentinel directory (its cwd) beside the results; files there and in the output
 directory outside the run directory and the ledgers' state directory must not change.
 
-    .venv/bin/python scripts/chaos_kill.py [--kills 20] [--seed 1] [--out DIR]
+The first --probe-kills attempts aim at the link-backend probe instead of a random moment:
+once the run's ledger names its scratch namespace (`PREFIX-probe`), they send SIGINT or SIGKILL
+(alternately, to the run's process group) within PROBE_JITTER_S of its inode being ledgered:
+around `ip netns attach`, which makes the name and then mounts the namespace on it. A half-made
+name is counted among the namespaces left, and so is any `ip netns list` complaint ("Peer
+netns reference is invalid").
+
+    .venv/bin/python scripts/chaos_kill.py [--kills 20] [--probe-kills 6] [--seed 1] [--out DIR]
 
 Needs root (namespaces, cgroups). Prints one line per attempt and a summary; exit 0 when all
 held.
@@ -25,6 +32,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +53,8 @@ from harness.topology.netns import names as netns_names  # noqa: E402
 WANBENCH = [sys.executable, "-m", "harness.cli"]
 MARKER = "WANBENCH_CHAOS_MARK"  # in the environment of every process a run starts
 SETTLE_S = 3.0  # dying processes may take this long to be gone after `topo clean`
+PROBE_JITTER_S = 0.01  # a probe-window kill lands this long at most after the inode is ledgered
+PROBE_WAIT_S = 20.0  # how long a probe-window attempt waits for the probe's ledger entry
 
 SCENARIO = """
 name: chaos
@@ -88,7 +98,8 @@ class Campaign:
 
     def start(self) -> subprocess.Popen:
         return subprocess.Popen(WANBENCH + self.run_args(), cwd=self.sentinel, env=self.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                process_group=0)  # a group of its own, as a shell gives it
 
     def run_args(self) -> list[str]:
         """Resume the run once it has a manifest. Invalid points are not this test's concern
@@ -118,7 +129,9 @@ class Campaign:
         while True:
             found = {"processes": marked_processes(self.mark),
                      "namespaces": [n for n in set(netns_names()) - self.baseline_ns
-                                    if n.split("-")[0] in self.prefixes],
+                                    if n.split("-")[0] in self.prefixes
+                                    or PREFIX_RE.fullmatch(n.split("-")[0])]
+                     + invalid_netns_references(),
                      "cgroups": [g for g in cgroup_names()
                                  if g in self.prefixes or (g not in self.baseline_groups
                                                            and PREFIX_RE.fullmatch(g))],
@@ -153,6 +166,36 @@ class Campaign:
             stat = path.stat()
             snapshot[str(path.relative_to(self.out))] = (stat.st_size, stat.st_mtime_ns)
         return snapshot
+
+
+def invalid_netns_references() -> list[str]:
+    """`ip netns list`'s complaint about a name with no namespace mounted on it, if any."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return [f"ip netns list: {line}" for line in set(listed.stderr.splitlines())
+            if "Peer netns reference is invalid" in line]
+
+
+def probe_about_to_be_named(state: Path) -> bool:
+    """Whether a run's ledger holds the inode of the link-backend probe's scratch namespace:
+    what netns.create records right before `ip netns attach` names it."""
+    return any(entry.get("name", "").endswith("-probe") and "inode" in entry
+               for ledger in Ledger.load_all(state) for entry in ledger.entries("netns"))
+
+
+def kill_in_probe(campaign: Campaign, proc: subprocess.Popen, rng: random.Random,
+                  signum: int) -> str | None:
+    """Sends signum to the run's process group (as a terminal's ^C reaches `ip` too) once the
+    probe's namespace is about to be named; None when the run got past the probe (or ended)
+    without one, e.g. a machine that probes no netem."""
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while not probe_about_to_be_named(campaign.state):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return None
+        time.sleep(0.0005)
+    time.sleep(rng.uniform(0, PROBE_JITTER_S))
+    os.killpg(proc.pid, signum)
+    proc.wait()
+    return f"{signal.Signals(signum).name} in the probe (exit {proc.returncode})"
 
 
 def tun_devices() -> set[str]:
@@ -212,6 +255,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--probe-kills", type=int, default=6,
+                        help="of the kills, how many aim at the link-backend probe")
     parser.add_argument("--seed", type=int, default=1)
     # bringing the topology up and calibrating it takes 2-7 s here: later kills land in points
     parser.add_argument("--max-delay-s", type=float, default=14.0,
@@ -223,7 +268,7 @@ def main() -> int:
     leaks: dict[str, set[str]] = {}  # kind -> each distinct thing left after a clean
     lost: list[str] = []
     touched: set[str] = set()
-    kills = attempt = in_points = 0
+    kills = attempt = in_points = probe_kills = 0
     finished = False
     # 80 point x repetitions outlast 20 kills (a few records per attempt); a run that
     # finishes before its kill is not a kill, so attempts go on until enough have landed
@@ -232,17 +277,26 @@ def main() -> int:
         before, outside = campaign.records(), campaign.outside()
         proc = campaign.start()
         delay = rng.uniform(0.2, args.max_delay_s)
-        try:
-            proc.wait(delay)
-            status = f"finished first (exit {proc.returncode})"
-            finished = proc.returncode == 0  # the sweep is complete: nothing more to kill
-        except subprocess.TimeoutExpired:
-            budgeted = campaign.budget_up()
-            proc.kill()
-            proc.wait()
-            status = f"killed {'in a point' if budgeted else 'outside points'}"
+        if kills < args.probe_kills:
+            status = kill_in_probe(campaign, proc, rng, (signal.SIGINT, signal.SIGKILL)[kills % 2])
+            if status is None:
+                proc.kill()
+                proc.wait()
+                status = "killed, no probe seen"
             kills += 1
-            in_points += budgeted
+            probe_kills += 1
+        else:
+            try:
+                proc.wait(delay)
+                status = f"finished first (exit {proc.returncode})"
+                finished = proc.returncode == 0  # the sweep is complete: nothing more to kill
+            except subprocess.TimeoutExpired:
+                budgeted = campaign.budget_up()
+                proc.kill()
+                proc.wait()
+                status = f"killed {'in a point' if budgeted else 'outside points'}"
+                kills += 1
+                in_points += budgeted
         left = campaign.clean()
         for kind, items in left.items():
             leaks.setdefault(kind, set()).update(items)
@@ -274,8 +328,9 @@ def main() -> int:
         problems.append(f"only {kills} of {args.kills} kills landed before the sweep finished")
     print(f"final resume: exit {final.returncode}; {run}"
           f"{'; left: ' + describe(left) if left else ''}")
-    print(f"kills: {kills} in {attempt} attempts ({in_points} in a point, the server's "
-          f"budget group up; {kills - in_points} while bringing up or between points)")
+    print(f"kills: {kills} in {attempt} attempts ({probe_kills} aimed at the backend probe, "
+          f"{in_points} in a point, the server's budget group up; "
+          f"{kills - probe_kills - in_points} while bringing up or between points)")
     print("leaks: " + ", ".join(f"{kind} {len(leaks.get(kind, ()))}" for kind in
                                 ("processes", "namespaces", "cgroups", "tun devices",
                                  "ledger files", "bpf objects", "clean said")))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.cluster import ClusterError
+from harness.cluster.scratch import run_dask
 from harness.cluster.security import (
     CA,
     CERT,
@@ -103,4 +104,4 @@ def handle_scheduler(args: argparse.Namespace) -> int:
     except ImportError:
         return _fail("Dask distributed is not installed; fix: pip install 'wanbench[cluster]'")
     argv = scheduler_argv(certs, args.host, args.port, args.dask_args)
-    os.execve(argv[0], argv, {**os.environ, **REQUIRE_ENCRYPTION_ENV})
+    return run_dask(argv, {**os.environ, **REQUIRE_ENCRYPTION_ENV})

@@ -17,6 +17,7 @@ from harness.analysis.report import overlaid_figures
 from harness.commands import error_text
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
+from harness.scenario import recorded
 
 SIDE_SEPARATOR = "--"
 # argparse drops a '--' (the end of options); here it separates sides, so it is swapped for a
@@ -112,7 +113,8 @@ def handle(args: argparse.Namespace) -> int:
         text = render.FORMATS[args.format](report)
         if args.out and args.format == "html":
             # the page shows the runs themselves too, each kernel (or run) a series of its own
-            runs = read_runs([*base, *(path for side in candidates for path in side)])
+            runs = read_runs([*base, *(path for side in candidates for path in side)],
+                             recorded)
             text += overlaid_figures(runs, args.out.parent)
         if args.out:
             args.out.write_text(text)

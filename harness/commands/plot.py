@@ -13,6 +13,7 @@ from harness.analysis.prepare import Skipped, labelled
 from harness.analysis.report import applicable, plot_all
 from harness.results.format import ResultsFormatError
 from harness.results.runset import RunSet, find_runs, read_runs
+from harness.scenario import recorded
 
 
 def _runs_with_points(given: list[str]) -> list[Path]:
@@ -35,7 +36,7 @@ def _runs_with_points(given: list[str]) -> list[Path]:
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        runs = read_runs(_runs_with_points(args.runs))
+        runs = read_runs(_runs_with_points(args.runs), recorded)
         if args.label:
             runs = labelled(runs, _labels(runs, args.label))
     except (ResultsFormatError, ValueError) as exc:

@@ -16,7 +16,7 @@ from harness.reproduce.summary import reference_summary
 from harness.reproduce.verdict import Status
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
-from harness.scenario import ScenarioError
+from harness.scenario import ScenarioError, recorded
 
 EXIT_HELP = """\
 exit status:
@@ -65,7 +65,7 @@ def handle(args: argparse.Namespace) -> int:
     if not args.check:
         return 0
     try:
-        runs = read_runs(args.results)
+        runs = read_runs(args.results, recorded)
     except ResultsFormatError as exc:
         return _fail(str(exc))
     results = check_all(runs)

@@ -10,6 +10,7 @@ import sys
 
 from harness.cluster import ClusterError
 from harness.cluster.roles import LOAD_ROLES, check_role, resource
+from harness.cluster.scratch import run_dask
 from harness.cluster.security import (
     REQUIRE_ENCRYPTION_ENV,
     Access,
@@ -25,10 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "worker", help="join a Dask scheduler as a worker of one role (several hosts)",
         description="Run `dask worker` with the resource that names this host's role, one "
-                    "thread (one shard at a time), no nanny (one process per host: stopping "
-                    "it leaves nothing behind) and TLS with the cluster's certificates: anyone "
-                    "holding a certificate of the cluster's CA can run code as root here. "
-                    "Needs the cluster extra: pip install 'wanbench[cluster]'.")
+                    "thread (one shard at a time), no nanny (stopping it leaves nothing "
+                    "behind), a scratch space of its own removed when it stops, and TLS "
+                    "with the cluster's certificates: anyone holding a certificate of the "
+                    "cluster's CA can run code as root here. Needs the cluster extra: "
+                    "pip install 'wanbench[cluster]'.")
     p.add_argument("--scheduler", required=True, metavar="tls://HOST:PORT",
                    help="the scheduler's address (`wanbench cluster scheduler`)")
     add_access_options(p)
@@ -71,4 +73,4 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     env = {**os.environ, ALLOW_ENV: "1" if args.allow_any_target else "0",
            **(REQUIRE_ENCRYPTION_ENV if scheduler.certs else {})}
-    os.execve(argv[0], argv, env)  # the worker is this process: a signal reaches it directly
+    return run_dask(argv, env)

@@ -23,6 +23,7 @@ class Console:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.text = ""
+        self.closed = False  # the child closed its output: it is ending on its own
 
     def read_until(self, deadline: float, done: Callable[[str], bool] = lambda _: False) -> bool:
         """Reads until the child closes its output, done(text) holds, or the monotonic
@@ -38,6 +39,7 @@ class Console:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
+                self.closed = True
                 return True
             self.text += chunk.decode(errors="replace")
         return True
@@ -47,14 +49,21 @@ class Console:
         return "\n".join(kept[-lines:])
 
     def stop(self) -> int | None:
-        """Stops the child and all its descendants (asked, then killed); its exit status,
-        None when it had to be killed."""
+        """Stops the child and all its descendants (asked, then killed); its exit status
+        (negative: the signal that ended it), None when it had to be killed. A child that
+        closed its output is given STOP_GRACE_S to exit first: its status is then its own,
+        not the stop's."""
         try:
             family = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(
                 recursive=True)]
         except psutil.NoSuchProcess:
             family = []
         status = self.proc.poll()
+        if status is None and self.closed:
+            try:
+                status = self.proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
         if status is None:
             _signal_group(self.proc.pid, signal.SIGTERM)
             try:

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -84,15 +85,30 @@ def run(image: Path, command: list[str], guest: Guest, accel: Accel, rwdirs: lis
     env = {**os.environ, "PATH": f"{vng().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     start = time.monotonic()
     console = Console(vng_argv(image, wrapped, guest, accel, rwdirs), env=env)
+    finished = False
     try:
         finished = console.read_until(start + guest.timeout_s)
     finally:
-        console.stop()
-    return _judge(image, console, finished, guest, time.monotonic() - start)
+        status = console.stop()
+    return _judge(image, console, finished, status, guest, time.monotonic() - start)
 
 
-def _judge(image: Path, console: Console, finished: bool, guest: Guest,
+def _ended(status: int | None, console: Console, seconds: float) -> str:
+    """How virtme-ng (and the qemu it ran) ended, and what it printed, for a message."""
+    if status is not None and status < 0:
+        how = (f"was killed by {signal.Signals(-status).name} after {seconds:.0f} s, from "
+               f"outside wanbench (wanbench stops a guest only at its timeout)")
+    else:
+        how = f"exited with status {status} after {seconds:.0f} s"
+    said = console.tail()
+    return f"virtme-ng (qemu) {how}; " + (f"its last output lines:\n{said}" if said
+                                           else "it printed nothing")
+
+
+def _judge(image: Path, console: Console, finished: bool, status: int | None, guest: Guest,
            seconds: float) -> GuestResult:
+    """The command's result, or GuestError naming what ended the guest: the kernel only when
+    virtme-ng ran it to the end (status 0) without the command starting."""
     text = console.text
     missing = re.search(rf"{inside.MISSING_MODULE} (\S+): (.*)", text)
     if missing:
@@ -105,12 +121,15 @@ def _judge(image: Path, console: Console, finished: bool, guest: Guest,
         raise GuestError(f"kernel {image}: guest hung ({where} within guest.timeout_s = "
                          f"{guest.timeout_s:g} s) and was killed; last console lines:\n"
                          f"{console.tail()}")
+    if inside.STARTED not in text and status != 0:
+        raise GuestError(f"kernel {image}: the guest ended before its command started: "
+                         f"{_ended(status, console, seconds)}")
     if inside.STARTED not in text:
         raise GuestError(f"kernel {image} did not boot to the command (a kernel for this "
                          "architecture with virtio and 9p, e.g. Debian's generic flavour, "
                          f"not -cloud?); last console lines:\n{console.tail()}")
-    status = re.search(rf"{inside.EXITED} (-?\d+)", text)
-    if status is None:
+    exited = re.search(rf"{inside.EXITED} (-?\d+)", text)
+    if exited is None:
         raise GuestError(f"kernel {image}: the guest stopped before its command finished "
-                         f"(a crash or panic?); last console lines:\n{console.tail()}")
-    return GuestResult(int(status.group(1)), text, seconds)
+                         f"(a crash or panic?); {_ended(status, console, seconds)}")
+    return GuestResult(int(exited.group(1)), text, seconds)

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from harness.results.compat import upgrade_points
 from harness.results.format import (
@@ -22,7 +24,7 @@ from harness.results.format import (
     column_problem,
     topology_backend,
 )
-from harness.results.store import RunDir
+from harness.results.store import RunDir, foreign_run
 
 T = TypeVar("T")
 
@@ -108,17 +110,40 @@ def _read_table(run: RunDir, name: str, content: Any) -> pd.DataFrame:
     try:
         data = path.read_bytes()
         content.update(data)
-        frame = pd.read_parquet(io.BytesIO(data))
+        table = pq.read_table(io.BytesIO(data))
+        frame = table.to_pandas()
     except (pa.ArrowException, OSError) as exc:
         raise ResultsFormatError(
             f"{path}: not a Parquet file wanbench can read ({str(exc).splitlines()[0]}); "
             f"restore it, or rebuild the run's tables from its records: wanbench run "
             f"--resume {run.path}") from None
-    problem = column_problem(frame)
+    problem = _not_finite(table) or column_problem(frame)
     if problem:
         raise ResultsFormatError(f"{path}: {problem}; restore it, or rebuild the run's tables "
                                  f"from its records: wanbench run --resume {run.path}")
     return frame
+
+
+def _not_finite(table: pa.Table) -> str | None:
+    """The first column holding NaN or an infinity, if any: the writer stores a number it
+    did not measure as null, so a table's numbers are all finite."""
+    for name in table.column_names:
+        column = table[name]
+        if pa.types.is_floating(column.type):
+            bad = pc.or_(pc.is_nan(column), pc.is_inf(column))
+            if pc.any(bad).as_py():
+                return f"column {name} holds NaN or an infinity (a number is finite, or null)"
+    return None
+
+
+def _check_run_ids(tables: dict[str, pd.DataFrame], manifest: dict, run: RunDir) -> None:
+    """Every row of the run's tables is of the run its manifest names."""
+    foreign = foreign_run(dict(tables), manifest["run_id"])
+    if foreign:
+        raise ResultsFormatError(
+            f"{run.table_path(foreign[0])}: rows of run {foreign[1]}, but the manifest is run "
+            f"{manifest['run_id']}: tables and manifest of different runs; restore the run's "
+            f"own, or rebuild its tables from its records: wanbench run --resume {run.path}")
 
 
 def _read_tables(run: RunDir, manifest: dict) -> tuple[dict[str, pd.DataFrame], str | None]:
@@ -140,6 +165,7 @@ def _read_tables(run: RunDir, manifest: dict) -> tuple[dict[str, pd.DataFrame], 
                 **LONG_TABLE_COLUMNS}
     for name, frame in tables.items():
         _require_columns(frame, required[name], run.table_path(name))
+    _check_run_ids(tables, manifest, run)
     tables["points"] = upgrade_points(_with_fixed_budget(tables["points"], manifest), manifest)
     return tables, fingerprint
 
@@ -185,8 +211,13 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("manifest.json"))
 
 
-def read_runs(run_dirs: list[str | Path]) -> RunSet:
-    """Read and check run directories; each may also be a folder of run directories."""
+def read_runs(run_dirs: list[str | Path],
+              check_scenario: Callable[[dict[str, Any], str], object] | None = None) -> RunSet:
+    """Read and check run directories; each may also be a folder of run directories. Each
+    is checked once, here: its manifest and records (RunDir: size, nesting, finite numbers,
+    the format), its tables (finite numbers, columns, rows of its own run), and, with
+    check_scenario (harness.scenario.recorded, above this layer), the scenario it recorded.
+    ResultsFormatError, one line, names the first problem."""
     dirs = [d for given in run_dirs for d in (find_runs(given) or [Path(given)])]
     manifests, tables, raw, fingerprints = [], {name: [] for name in TABLES}, {}, {}
     for run_dir in dirs:
@@ -194,6 +225,8 @@ def read_runs(run_dirs: list[str | Path]) -> RunSet:
             raise ResultsFormatError(f"{run_dir}: no such run directory")
         run = RunDir(run_dir)
         manifest = run.read_manifest()
+        if check_scenario is not None:
+            check_scenario(manifest, str(run.manifest_path))
         if manifest["run_id"] in raw:
             raise ResultsFormatError(f"{run_dir}: run {manifest['run_id']} given twice")
         raw[manifest["run_id"]] = manifest

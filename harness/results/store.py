@@ -41,6 +41,13 @@ STORAGE_FIXES = {
 }
 
 
+# Bounds of a manifest or record read back: the largest run written holds 60 KB and nests 9
+# levels (the scenario in it at most yamlfile.MAX_DEPTH more); far past both, a file is damaged
+# or made to exhaust the reader (Python's JSON parser recurses per level).
+MAX_JSON_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64
+
+
 class RunDirError(Exception):
     """A run directory cannot be written as asked; the message names the fix."""
 
@@ -50,13 +57,54 @@ def write_json(path: Path, value: Any) -> None:
 
 
 def _read_json(path: Path, fix: str) -> Any:
+    """A manifest or record, within the bounds any of them keeps: at most MAX_JSON_BYTES,
+    nested at most MAX_JSON_DEPTH deep, finite numbers only (the writer's values)."""
     try:
-        return json.loads(path.read_bytes())
-    except ValueError as exc:  # not JSON, or not text
-        raise ResultsFormatError(f"{path}: not valid JSON ({exc}); {fix}") from None
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise ResultsFormatError(f"{path}: {size:,} bytes, more than any run writes "
+                                     f"({MAX_JSON_BYTES:,}); {fix}")
+        value = json.loads(path.read_bytes(), parse_constant=_not_finite)
+    except (ValueError, RecursionError) as exc:  # not JSON, not text, or nested past Python
+        if isinstance(exc, ResultsFormatError):
+            raise
+        reason = (f"nested deeper than {MAX_JSON_DEPTH} levels"
+                  if isinstance(exc, RecursionError) else f"not valid JSON ({exc})")
+        raise ResultsFormatError(f"{path}: {reason}; {fix}") from None
     except OSError as exc:
         raise ResultsFormatError(f"{path}: cannot be read ({os.strerror(exc.errno or 0)}); "
                                  f"{fix}") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ResultsFormatError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels; {fix}")
+    return value
+
+
+def _not_finite(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a finite number")
+
+
+def _depth(value: Any) -> int:
+    """How deeply value's lists and objects nest (without recursing: a deep value would)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_JSON_DEPTH:
+                stack += [(inner, level + 1)
+                          for inner in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
+def foreign_run(tables: dict[str, pd.DataFrame | None], run_id: str) -> tuple[str, str] | None:
+    """(table, its other run id) for the first table holding rows of a run other than run_id:
+    a run's tables and records hold its own rows only."""
+    for name, frame in tables.items():
+        if frame is not None and "run_id" in frame.columns:
+            others = sorted(map(str, set(frame["run_id"].dropna().unique()) - {run_id}))
+            if others:
+                return name, others[0]
+    return None
 
 
 class RunDir:
@@ -120,6 +168,12 @@ class RunDir:
         try:
             run._manifest = run.read_manifest()  # as it is now that no one else writes it
             tables = run.tables()  # every record checked before anything is removed
+            foreign = foreign_run(tables, run._manifest["run_id"])
+            if foreign:
+                raise ResultsFormatError(
+                    f"{run.records_dir}: {foreign[0]} rows of run {foreign[1]}, but the "
+                    f"manifest is run {run._manifest['run_id']}: records and manifest of "
+                    f"different runs; restore the run's own records, or start a new run")
             if tables["points"] is None and run.table_path("points").is_file():
                 raise RunDirError(f"{path}: its tables hold finished points but there are no "
                                   f"point records in {run.records_dir} (pruned?): a resume "

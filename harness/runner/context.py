@@ -10,6 +10,7 @@ from typing import Any
 from harness.guest.record import GuestRecord
 from harness.results.store import RunDir
 from harness.scenario import Point, Scenario
+from harness.topology.netns import NETNS_DIR
 
 
 @dataclass
@@ -50,6 +51,11 @@ class Endpoints:
 
     def prefix(self, host: str | None) -> list[str]:
         return self.handle.exec_prefix(host) if host else []
+
+    def netns(self, host: str | None) -> Path | None:
+        """The host's network namespace, entered by its prefix (None: this process's own)."""
+        name = self.handle.netns(host) if host else None
+        return NETNS_DIR / name if name else None
 
     def address(self, host: str | None) -> str:
         return self.handle.address(host) if host else "127.0.0.1"

@@ -64,7 +64,8 @@ class PointLauncher:
                               f"measuring (writeback in the window runs on the measured CPUs)")
         cold = cold_spec(cfg, self.seed, target, ends.sources(ends.cold_host),
                          self.raw / "cold.json")
-        cold_load = LoadSide(self.children, ends.prefix(ends.cold_host))
+        cold_load = LoadSide(self.children, ends.prefix(ends.cold_host),
+                             ends.netns(ends.cold_host))
         cold_proc = await cold_load.start_cold(cold) if cold else None
         if cold:
             await server.confirm_held(cold.cold_conns)
@@ -72,7 +73,8 @@ class PointLauncher:
         server.hold_to_budget()
         spec = hot_spec(cfg, self.seed, target, ends.sources(ends.hot_host),
                         self.raw / "hot.json")
-        hot_load = LoadSide(self.children, ends.prefix(ends.hot_host))
+        hot_load = LoadSide(self.children, ends.prefix(ends.hot_host),
+                            ends.netns(ends.hot_host))
         window = Window.after(cfg.warmup_s, cfg.duration_s)
         hot = await hot_load.start_hot(spec, window)
         measured = await server.measure(

@@ -80,12 +80,22 @@ def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
 class LoadSide:
     """The generators one host runs for a point, as `children` of this host's argv prefix."""
 
-    def __init__(self, children: Children, prefix: list[str]):
+    def __init__(self, children: Children, prefix: list[str], netns: Path | None = None):
+        """netns: the namespace prefix runs the generators in (None: this process's own);
+        the target rule is decided there (clients.targets)."""
         self.children, self.prefix, self.raw = children, prefix, children.raw
+        self.netns = netns
+
+    def command(self, spec: clients.LoadSpec, gate: list[str] | None = None) -> list[str]:
+        """The generator's argv (behind gate, if given), its targets checked from the
+        namespace it sends from."""
+        if self.netns is not None:
+            spec = dataclasses.replace(spec, sender_netns=str(self.netns))
+        return self.prefix + (gate or []) + clients.command(spec)
 
     async def start_cold(self, spec: clients.LoadSpec) -> asyncio.subprocess.Process:
         """The cold generator, once it says all its connections are established."""
-        proc = await self.children.spawn(self.prefix + clients.command(spec), "cold")
+        proc = await self.children.spawn(self.command(spec), "cold")
         assert proc.stdout is not None
         timeout = spec.cold_conns / spec.cold_ramp_rps + 30
         line = await read_line(proc.stdout, timeout,
@@ -102,17 +112,16 @@ class LoadSide:
         from the window's start for its length (GATE). Without one (`wanbench load
         --cluster`), the spec's warm-up and duration from now."""
         if window is None:
-            proc = await self.children.spawn(self.prefix + clients.command(spec), "hot")
+            proc = await self.children.spawn(self.command(spec), "hot")
             return HotLaunch(proc, spec)
         if spec.generator in NATIVE:
             spec = dataclasses.replace(spec, window_start_ns=window.start_ns,
                                        window_end_ns=window.end_ns)
-            argv = clients.command(spec)
+            argv = self.command(spec)
         else:
             spec = dataclasses.replace(spec, warmup_s=0.0, duration_s=window.length_s)
-            argv = GATE + clients.command(spec)
-        proc = await self.children.spawn(self.prefix + argv, "hot",
-                                         stdin=asyncio.subprocess.PIPE)
+            argv = self.command(spec, gate=GATE)
+        proc = await self.children.spawn(argv, "hot", stdin=asyncio.subprocess.PIPE)
         opened = (None if spec.generator in NATIVE
                   else asyncio.get_running_loop().create_task(_open_gate(proc, window)))
         return HotLaunch(proc, spec, opened)

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from clients.paths import MissingBinary
 from harness import interrupts, manifest
 from harness.analysis import derive
@@ -45,7 +43,7 @@ from harness.runner.run import (
     run_points,
     session_manifest,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load, points
+from harness.scenario import Point, Scenario, ScenarioError, load, points, recorded
 from harness.topology import TopologyError
 
 SUMMARY_FILE = "summary.json"
@@ -99,19 +97,11 @@ def run_scenario(request: RunRequest, display: RunDisplay,
 
 def _recorded_scenario(run_dir: RunDir) -> Scenario:
     """The scenario a run recorded: exactly what was run, validated when it ran."""
-    recorded = run_dir.read_manifest()
-    for key in ("scenario", "scenario_dir"):
-        if recorded.get(key) is None:
-            raise ResultsFormatError(f"{run_dir.manifest_path}: no \"{key}\": the run cannot be "
-                                     f"resumed; start a new run")
-    try:
-        return Scenario.model_validate(recorded["scenario"])
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ResultsFormatError(
-            f"{run_dir.manifest_path}: scenario.{'.'.join(map(str, first['loc']))}: "
-            f"{first['msg']}: the recorded scenario is damaged; restore the manifest from a "
-            f"copy, or start a new run") from None
+    manifest = run_dir.read_manifest()
+    if manifest.get("scenario_dir") is None:
+        raise ResultsFormatError(f"{run_dir.manifest_path}: no \"scenario_dir\": the run "
+                                 f"cannot be resumed; start a new run")
+    return recorded(manifest, str(run_dir.manifest_path))
 
 
 def load_request(request: RunRequest) -> tuple[Scenario, Path, RunDir | None]:

@@ -10,7 +10,8 @@ run recorded when it made it:
   namespace went with its holder) or the name with the inode recorded. A name carrying the
   prefix that is not listed, listed without an inode (it was never given one by the run) or
   listed with another inode (e.g. `ip netns attach PREFIX-x PID` on a stranger's process) is
-  not ours: left alone, and reported.
+  not ours: left alone, and reported. A half-made name (netns.half_made: an empty file, no
+  namespace) is ours when the ledger says the run was naming it.
 - a process (an emulator): pid, start time and executable (wb-linkem, the one recorded).
   Ledger.spawn records them before the program runs, so no emulator runs unrecorded.
 - a CPU budget's cgroup: the group named after the ledger's prefix under wanbench's parent
@@ -171,16 +172,21 @@ def sort_netns(ledger: Ledger, present: list[str]) -> tuple[list[str], list[str]
     """Of the present namespace names carrying ledger's prefix: (the run's: listed with the
     inode they have, the others, each with why it is not the run's)."""
     recorded: dict[str, set[int]] = {}  # a failed creation may list a name again
+    naming: set[str] = set()  # names the run was giving when it stopped (netns.create)
     for entry in ledger.entries("netns"):
         inodes = recorded.setdefault(entry.get("name"), set())
         if isinstance(entry.get("inode"), int):
             inodes.add(entry["inode"])
+        if entry.get("naming") is True:
+            naming.add(entry.get("name"))
     ours, not_ours = [], []
     for name in present:
         if not name.startswith(ledger.prefix + "-"):
             continue
         inode = netns.inode(name)
-        if name not in recorded:
+        if name in naming and netns.half_made(name):
+            ours.append(name)  # attach cut short: the name is an empty file, no namespace
+        elif name not in recorded:
             not_ours.append(f"netns {name} (not in its ledger)")
         elif not recorded[name]:
             not_ours.append(f"netns {name} (its ledger recorded no inode: the run never "

@@ -7,6 +7,13 @@ enters a new namespace, its inode goes to the ledger, and only then is the names
 name (`ip netns attach`, which refuses a name that exists). The holder exits when its stdin
 closes, so a creation cut short at any step leaves no name, or the name with its inode recorded;
 a namespace never named goes away with the holder.
+
+`ip netns attach` itself takes two steps: it creates the name as an empty file (refusing one
+that exists), then mounts the namespace on it. Cut between them (a stop signal reaches the
+whole process group) it leaves a half-made name, a plain file that `ip netns list` shows and
+complains about ("Peer netns reference is invalid"). The ledger says `naming` before attach
+runs, when the name did not exist yet; create removes a half-made name when attach fails or
+is cut short, and `topo clean` removes one that its ledger was naming (half_made).
 """
 
 from __future__ import annotations
@@ -35,11 +42,31 @@ def names() -> list[str]:
 
 
 def inode(name: str) -> int | None:
-    """The inode of the namespace named name; None when there is no such name."""
+    """The inode of the namespace named name; None when there is no such name (or only a
+    half-made one)."""
     try:
-        return os.stat(NETNS_DIR / name).st_ino
+        status = os.stat(NETNS_DIR / name)
     except OSError:
         return None
+    return None if _is_plain(status) else status.st_ino
+
+
+def half_made(name: str) -> bool:
+    """True when name is a plain file in NETNS_DIR, no namespace mounted on it: what
+    `ip netns attach` leaves when it is cut short between its two steps."""
+    try:
+        return _is_plain(os.stat(NETNS_DIR / name))
+    except OSError:
+        return False
+
+
+def _is_plain(status: os.stat_result) -> bool:
+    """A namespace mounted on a name lives on nsfs; a plain file on the directory's own
+    file system."""
+    try:
+        return status.st_dev == os.stat(NETNS_DIR).st_dev
+    except OSError:
+        return False
 
 
 def pids(name: str) -> list[int]:
@@ -66,7 +93,16 @@ def create(ledger: Ledger, name: str) -> None:
             raise TopologyError(f"namespace {name}: `unshare --net` failed: "
                                 f"{holder.stderr.read().strip() or 'no output'}")
         ledger.update(entry, inode=os.stat(f"/proc/{holder.pid}/ns/net").st_ino)
-        _attach(name, holder.pid)
+        if inode(name) is not None or half_made(name):
+            raise TopologyError(f"namespace {name} exists already (not made by this run); "
+                                f"fix: `wanbench topo clean`, or `ip netns delete {name}`")
+        ledger.update(entry, naming=True)
+        try:
+            _attach(name, holder.pid)
+        except BaseException:  # failed or cut short: a name attach left half made goes
+            if half_made(name):
+                (NETNS_DIR / name).unlink(missing_ok=True)
+            raise
     finally:
         holder.stdin.close()  # the holder exits; a named namespace stays
         holder.wait()

@@ -1,11 +1,15 @@
 """198.18.0.0/15 is a load target only where a network namespace on this machine holds the
-address: an address nobody here holds would follow this machine's routes, out of it.
+address and the sending namespace reaches it through links to this machine's namespaces: an
+address nobody here holds, or one held by a namespace the sender reaches only through its
+default route, would follow routes out of the machine.
 
-The refusals run `wanbench load` inside a fresh network namespace with only `lo` up, so that
-even a bug that let the load through would have no route to send it on."""
+The refusals run `wanbench load` inside a fresh network namespace: with only `lo` up, so that
+even a bug that let the load through would have no route to send it on, or with a default
+route into a sink namespace that counts every packet reaching it."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import subprocess
@@ -14,11 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from clients.namespaces import NAMED
 from clients.spec import GENERATORS
 from clients.targets import TargetRefused, check_target
 from tests.conftest import REPO, build, free_port, needs_root
 
 UNHELD = "198.18.0.1"  # no wanbench plan hands it out (link subnets start at 198.18.1.0/24)
+# held by namespaces the sender has no link to: a named one and an unnamed one (unshare)
+HELD_ELSEWHERE, HELD_UNNAMED = "198.18.77.1", "198.18.77.2"
 # A veth pair between two test namespaces: the client's end and the server's
 CLIENT_END, SERVER_END, PREFIXLEN = "198.18.0.5", "198.18.0.6", 30
 RATE = {"sclient": "20", "asyncio": "20", "httperf": "20", "wrk": None, "wrk2": "20"}
@@ -110,13 +117,85 @@ def test_load_goes_to_an_address_another_namespace_holds(generator, veth_pair, s
 
 @needs_root
 def test_the_rule_follows_the_namespace_that_holds_the_address(veth_pair):
-    """Held by a namespace other than the caller's (this test's), then by none."""
-    assert check_target(SERVER_END) == SERVER_END
+    """Held by the namespace at the other end of the sender's link, then by none."""
+    sender = NAMED / veth_pair[0]
+    assert check_target(SERVER_END, sender=sender) == SERVER_END
+    assert check_target(CLIENT_END, sender=sender) == CLIENT_END  # the sender's own
     ip("netns", "del", veth_pair[1])
     ip("netns", "add", veth_pair[1])  # for the fixture to delete
     with pytest.raises(TargetRefused, match=f"no network namespace on this machine holds "
                                             f"{SERVER_END}"):
+        check_target(SERVER_END, sender=sender)
+
+
+@needs_root
+def test_an_address_held_here_is_refused_where_the_sender_has_no_link_to_it(veth_pair):
+    """This test's own namespace holds no link to the pair: it would reach SERVER_END, if at
+    all, through its default route."""
+    with pytest.raises(TargetRefused, match="default route|no route"):
         check_target(SERVER_END)
+
+
+@pytest.fixture
+def behind_a_sink() -> Iterator[tuple[str, str]]:
+    """A namespace whose only link, and default route, lead to a sink namespace; with an
+    unrelated named namespace holding HELD_ELSEWHERE and an unnamed one (unshare) holding
+    HELD_UNNAMED. Yields (sending namespace, sink namespace)."""
+    sender, sink, holder = netns_name(), netns_name(), netns_name()
+    made = []
+    unnamed = None
+    try:
+        for ns in (sender, sink, holder):
+            ip("netns", "add", ns)
+            made.append(ns)
+            sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+            ip("-n", ns, "link", "set", "lo", "up")
+        ip("-n", sender, "link", "add", "out0", "type", "veth", "peer", "name", "sink0",
+           "netns", sink)
+        for ns, dev, address in ((sender, "out0", "192.0.2.2"), (sink, "sink0", "192.0.2.1")):
+            ip("-n", ns, "addr", "add", f"{address}/24", "dev", dev)
+            ip("-n", ns, "link", "set", dev, "up")
+        ip("-n", sender, "route", "add", "default", "via", "192.0.2.1")
+        ip("-n", holder, "addr", "add", f"{HELD_ELSEWHERE}/32", "dev", "lo")
+        unnamed = subprocess.Popen(
+            ["unshare", "-n", "sh", "-c", f"ip link set lo up && ip addr add {HELD_UNNAMED}/32 "
+                                          f"dev lo && echo up && exec sleep 600"],
+            stdout=subprocess.PIPE, text=True)
+        assert unnamed.stdout is not None and unnamed.stdout.readline().strip() == "up"
+        yield sender, sink
+    finally:
+        if unnamed is not None:
+            unnamed.kill()
+            unnamed.wait()
+        for ns in made:
+            ip("netns", "del", ns)
+
+
+def sysctl(netns: str, *settings: str) -> None:
+    subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-qw", *settings], check=True,
+                   capture_output=True)
+
+
+def packets_at(netns: str, dev: str) -> int:
+    stats = json.loads(subprocess.run(["ip", "-n", netns, "-j", "-s", "link", "show", dev],
+                                      check=True, capture_output=True, text=True).stdout)
+    return stats[0]["stats64"]["rx"]["packets"]
+
+
+@needs_root
+@pytest.mark.parametrize("generator", GENERATORS)
+@pytest.mark.parametrize("address", [HELD_ELSEWHERE, HELD_UNNAMED])
+def test_no_load_leaves_through_the_senders_default_route(generator, address, behind_a_sink,
+                                                          sclient):
+    """Held by a namespace on this machine that the sender reaches only through its default
+    route: refused before any packet, and nothing reaches the sink."""
+    sender, sink = behind_a_sink
+    before = packets_at(sink, "sink0")
+    done = load_in(sender, generator, f"{address}:80")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "default route" in done.stderr and "--allow-any-target" in done.stderr
+    assert packets_at(sink, "sink0") == before
 
 
 def test_the_run_vouches_only_for_the_benchmarking_range():

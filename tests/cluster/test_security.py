@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import stat
 import subprocess
 import sys
@@ -88,7 +90,7 @@ def test_a_worker_listens_where_it_reaches_the_scheduler_with_the_clusters_certi
 @pytest.fixture(scope="module")
 def tls_cluster(certs: Certs) -> Iterator[tuple[Access, list[psutil.Process]]]:
     """A TLS scheduler on loopback and one worker started without --host: the access, and
-    the scheduler's and worker's processes."""
+    the scheduler's and worker's dask processes."""
     address = f"tls://127.0.0.1:{free_port()}"
     certificates = ["--certs", str(certs.directory)]
     procs = [subprocess.Popen([*WANBENCH, "cluster", "scheduler", *certificates, "--host",
@@ -100,7 +102,9 @@ def tls_cluster(certs: Certs) -> Iterator[tuple[Access, list[psutil.Process]]]:
                                       stderr=subprocess.DEVNULL))
         with connect(Access(address, certs), timeout_s=30) as client:
             client.wait_for_workers(1, timeout=60)
-        yield Access(address, certs), [psutil.Process(proc.pid) for proc in procs]
+        # the dask processes each `wanbench` runs (and removes the scratch space of)
+        yield Access(address, certs), [child for proc in procs
+                                       for child in psutil.Process(proc.pid).children()]
     finally:
         stop_all(procs)
 
@@ -140,3 +144,26 @@ def test_only_a_holder_of_the_clusters_certificate_gets_in(tls_cluster, tmp_path
     assert reaches(worker_address, good.certs)
     assert not reaches(worker_address, strangers)
     assert not reaches(worker_address.replace("tls://", "tcp://"), None)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_stopped_scheduler_leaves_no_scratch_space(certs: Certs, tmp_path: Path, stop: int):
+    """Dask's default scratch space is `dask-scratch-space` in the system temporary directory,
+    left with its lock files after the cluster stops; wanbench gives each scheduler and
+    worker a directory of its own and removes it."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    address = f"tls://127.0.0.1:{free_port()}"
+    scheduler = subprocess.Popen(
+        [*WANBENCH, "cluster", "scheduler", "--certs", str(certs.directory), "--host",
+         "127.0.0.1", "--port", address.rpartition(":")[2]],
+        stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(temporary)})
+    try:
+        with connect(Access(address, certs), timeout_s=30):
+            pass
+        assert list(temporary.iterdir()), "the scheduler's scratch space is under TMPDIR"
+        scheduler.send_signal(stop)
+        assert scheduler.wait(60) == 0  # dask closes cleanly on the SIGTERM it is passed
+    finally:
+        stop_all([scheduler])
+    assert list(temporary.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -19,10 +20,21 @@ from harness.scenario import Guest
 from tests.conftest import build
 
 GUEST_PROCESSES = (QEMU, "virtiofsd")
+OWNER = "WANBENCH_TEST_GUEST"  # in the environment of the guests a test starts
 
 
-def _guest_processes() -> set[int]:
-    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] in GUEST_PROCESSES}
+def _guest_processes(owner: str) -> set[int]:
+    """The qemu and virtiofsd processes started with owner in their environment: this test's,
+    never those of another test session on the machine (killing them failed its guests)."""
+    found = set()
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] in GUEST_PROCESSES:
+            try:
+                if process.environ().get(OWNER) == owner:
+                    found.add(process.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -44,11 +56,13 @@ def guest_kernel() -> Path:
 
 
 @pytest.fixture
-def no_guest_left():
-    """Fails the test if a qemu or virtiofsd it started is still running afterwards."""
-    before = _guest_processes()
+def no_guest_left(monkeypatch):
+    """Fails the test if a qemu or virtiofsd it started is still running afterwards (its
+    guests inherit a mark of the test's from the environment)."""
+    owner = secrets.token_hex(8)
+    monkeypatch.setenv(OWNER, owner)
     yield
-    left = _guest_processes() - before
+    left = _guest_processes(owner)
     for pid in left:
         psutil.Process(pid).kill()
     assert not left, f"guest processes left running: {sorted(left)}"

@@ -85,6 +85,45 @@ def test_a_hung_guest_is_killed(guest_kernel, no_guest_left):
                     accel.Accel("tcg", "test"), [])
 
 
+@pytest.fixture
+def fake_virtme(tmp_path, monkeypatch):
+    """machine.run with a shell script in virtme-ng's place (no kernel boots): what it prints
+    and how it ends are the test's. Returns the image to give machine.run."""
+    monkeypatch.setattr(machine, "vng", lambda: tmp_path / "vng")
+    monkeypatch.setattr(machine.shutil, "which", lambda name: f"/usr/bin/{name}")
+    image = tmp_path / "vmlinuz"
+    image.write_bytes(b"a readable image")
+    return image
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("echo 'qemu-system-x86_64: cannot set up guest memory' >&2; exit 1",
+     "exited with status 1 after"),
+    ("kill -9 $$", "was killed by SIGKILL after"),
+], ids=["exits-1", "killed"])
+def test_a_guest_that_ends_before_its_command_names_how_not_the_kernel(
+        fake_virtme, monkeypatch, script, said):
+    """virtme-ng or qemu ending at once (a failure of theirs, or a kill from outside: another
+    test session's cleanup took every qemu on the machine) is named with its exit status and
+    what it printed; before, the message blamed the kernel image and said nothing more."""
+    monkeypatch.setattr(machine, "vng_argv", lambda *_: ["sh", "-c", script])
+    with pytest.raises(machine.GuestError) as refused:
+        machine.run(fake_virtme, ["true"], Guest(timeout_s=60), accel.Accel("tcg", "test"), [])
+    message = str(refused.value)
+    assert said in message and "did not boot" not in message, message
+    assert ("cannot set up guest memory" in message) == (script.startswith("echo")), message
+    assert "printed nothing" in message or script.startswith("echo"), message
+
+
+def test_a_guest_that_runs_to_the_end_without_its_command_blames_the_kernel(
+        fake_virtme, monkeypatch):
+    """The other direction: virtme-ng ended on its own (status 0) and the command never
+    started: the kernel did not boot to it."""
+    monkeypatch.setattr(machine, "vng_argv", lambda *_: ["sh", "-c", "echo Kernel panic"])
+    with pytest.raises(machine.GuestError, match="did not boot to the command"):
+        machine.run(fake_virtme, ["true"], Guest(timeout_s=60), accel.Accel("tcg", "test"), [])
+
+
 def test_a_missing_module_is_named(guest_kernel, tmp_path, monkeypatch):
     """The guest's module loader (harness.guest.inside, with the real modprobe) and the
     host's reading of its console, end to end, with the loader run on this host in the

@@ -135,6 +135,9 @@ CORRUPT_RUNS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "record of the wrong types": (lambda run: edit_record(
         run, lambda r: r["point"].update(valid="maybe")), ("valid", "'maybe'", "delete it")),
     "points linked out of the run": (link_points_out, ("points", "outside the run")),
+    "record of another run": (lambda run: edit_record(
+        run, lambda r: r["point"].update(run_id="20200101T000000-other")),
+        ("points", "records and manifest of different runs")),
     "records pruned": (prune_records, ("no point records", "new run")),
 }
 

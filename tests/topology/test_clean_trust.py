@@ -207,11 +207,54 @@ def test_a_namespace_is_in_the_ledger_with_its_inode_before_it_has_a_name(state_
     monkeypatch.setattr(netns, "_attach", spy)
     netns.create(ledger, name)
     assert at_attach == [(False, [{"kind": "netns", "name": name,
-                                   "inode": netns.inode(name)}])]
-    with pytest.raises(TopologyError, match="File exists"):  # never adopts a name
+                                   "inode": netns.inode(name), "naming": True}])]
+    with pytest.raises(TopologyError, match="exists already"):  # never adopts a name
         netns.create(ledger, name)
     ledger.detach()
     clean_dead_runs([ledger])
+
+
+def cut_between_attachs_steps(attached: str, pid: int) -> None:
+    """`ip netns attach` stopped after creating the name, before mounting the namespace."""
+    (netns.NETNS_DIR / attached).touch(exist_ok=False)
+    raise KeyboardInterrupt
+
+
+def test_a_name_attach_left_half_made_is_removed_at_once(state_dir, no_leftovers, monkeypatch):
+    ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "probe")
+    no_leftovers.append(ledger.prefix)
+    name = f"{ledger.prefix}-probe"
+    monkeypatch.setattr(netns, "_attach", cut_between_attachs_steps)
+    with pytest.raises(KeyboardInterrupt):
+        netns.create(ledger, name)
+    assert not (netns.NETNS_DIR / name).exists() and name not in netns_names()
+    ledger.detach()
+    clean_dead_runs([ledger])
+
+
+def test_clean_removes_a_half_made_name_its_run_was_giving_and_no_other(state_dir,
+                                                                        no_leftovers):
+    """A run killed while `ip netns attach` was between its steps: the name is an empty file
+    (every `ip netns list` then says "Peer netns reference is invalid"). Clean removes it when
+    the ledger says the run was giving that name; a half-made name under the prefix that the
+    ledger was not giving is a stranger's: left, and reported."""
+    ledger = Ledger.create(f"wb{secrets.token_hex(3)}", None, "probe")
+    no_leftovers.append(ledger.prefix)
+    ours, theirs = f"{ledger.prefix}-probe", f"{ledger.prefix}-other"
+    ledger.add({"kind": "netns", "name": ours, "inode": 1, "naming": True})
+    ledger.add({"kind": "netns", "name": theirs, "inode": 2})
+    try:
+        for name in (ours, theirs):
+            (netns.NETNS_DIR / name).touch(exist_ok=False)
+        ledger.detach()
+        cleaned = clean_dead_runs([ledger])[ledger.prefix]
+        assert f"netns {ours}" in cleaned.removed
+        assert not (netns.NETNS_DIR / ours).exists()
+        assert (netns.NETNS_DIR / theirs).exists()
+        assert any(theirs in line for line in cleaned.not_ours), cleaned.not_ours
+    finally:
+        for name in (ours, theirs):
+            (netns.NETNS_DIR / name).unlink(missing_ok=True)
 
 
 # Brings a topology up and stops for good right after `stage` of the first object of `kind`

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 import clients.paths
+from clients.targets import TargetRefused, check_target
 from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.calibrate import FLOOR_ADDRESSES, CalibrationError, calibrate_link
 from harness.topology.ledger import process_start_time
+from harness.topology.netns import NETNS_DIR
 from tests.conftest import REPO, build, needs_root
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -105,6 +107,20 @@ def test_emulated_unshaped_link_sleeps_by_default(no_leftovers):
     for direction in ("a_to_b", "b_to_a"):
         counters = handle.emulator_counters["lan"][direction]
         assert counters["busy_poll_us"] == 0 and counters["wakeups"] >= 3
+
+
+@pytest.mark.parametrize("overrides", [{}, {"links.lan.emulate_unshaped": "true"}],
+                         ids=["veth", "wb-linkem"])
+def test_the_target_rule_lets_each_host_load_its_neighbour_and_nobody_else(no_leftovers,
+                                                                          overrides):
+    """Across a veth pair or wb-linkem's TUNs, the client reaches the server's address through
+    the link; this test's own namespace, which holds no link to either, is refused."""
+    with up(no_leftovers, overrides, calibrate=False) as handle:
+        server, client = handle.address("server"), handle.address("client")
+        assert check_target(server, sender=NETNS_DIR / handle.netns("client")) == server
+        assert check_target(client, sender=NETNS_DIR / handle.netns("server")) == client
+        with pytest.raises(TargetRefused, match="default route|no route"):
+            check_target(server)
 
 
 def test_busy_polling_link_pauses_on_contended_cpus(no_leftovers):

@@ -20,6 +20,7 @@ from harness.analysis.derive import add_derived, with_verdict
 from harness.analysis.prepare import rules_named
 from harness.results.format import PARAMETER_COLUMNS
 from harness.results.runset import read_runs
+from harness.scenario import recorded
 
 ONE_SIGMA = stats.norm.cdf([-1.0, 1.0])  # the order-statistic ranks of a +-1 sd interval
 
@@ -76,7 +77,7 @@ def load_runs(path: Path, role: str) -> list[Run]:
     if not path.exists():
         raise NotARun(f"{role} {path}: no such directory; give a run directory "
                       "(results/<scenario>/<run-id>/) or a folder of runs")
-    runs = read_runs([path])
+    runs = read_runs([path], recorded)
     points = add_derived(with_verdict(runs.points))
     loaded = [Run(Path(row.path), runs.raw_manifests[row.run_id],
                   points[points["run_id"] == row.run_id],
