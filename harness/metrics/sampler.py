@@ -140,7 +140,8 @@ class WindowSampler:
             self._untraced = support.detail
             return
         try:
-            self._who = whoran.trace(c.generator_pids, c.generator_cpu, c.workdir, c.late_us)
+            self._who = whoran.trace(whoran.GENERATOR, c.generator_pids, c.generator_cpu,
+                                     c.workdir, c.late_us)
             await self._who.prepare()
         except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
             self._untraced = str(exc)

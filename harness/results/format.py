@@ -104,6 +104,9 @@ KERNEL_TRACE_COLUMNS = (
     *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",
     "kernel_trace_window_s",
+    # the server tree's time on a CPU in the traced window, on the calls' own clock: what their
+    # in-kernel time is a share of
+    "kernel_server_on_cpu_s",
 )
 
 

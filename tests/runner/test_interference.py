@@ -88,9 +88,11 @@ def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
     server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
-    document = {"window_ns": 3_000_000_000, "who_ran": {
-        "cpu": 1, "idle_ns": 900_000_000, "generator_ns": 2_070_000_000, "ksoftirqd_ns": 0,
-        "other_ns": 30_000_000, "waited_ns": 45_000_000, "waited_others_ns": 30_000_000,
+    document = {"window_ns": 3_000_000_000, "window": {"start_ns": 1, "end_ns": 3_000_000_001},
+                "who_ran": {
+        "cpu": 1, "role": "generator", "idle_ns": 900_000_000, "measured_ns": 2_070_000_000,
+        "ksoftirqd_ns": 0, "other_ns": 30_000_000, "waited_ns": 45_000_000,
+        "waited_others_ns": 30_000_000,
         "late_us": 1000, "waited_others_late_ns": 24_000_000, "waits": 900,
         "tasks": [{"pid": 77, "comm": "kdamond.0", "ran_ns": 21_000_000},
                   {"pid": 4099, "comm": "wanbench", "ran_ns": 9_000_000}]}}
