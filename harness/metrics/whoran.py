@@ -12,11 +12,13 @@ tree's traffic, so it is not counted as another task."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clients import pinning
+from clients.paths import MissingBinary
 from harness.metrics import ktrace
 
 # tasks named in other_generator_tasks and other_server_tasks, most time first
@@ -83,3 +85,80 @@ def trace(role: str, pids: list[int], measured_cpu: int, workdir: Path,
     name = "whoran" if role == GENERATOR else f"whoran-{role}"
     return ktrace.KernelTrace(args, pinning.all_but(measured_cpu) or {measured_cpu}, workdir,
                               name)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one window showed of a measured CPU: its trace, or why it was not traced."""
+
+    who_ran: WhoRan | None = None
+    untraced: str = "not traced"
+
+
+class TracedCpu:
+    """wb-ktrace --who-ran over one window on one measured CPU (role's trees there), where it
+    can run; else why not, which the measure's fallback says. prepare() before the window,
+    start() at its start, stop() at its end, close() whatever happened. refused: why this CPU
+    must not be traced here, as the caller knows it (an emulated CPU)."""
+
+    def __init__(self, role: str, pids: list[int], cpu: int | None, workdir: Path,
+                 late_us: float | None = None, refused: str | None = None):
+        self.role, self.pids, self.cpu, self.workdir = role, pids, cpu, workdir
+        self.late_us, self.refused = late_us, refused
+        self.untraced = ""
+        self._tracer: ktrace.KernelTrace | None = None
+        self._unready: ktrace.KernelTrace | None = None  # not ready by the window's start
+
+    async def prepare(self, left_s: float | None) -> None:
+        """Loaded within left_s (None: however long it takes): the window does not wait for a
+        measure of interference (a loaded machine can take longer than a short warm-up)."""
+        try:
+            await asyncio.wait_for(self._prepare(), left_s)
+        except TimeoutError:
+            # stopped at the window's end (close), not now: a loader stopped mid-load can
+            # take as long to go as it took to load
+            self.untraced = "wb-ktrace --who-ran was not ready when the window started"
+            self._tracer, self._unready = None, self._tracer
+
+    async def _prepare(self) -> None:
+        if self.cpu is None or not self.pids:
+            self.untraced = f"no {self.role} on this host"
+            return
+        if self.refused:
+            self.untraced = self.refused
+            return
+        # in a thread: the probe loads programs (seconds on a loaded machine), and the
+        # window's start must not wait for it
+        support = await asyncio.to_thread(ktrace.support)
+        if not support.tracepoints:
+            self.untraced = support.detail
+            return
+        try:
+            self._tracer = trace(self.role, self.pids, self.cpu, self.workdir, self.late_us)
+            await self._tracer.prepare()
+        except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
+            self.untraced = str(exc)
+            await self.close()
+
+    async def start(self) -> None:
+        if self._tracer is None:
+            return
+        try:
+            await self._tracer.start()
+        except ktrace.KernelTraceFailed as exc:
+            self.untraced = str(exc)
+            await self.close()
+
+    async def stop(self) -> Seen:
+        if self._tracer is None:
+            return Seen(None, self.untraced)
+        try:
+            return Seen(WhoRan.of(await self._tracer.stop()))
+        except ktrace.KernelTraceFailed as exc:
+            return Seen(None, str(exc))
+
+    async def close(self) -> None:
+        for tracer in (self._tracer, self._unready):
+            if tracer is not None:
+                await tracer.close()
+        self._tracer = self._unready = None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clients import validity
 from harness.metrics.whoran import WhoRan
 from tests.conftest import STALLER
 from tests.ktrace.conftest import Loader
@@ -51,9 +52,9 @@ def _generator(started: list[subprocess.Popen], *args: str) -> subprocess.Popen:
     return proc
 
 
-def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5) -> WhoRan:
-    loader = Loader(binary, "--who-ran", str(CPU), "--generator-pid", str(generator.pid),
-                    "--late-us", "1000")
+def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5,
+            role: str = "--generator-pid", late_us: str = "1000") -> WhoRan:
+    loader = Loader(binary, "--who-ran", str(CPU), role, str(generator.pid), "--late-us", late_us)
     try:
         loader.start()
         subprocess.run(["sleep", str(seconds)], check=True)
@@ -115,6 +116,49 @@ def test_every_slice_is_who_ran_it_when_switches_go_unreported(ktrace_bin: Path,
 
 def _ran_s(pid: int) -> float:
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def _waited_s(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
+def _server_window(binary: Path, server: subprocess.Popen) -> tuple[WhoRan, float]:
+    """The server's CPU traced over a window, and its wait there (schedstat), % of it."""
+    before = _waited_s(server.pid)
+    window = _window(binary, server, role="--pid", late_us="0")
+    return window, 100 * (_waited_s(server.pid) - before) / window.window_s
+
+
+@pytest.mark.parametrize("stalled", [True, False])
+def test_on_the_servers_cpu_a_staller_crowds_the_server_and_a_quiet_cpu_does_not(
+        ktrace_bin: Path, started: list, stalled: bool):
+    """--pid: the server's tree is the measured one. A real-time task holding its CPU 10 ms
+    in every 50 (20 %) is whom the server, woken every 250 µs, waited behind: crowded_server
+    on the traced wait. Without it, the server's CPU is quiet and the rule holds its peace."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the loader and the staller would share the server's")
+    server = _generator(started)  # wakes every 250 µs: a server at 4,000 requests a second
+    if stalled:
+        staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU),
+                                    sys.executable, "-c", STALLER.replace("0.005", "0.010")
+                                    .replace("0.045", "0.040")], start_new_session=True)
+        started.append(staller)
+    window, waited_pct = _server_window(ktrace_bin, server)
+    assert window.role == "server"
+    assert server.pid not in {t.pid for t in window.tasks}, window
+    wait_others_pct = 100 * window.late_behind_others_s / window.window_s
+    # no late threshold on the server's side: every wait behind others counts
+    assert window.late_behind_others_s == window.waited_behind_others_s
+    reason = validity.crowded(waited_pct, CPU, 100 * window.others_s / window.window_s,
+                              wait_others_pct)
+    if stalled:
+        held = next(t for t in window.tasks if t.pid == staller.pid)
+        assert 0.1 < held.ran_s / window.window_s < 0.4, window
+        assert reason is not None and reason.code is validity.Code.CROWDED_SERVER, (
+            window, waited_pct)
+    else:
+        assert wait_others_pct < validity.WAIT_LIMIT_PCT, window
+        assert reason is None, (window, waited_pct)
 
 
 def test_who_ran_refuses_a_bad_cpu_and_anything_but_one_measured_tree(ktrace_built: Path):
