@@ -6,6 +6,7 @@ the CPU's idle time are not."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from clients import validity
+from harness.metrics import whoran
 from harness.metrics.whoran import WhoRan
 from tests.conftest import STALLER
 from tests.ktrace.conftest import Loader
@@ -163,3 +165,25 @@ def test_on_the_servers_cpu_a_staller_crowds_the_server_and_others_it_never_wait
     else:
         assert wait_others_pct < validity.WAIT_LIMIT_PCT, window
         assert reason is None, (window, waited_pct)
+
+
+def test_a_refused_cpu_is_not_traced_and_says_why(tmp_path: Path):
+    """Under TCG the runner refuses who-ran on every CPU (the server's as the generator's): no
+    loader starts, and the measure's fallback says why; a host without a generator says so."""
+
+    async def window(traced: whoran.TracedCpu) -> whoran.Seen:
+        await traced.prepare(None)
+        await traced.start()
+        try:
+            return await traced.stop()
+        finally:
+            await traced.close()
+
+    refused = "an emulated CPU (a guest under TCG)"
+    for role in (whoran.SERVER, whoran.GENERATOR):
+        seen = asyncio.run(window(whoran.TracedCpu(role, [os.getpid()], CPU, tmp_path,
+                                                   refused=refused)))
+        assert seen == whoran.Seen(None, refused)
+    seen = asyncio.run(window(whoran.TracedCpu(whoran.GENERATOR, [], None, tmp_path)))
+    assert seen == whoran.Seen(None, "no generator on this host")
+    assert not list(tmp_path.iterdir())  # no loader ran: none of its files
