@@ -337,6 +337,8 @@ class WindowFacts:
     server_cpu_pct: float | None = None
     server_wait_pct: float | None = None
     other_server_cpu_pct: float | None = None  # other tasks' time on the server's CPU
+    # the server's wait for its CPU while other tasks ran there (None: not traced)
+    server_wait_others_pct: float | None = None
     steal_server_pct: float | None = None
     steal_generator_pct: float | None = None
     reply_rps: float | None = None  # 2xx replies per second
@@ -398,7 +400,8 @@ def judge(facts: Facts) -> Verdict:
     interference = [r for r in (
         stolen(window.steal_server_pct, window.steal_generator_pct),
         # a server's own workers share its CPU: their waits are not interference
-        crowded(window.server_wait_pct, window.server_cpu, window.other_server_cpu_pct)
+        crowded(window.server_wait_pct, window.server_cpu, window.other_server_cpu_pct,
+                window.server_wait_others_pct)
         if window.server_cpus == 1 and window.single_process else None,
         foreign_work(window.other_server_cpu_pct, window.server_cpu) if window.stream else None,
     ) if r]
@@ -734,19 +737,31 @@ def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> Rea
 
 
 def crowded(server_wait_pct: float | None, server_cpu: int | None,
-            others_pct: float | None = None) -> Reason | None:
+            others_pct: float | None = None,
+            wait_others_pct: float | None = None) -> Reason | None:
     """The server waited for its CPU more than WAIT_LIMIT_PCT of the window while other tasks
-    ran there (others_pct: their busy time on its CPU, % of the window). A task waits only
-    while something else runs, so the wait others can explain is at most their running time;
-    the rest is the CPU's interrupt and softirq work (the network stack's, its host's own when
-    receive is steered there) or a halted vCPU slow to wake, none of them a neighbour.
-    Without others_pct, any long wait counts."""
-    if server_wait_pct is None:
+    ran there. Traced (wait_others_pct: its wait while other tasks held its CPU, whoran, % of
+    the window), that is the wait others explain, never more than its whole wait (schedstat,
+    server_wait_pct: the trace counts each wake-up's own latency as waiting, schedstat does
+    not). Untraced (others_pct: their busy time on its CPU, /proc/stat's lower bound), a task
+    waits only while something else runs, so the wait others can explain is at most their
+    running time. The rest is the CPU's interrupt and softirq work (the network stack's, its
+    host's own when receive is steered there, its ksoftirqd) or a halted vCPU slow to wake,
+    none of them a neighbour. Without either, any long wait counts."""
+    if wait_others_pct is not None:
+        explained = (wait_others_pct if server_wait_pct is None
+                     else min(wait_others_pct, server_wait_pct))
+    elif server_wait_pct is None:
         return None
-    explained = server_wait_pct if others_pct is None else min(server_wait_pct, others_pct)
+    else:
+        explained = server_wait_pct if others_pct is None else min(server_wait_pct, others_pct)
     if explained <= WAIT_LIMIT_PCT:
         return None
     where = f" CPU {server_cpu}" if server_cpu is not None else " its CPU"
+    if wait_others_pct is not None:
+        return Reason(Code.CROWDED_SERVER,
+                      f"the server waited for its CPU {explained:.0f} % of the window while "
+                      f"other tasks held{where}")
     ran = "" if others_pct is None else f" for {others_pct:.0f} % of it"
     return Reason(Code.CROWDED_SERVER,
                   f"the server waited for its CPU {server_wait_pct:.0f} % of the window: "

@@ -105,7 +105,8 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["cycles_source"] = cycles_source(out)
     out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
     # The dispatch call's share of the server's own CPU time (the papers' "CPU in select" on a
-    # machine the server had to itself): both rates over the same window, in-kernel time / all
+    # machine the server had to itself): its in-kernel time over the server's on-CPU time, both
+    # counted by the tracer on one clock over one window
     out["kernel_dispatch_share_pct"] = _share_of_server(out, out["kernel_dispatch_cpu_pct"])
     out["kernel_syscall_ns_per_packet"], out["kernel_tx_layer_ns_per_packet"] = _kernel_stack(out)
     out[KERNEL_STACK] = sum(_column(out, column) for column in KERNEL_LAYERS.values())
@@ -147,8 +148,14 @@ def _cpu_pct(points: pd.DataFrame, kernel_ns: pd.Series) -> pd.Series:
 
 
 def _share_of_server(points: pd.DataFrame, cpu_pct: pd.Series) -> pd.Series:
-    """% of one CPU as a % of the server's CPU time over the same window."""
-    return 100 * _ratio(cpu_pct, _column(points, "cpu_server_pct"))
+    """In-kernel time (% of one CPU over the traced window) as a % of the server's on-CPU time
+    in that window, which the tracer counted at the server's switch edges on the same clock
+    (kernel_server_on_cpu_s): at most 100 % by construction. Not schedstat's run time
+    (cpu_server_pct), another clock, which the in-kernel time exceeded in records whose server
+    waited for its CPU. Null where the record has no on-CPU time of the tracer's."""
+    on_cpu_pct = 100 * _ratio(_column(points, "kernel_server_on_cpu_s"),
+                              _column(points, "kernel_trace_window_s"))
+    return 100 * _ratio(cpu_pct, on_cpu_pct)
 
 
 def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:

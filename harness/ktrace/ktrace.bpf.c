@@ -22,6 +22,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* The loader sets it once every program is attached and clears it before detaching: the
  * counted window is exactly the one between its two answers. */
 volatile __u32 counting;
+/* CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) when it set counting: no time before it counts */
+volatile __u64 counting_since_ns;
 
 /* syscall number -> family + 1 (0: not traced); the loader fills it from <sys/syscall.h> */
 struct {
@@ -49,6 +51,7 @@ struct task_state {
     __u64 off_since_ns; /* switched out inside it at; 0: on a CPU */
     __u64 off_cpu_ns;
     __u64 softirq_ns;
+    __u64 on_since_ns;  /* on a CPU since, counted up to then; 0: off one, or not yet seen */
     __u32 slot; /* of kt_calls: role * KT_FAMILIES + family */
     __u16 membership;
     __u16 role;
@@ -70,6 +73,14 @@ struct {
     __type(key, __u32);
     __type(value, struct kt_calls);
 } kt_calls SEC(".maps");
+
+/* role -> its threads' time on a CPU in the window (ktrace.h's struct kt_on_cpu) */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, KT_ROLES);
+    __type(key, __u32);
+    __type(value, struct kt_on_cpu);
+} kt_on_cpu SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -180,7 +191,8 @@ static __always_inline __u64 run_since_picked(struct task_struct *task)
 /* The current thread of a measured tree runs, yet its switch back in went unreported (a kernel
  * may not report some tasks' switches out, and so the switch to the task after them): it got
  * the CPU at its pick, which the kernel's account of its run since then dates. Without this,
- * its next switch out would overwrite the time it went off, and that time count as the call's. */
+ * its next switch out would overwrite the time it went off, and that time count as the call's.
+ * Its time on the CPU is counted from the same instant (on_cpu_until). */
 static __always_inline void back_on_cpu(struct kt_events *e, struct task_state *state,
                                         struct task_struct *task, __u64 now)
 {
@@ -189,8 +201,53 @@ static __always_inline void back_on_cpu(struct kt_events *e, struct task_state *
     __u64 picked = now - run_since_picked(task);
     if (picked > state->off_since_ns)
         state->off_cpu_ns += picked - state->off_since_ns;
+    state->on_since_ns = picked > state->off_since_ns ? picked : state->off_since_ns;
     state->off_since_ns = 0;
     e->untraced_switches++;
+}
+
+/* A measured thread's time on the CPU up to now, added to its role's; still_on: it runs on
+ * (counted from now next time), else it goes off. Not seen on the CPU yet (running since before
+ * the window, or its switch in went unreported), it is counted from its pick, as the kernel
+ * dates it, and never from before the window. Every traced call's on-CPU time lies between its
+ * entry and its return, both of which count up to themselves: no call's kernel_ns, nor any
+ * sum of them, can pass its role's on-CPU time. */
+static __always_inline void on_cpu_until(struct task_state *state, struct task_struct *task,
+                                         __u64 now, bool still_on)
+{
+    __u64 since = state->on_since_ns;
+    if (!since) {
+        __u64 ran = run_since_picked(task);
+        since = now > ran ? now - ran : 0;
+        if (since < counting_since_ns)
+            since = counting_since_ns;
+    }
+    __u32 role = state->role;
+    struct kt_on_cpu *on = bpf_map_lookup_elem(&kt_on_cpu, &role);
+    if (on && now > since)
+        on->ns += now - since;
+    state->on_since_ns = still_on ? now : 0;
+}
+
+/* A task's state if it belongs to a measured tree: its storage, or, for a task that has none
+ * yet (one that made no traced call, a kernel thread), made once its tgid is found among the
+ * trees'. A stranger's switch costs a lookup and updates no map. */
+static __always_inline struct task_state *tree_state(struct task_struct *task)
+{
+    struct task_state *state = bpf_task_storage_get(&kt_tasks, task, 0, 0);
+    if (state)
+        return state->membership == MEMBER ? state : NULL;
+    __u32 tgid = task->tgid;
+    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
+    if (!role)
+        return NULL;
+    __u16 found = (__u16)*role;
+    state = bpf_task_storage_get(&kt_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (state) {
+        state->membership = MEMBER;
+        state->role = found;
+    }
+    return state;
 }
 
 SEC("tp_btf/sys_enter")
@@ -206,9 +263,11 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
     struct task_state *state = member_state(e);
     if (!state)
         return 0;
+    __u64 now = bpf_ktime_get_ns();
+    on_cpu_until(state, bpf_get_current_task_btf(), now, true);
     state->slot = state->role * KT_FAMILIES + (*family - 1);
     state->off_since_ns = state->off_cpu_ns = state->softirq_ns = 0;
-    state->entered_ns = bpf_ktime_get_ns();
+    state->entered_ns = now;
     return 0;
 }
 
@@ -224,6 +283,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
         return 0;
     __u64 now = bpf_ktime_get_ns();
     back_on_cpu(e, state, bpf_get_current_task_btf(), now);
+    on_cpu_until(state, bpf_get_current_task_btf(), now, true);
     __u64 elapsed = now - state->entered_ns;
     state->entered_ns = 0;
     __u64 away = state->off_cpu_ns + state->softirq_ns;
@@ -248,7 +308,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 }
 
 /* Time a traced call spends switched out (asleep in the dispatch call, or preempted) is not
- * the kernel's work for it. */
+ * the kernel's work for it; the measured threads' slices on the CPU are their on-CPU time. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -256,19 +316,25 @@ int BPF_PROG(kt_sched_switch, bool preempt, struct task_struct *prev, struct tas
     if (!e)
         return 0;
     __u64 now = 0;
-    struct task_state *out = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
-    if (out && out->entered_ns) {
+    struct task_state *out = tree_state(prev);
+    if (out) {
         now = bpf_ktime_get_ns();
-        back_on_cpu(e, out, prev, now);
-        out->off_since_ns = now;
+        if (out->entered_ns)
+            back_on_cpu(e, out, prev, now);
+        on_cpu_until(out, prev, now, false);
+        if (out->entered_ns)
+            out->off_since_ns = now;
         traced(e);
     }
-    struct task_state *in = bpf_task_storage_get(&kt_tasks, next, 0, 0);
-    if (in && in->entered_ns && in->off_since_ns) {
+    struct task_state *in = tree_state(next);
+    if (in) {
         if (!now)
             now = bpf_ktime_get_ns();
-        in->off_cpu_ns += now - in->off_since_ns;
-        in->off_since_ns = 0;
+        if (in->entered_ns && in->off_since_ns) {
+            in->off_cpu_ns += now - in->off_since_ns;
+            in->off_since_ns = 0;
+        }
+        in->on_since_ns = now;
     }
     return 0;
 }
@@ -433,9 +499,11 @@ static __always_inline int function_returned(__u32 fn, enum kt_context context)
     }
 KT_FUNCTION_LIST(KT_FUNCTION_PROGRAMS)
 
-/* --who-ran CPU (the loader sets who_cpu before loading and attaches only these and
- * follow_fork): who ran on that CPU, and whom the generator's threads waited behind there. */
+/* --who-ran CPU (the loader sets who_cpu and who_role before loading and attaches only these and
+ * follow_fork): who ran on that CPU, and whom the measured tree's threads (who_role's: the
+ * generator's, or the server's) waited behind there. */
 const volatile __s32 who_cpu = -1;
+const volatile __u32 who_role = KT_GENERATOR;
 /* --late-us: a wait behind others shorter than this makes no send late */
 const volatile __u64 late_ns = 0;
 
@@ -454,7 +522,7 @@ struct {
     __type(value, struct kt_who_task);
 } kt_who_tasks SEC(".maps");
 
-/* A generator's thread runnable on who_cpu but not running: since when, and the CPU's
+/* A measured thread runnable on who_cpu but not running: since when, and the CPU's
  * KT_WHO_OTHER time then. */
 struct who_wait {
     __u64 since_ns;
@@ -468,20 +536,21 @@ struct {
     __type(value, struct who_wait);
 } kt_who_waits SEC(".maps");
 
-static __always_inline bool generators(struct task_struct *task)
+static __always_inline bool measured(struct task_struct *task)
 {
     __u32 tgid = task->tgid;
     __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
-    return role && *role == KT_GENERATOR;
+    return role && *role == who_role;
 }
 
 static __always_inline __u64 who_of(struct task_struct *task)
 {
     if (task->pid == 0)
         return KT_WHO_IDLE;
-    if (generators(task))
-        return KT_WHO_GENERATOR;
-    /* the CPU's softirq thread does the network work its interrupts leave: the generator's */
+    if (measured(task))
+        return KT_WHO_MEASURED;
+    /* the CPU's softirq thread does the network work its interrupts leave: the measured
+     * tree's traffic, not a neighbour */
     if ((task->flags & 0x00200000 /* PF_KTHREAD */) && task->comm[0] == 'k' &&
         task->comm[1] == 's' && task->comm[2] == 'o' && task->comm[3] == 'f' &&
         task->comm[4] == 't' && task->comm[5] == 'i' && task->comm[6] == 'r' &&
@@ -515,14 +584,14 @@ int BPF_PROG(kt_who_wakeup, struct task_struct *p)
 {
     __u32 zero = 0;
     struct kt_who_cpu *w;
-    if (!counting || p->wake_cpu != who_cpu || !generators(p) ||
+    if (!counting || p->wake_cpu != who_cpu || !measured(p) ||
         !(w = bpf_map_lookup_elem(&kt_who, &zero)))
         return 0;
     wait_begins(p, w, bpf_ktime_get_ns());
     return 0;
 }
 
-/* ns of the CPU's time to who; a task other than the generator's, ksoftirqd and idle also by
+/* ns of the CPU's time to who; a task other than the measured tree's, ksoftirqd and idle also by
  * its pid, under its latest name (a process that ran here before its exec keeps its pid). */
 static __always_inline void credit(struct kt_who_cpu *w, __u64 who, __u32 pid, const char *comm,
                                    __u64 ns)
@@ -543,7 +612,7 @@ static __always_inline void credit(struct kt_who_cpu *w, __u64 who, __u32 pid, c
     }
 }
 
-/* A generator's thread got the CPU at `at`: the wait it was in, if any, ends there. */
+/* A measured thread got the CPU at `at`: the wait it was in, if any, ends there. */
 static __always_inline void wait_ends(struct kt_who_cpu *w, struct task_struct *task, __u64 at)
 {
     struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, task, 0, 0);
@@ -591,12 +660,12 @@ int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_
             if (prevs > spent)
                 prevs = spent;
             credit(w, w->running, (__u32)w->running_pid, w->running_comm, spent - prevs);
-            if (prev_who == KT_WHO_GENERATOR)
+            if (prev_who == KT_WHO_MEASURED)
                 wait_ends(w, prev, now - prevs);
         }
         credit(w, prev_who, prev->pid, prev->comm, prevs);
     }
-    if (prev_who == KT_WHO_GENERATOR) {
+    if (prev_who == KT_WHO_MEASURED) {
         if (prev->__state == 0) {
             /* preempted (still runnable): its wait for the CPU begins now */
             wait_begins(prev, w, now);
@@ -608,7 +677,7 @@ int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_
         }
     }
     __u64 who = who_of(next);
-    if (who == KT_WHO_GENERATOR)
+    if (who == KT_WHO_MEASURED)
         wait_ends(w, next, now);
     slice_begins(w, who, next->pid, next->comm, now);
     traced(e);

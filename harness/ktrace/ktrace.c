@@ -2,7 +2,7 @@
  * and every CPU's network softirqs, over exactly the window it is told; prints JSON.
  *
  *   wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] [--duration S]
- *   wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US] [--duration S]
+ *   wb-ktrace --who-ran CPU (--generator-pid PID ... | --pid PID ...) [--late-us US] [--duration S]
  *   wb-ktrace --probe | --describe | --help
  *
  * Without --duration it is driven on stdin, as perf is over its control fifo: it loads and
@@ -17,9 +17,13 @@
  * program loads and attaches here (fentry_loads); a function this kernel lacks (inlined,
  * renamed) or will not trace is skipped and named, never fatal.
  *
- * --who-ran CPU loads only what tells who ran on that CPU (the generator's trees, the CPU's
- * ksoftirqd, idle, each other task by name) and how long the generator's threads waited for it
- * while other tasks held it: a context switch's worth of work on that CPU, none on the others.
+ * --who-ran CPU loads only what tells who ran on that CPU (the measured trees: the generator's,
+ * or with --pid the server's; the CPU's ksoftirqd, idle, each other task by name) and how long
+ * the measured threads waited for it while other tasks held it: a context switch's worth of
+ * work on that CPU, none on the others.
+ *
+ * Each document gives the CLOCK_MONOTONIC edges it counted over ("window": start_ns, end_ns:
+ * bpf_ktime_get_ns's clock, read as counting was switched on and after it was switched off).
  *
  * Why it cannot run is one line on stderr and its own exit status (kt_exit below). */
 #include <errno.h>
@@ -198,12 +202,14 @@ static void usage(void)
 {
     fputs("usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
           "[--duration SECONDS]\n"
-          "       wb-ktrace --who-ran CPU --generator-pid PID [...] [--late-us US]\n"
+          "       wb-ktrace --who-ran CPU (--generator-pid PID ... | --pid PID ...)\n"
+          "                 [--late-us US]\n"
           "                 [--duration SECONDS]\n"
           "       wb-ktrace --probe | --describe\n"
           "  --pid            a process whose tree is measured (the server), at most 64\n"
           "  --generator-pid  a process whose tree is traced apart, as the generator\n"
-          "  --who-ran        only who ran on this CPU and whom the generator waited behind\n"
+          "  --who-ran        only who ran on this CPU and whom the measured tree (the\n"
+          "                   generator's, or with --pid the server's) waited behind\n"
           "  --late-us        with --who-ran: each wait behind others also counted past this\n"
           "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
           "                   the document; without it: ready / start / stop on stdin\n"
@@ -486,8 +492,10 @@ static void choose_mode(struct ktrace_bpf *skel, bool who_ran)
         bpf_program__set_autoload(other[i], false);
 }
 
-static void attach_window(struct ktrace_bpf *skel, struct function *functions, bool who_ran,
-                          struct window_links *held)
+/* Attaches the window's programs and switches counting on: the instant it did (CLOCK_MONOTONIC,
+ * bpf_ktime_get_ns's clock), before which nothing counts. */
+static uint64_t attach_window(struct ktrace_bpf *skel, struct function *functions, bool who_ran,
+                              struct window_links *held)
 {
     struct bpf_program *window[7];
     size_t count = window_programs(skel, who_ran, window);
@@ -499,17 +507,23 @@ static void attach_window(struct ktrace_bpf *skel, struct function *functions, b
         held->links[held->count++] = link;
     }
     attach_functions(functions);
+    uint64_t start = now_ns();
+    skel->bss->counting_since_ns = start;
     skel->bss->counting = 1;
+    return start;
 }
 
-static void detach_window(struct ktrace_bpf *skel, struct function *functions,
-                          struct window_links *held)
+/* Switches counting off and detaches: the instant counting had stopped by (CLOCK_MONOTONIC). */
+static uint64_t detach_window(struct ktrace_bpf *skel, struct function *functions,
+                              struct window_links *held)
 {
     skel->bss->counting = 0;
+    uint64_t end = now_ns();
     for (int i = 0; i < held->count; i++)
         bpf_link__destroy(held->links[i]);
     held->count = 0;
     detach_functions(functions);
+    return end;
 }
 
 static void print_calls(const struct kt_calls *c)
@@ -575,6 +589,36 @@ static void print_events(struct ktrace_bpf *skel, int cpus)
     free(per_cpu);
 }
 
+/* The window counted over: its edges on CLOCK_MONOTONIC (bpf_ktime_get_ns's clock), ns. */
+struct window {
+    uint64_t start_ns, end_ns;
+};
+
+static void print_window(struct window window)
+{
+    printf("\"window_ns\": %llu, \"window\": {\"start_ns\": %llu, \"end_ns\": %llu}",
+           (unsigned long long)(window.end_ns - window.start_ns),
+           (unsigned long long)window.start_ns, (unsigned long long)window.end_ns);
+}
+
+/* Each role's threads' time on a CPU, CPUs summed: {role: ns}. */
+static void print_on_cpu(struct ktrace_bpf *skel, int roles, int cpus)
+{
+    struct kt_on_cpu *per_cpu = calloc((size_t)cpus, sizeof *per_cpu);
+    if (!per_cpu)
+        die(EXIT_FAILED, "out of memory");
+    printf("{");
+    for (__u32 role = 0; role < (__u32)roles; role++) {
+        if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.kt_on_cpu), &role, per_cpu) != 0)
+            die(EXIT_FAILED, "reading the on-CPU map: %s", strerror(errno));
+        struct kt_on_cpu sum;
+        sum_cpus(&sum, per_cpu, sizeof sum, cpus);
+        printf("%s\"%s\": %llu", role ? ", " : "", ROLES[role], sum.ns);
+    }
+    printf("}");
+    free(per_cpu);
+}
+
 /* An entry of the who-ran tasks map, with its key. */
 struct who_task {
     __u32 pid;
@@ -582,7 +626,7 @@ struct who_task {
 };
 
 static void print_document(struct ktrace_bpf *skel, const struct function *functions,
-                           bool fentry, uint64_t window_ns, bool generator)
+                           bool fentry, struct window window, bool generator)
 {
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0)
@@ -591,13 +635,17 @@ static void print_document(struct ktrace_bpf *skel, const struct function *funct
     struct kt_cpu *cpu_values = calloc((size_t)cpus, sizeof *cpu_values);
     if (!per_cpu || !cpu_values)
         die(EXIT_FAILED, "out of memory");
-    printf("{\"window_ns\": %llu, \"attach\": \"tp_btf\", \"fentry\": %s, \"fentry_detail\": ",
-           (unsigned long long)window_ns, fentry ? "true" : "false");
+    printf("{");
+    print_window(window);
+    printf(", \"attach\": \"tp_btf\", \"fentry\": %s, \"fentry_detail\": ",
+           fentry ? "true" : "false");
     print_json_string(fentry_detail);
     printf(", \"functions\": ");
     print_functions(skel, functions, cpus);
     printf(", \"functions_skipped\": ");
     print_skipped(functions, fentry);
+    printf(", \"on_cpu_ns\": ");
+    print_on_cpu(skel, generator ? KT_ROLES : 1, cpus);
     printf(", \"roles\": {");
     int calls_fd = bpf_map__fd(skel->maps.kt_calls);
     for (int role = 0; role < (generator ? KT_ROLES : 1); role++) {
@@ -638,7 +686,8 @@ static int by_time_spent(const void *a, const void *b)
 
 /* --who-ran: the CPU's time by who ran there, the generator's waits, and each other task that
  * ran there (most time first). */
-static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu, double late_us)
+static void print_who_ran(struct ktrace_bpf *skel, struct window window, int cpu, int role,
+                          double late_us)
 {
     int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0)
@@ -657,13 +706,14 @@ static void print_who_ran(struct ktrace_bpf *skel, uint64_t window_ns, int cpu, 
         previous = &key;
     }
     qsort(tasks, count, sizeof *tasks, by_time_spent);
-    printf("{\"window_ns\": %llu, \"who_ran\": {\"cpu\": %d, \"idle_ns\": %llu, "
-           "\"generator_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
+    printf("{");
+    print_window(window);
+    printf(", \"who_ran\": {\"cpu\": %d, \"role\": \"%s\", \"idle_ns\": %llu, "
+           "\"measured_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
            "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"late_us\": %g, "
            "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"untraced_switches\": %llu, "
            "\"tasks\": [",
-           (unsigned long long)window_ns, cpu, who.ran_ns[KT_WHO_IDLE],
-           who.ran_ns[KT_WHO_GENERATOR], who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER],
+           cpu, ROLES[role], who.ran_ns[KT_WHO_IDLE], who.ran_ns[KT_WHO_MEASURED], who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER],
            who.waited_ns, who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits,
            who.untraced_switches);
     for (size_t i = 0; i < count; i++) {
@@ -791,12 +841,13 @@ int main(int argc, char **argv)
         usage();
         return EXIT_USAGE;
     }
-    if (who_ran && (probe || root_count[KT_GENERATOR] == 0)) {
-        fputs("wb-ktrace: --who-ran needs the generator (--generator-pid PID) and no --probe\n",
-              stderr);
+    if (who_ran && (probe || (root_count[KT_GENERATOR] == 0) == (root_count[KT_SERVER] == 0))) {
+        fputs("wb-ktrace: --who-ran needs one measured tree (--generator-pid PID or --pid PID, "
+              "not both) and no --probe\n", stderr);
         usage();
         return EXIT_USAGE;
     }
+    int who_role = root_count[KT_SERVER] ? KT_SERVER : KT_GENERATOR;
     libbpf_set_print(keep_warning);
     check_machine();
 
@@ -808,6 +859,7 @@ int main(int argc, char **argv)
     choose_functions(skel, functions, fentry);
     choose_mode(skel, who_ran);
     skel->rodata->who_cpu = (__s32)who_cpu;
+    skel->rodata->who_role = (__u32)who_role;
     skel->rodata->late_ns = (__u64)(late_us * 1e3);
     if (ktrace_bpf__load(skel) != 0) {
         int saved = errno;
@@ -850,29 +902,25 @@ int main(int argc, char **argv)
                     roots[role][i]);
 
     struct window_links held = {.count = 0};
-    uint64_t started, stopped;
+    struct window window;
     if (duration > 0) {
-        attach_window(skel, functions, who_ran, &held);
-        started = now_ns();
+        window.start_ns = attach_window(skel, functions, who_ran, &held);
         count_for(duration);
     } else {
         setvbuf(stdout, NULL, _IOLBF, 0);
         printf("ready\n");
         if (!await_command("start"))
             return EXIT_OK;
-        attach_window(skel, functions, who_ran, &held);
-        started = now_ns();
+        window.start_ns = attach_window(skel, functions, who_ran, &held);
         printf("started\n");
         if (!await_command("stop"))
             return EXIT_OK;
     }
-    stopped = now_ns();
-    detach_window(skel, functions, &held);
+    window.end_ns = detach_window(skel, functions, &held);
     if (who_ran)
-        print_who_ran(skel, stopped - started, (int)who_cpu, late_us);
+        print_who_ran(skel, window, (int)who_cpu, who_role, late_us);
     else
-        print_document(skel, functions, fentry, stopped - started,
-                       root_count[KT_GENERATOR] > 0);
+        print_document(skel, functions, fentry, window, root_count[KT_GENERATOR] > 0);
     bpf_link__destroy(follow);
     ktrace_bpf__destroy(skel);
     return EXIT_OK;

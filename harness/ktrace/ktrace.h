@@ -40,6 +40,14 @@ struct kt_calls {
     __u64 hist[KT_HIST_BUCKETS];
 };
 
+/* One role's threads' time on a CPU in the window, per CPU (the loader sums the CPUs): from each
+ * switch in (for a thread running when the window began, from then) to its switch out, or to
+ * its latest traced call's return for the slice running at the window's end. The same clock as
+ * kt_calls' kernel_ns, so that a call's share of it cannot pass 100 %. */
+struct kt_on_cpu {
+    __u64 ns;
+};
+
 /* Softirq vectors (include/linux/interrupt.h): the network's two. */
 #define KT_NET_TX_SOFTIRQ 2
 #define KT_NET_RX_SOFTIRQ 3
@@ -105,10 +113,11 @@ struct kt_fn_stack {
     __u64 entered_ns[KT_FN_DEPTH];
 };
 
-/* --who-ran CPU: that CPU's time by who ran there, and the generator's waits for it (who held
- * the CPU meanwhile). One entry, written by the programs on that CPU only and read by a wake-up
- * on any CPU. */
-enum kt_who { KT_WHO_IDLE, KT_WHO_GENERATOR, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHOS };
+/* --who-ran CPU: that CPU's time by who ran there, and the measured tree's waits for it (who
+ * held the CPU meanwhile); the measured tree is one role's (who_role: the generator's, or the
+ * server's). One entry, written by the programs on that CPU only and read by a wake-up on any
+ * CPU. */
+enum kt_who { KT_WHO_IDLE, KT_WHO_MEASURED, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHOS };
 
 struct kt_who_cpu {
     __u64 slice_since_ns;   /* the running task's slice began (0: no switch seen yet) */
@@ -116,17 +125,17 @@ struct kt_who_cpu {
     __u64 running_pid;      /* and its pid (0: the idle task) */
     char running_comm[16];  /* and its name then */
     __u64 ran_ns[KT_WHOS];  /* closed slices by who ran them (interrupts inside them included) */
-    __u64 waited_ns;        /* the generator's threads runnable there but not running */
+    __u64 waited_ns;        /* the measured tree's threads runnable there but not running */
     __u64 waited_others_ns; /* of that, while a KT_WHO_OTHER task ran there */
     __u64 waited_others_late_ns; /* of that, each wait's part past late_ns (--late-us) */
-    __u64 waits;            /* waits that ended with a generator's thread getting the CPU */
+    __u64 waits;            /* waits that ended with a measured thread getting the CPU */
     /* switches the sched_switch tracepoint did not report: a slice that began with one task and
      * ended with another (some kernels do not report some tasks' switches out: a VM agent's
      * threads here), or an idle entry while a task was thought to run */
     __u64 untraced_switches;
 };
 
-/* A task other than the generator's, the CPU's ksoftirqd and idle that ran on that CPU. */
+/* A task other than the measured tree's, the CPU's ksoftirqd and idle that ran on that CPU. */
 struct kt_who_task {
     __u64 ran_ns;
     char comm[16];

@@ -1,12 +1,12 @@
 """What neighbours did to one measured window: CPU steal (the hypervisor gave the vCPU to
 someone else), time the server waited for its own CPU (another task ran there), softirq
-time and other tasks' time on the generator's CPU, and the CPU clock. Read at the window's
-start and end only, so it costs nothing in between.
+time and other tasks' time on the generator's CPU and on the server's, and the CPU clock.
+Read at the window's start and end only, so it costs nothing in between.
 
-Other tasks' time on the generator's CPU, and the generator's wait behind them, come from
-wb-ktrace --who-ran where it runs (harness.metrics.whoran: exact, softirq hides nothing);
-elsewhere other_generator_cpu_pct is /proc/stat's lower bound and other_generator_measure
-says why."""
+Other tasks' time on the generator's CPU and on the server's, and the wait of the tree
+measured there behind them, come from wb-ktrace --who-ran where it runs (harness.metrics.whoran:
+exact, softirq hides nothing); elsewhere other_generator_cpu_pct and other_server_cpu_pct are
+/proc/stat's lower bound and other_generator_measure, other_server_measure say why."""
 
 from __future__ import annotations
 
@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.metrics import cpu
-from harness.metrics.whoran import WhoRan
+from harness.metrics.whoran import GENERATOR, SERVER, Seen
 
 CPUINFO = Path("/proc/cpuinfo")
-# the columns of other tasks' time on the generator's CPU (all null without one)
-OTHERS_ON_GENERATOR_CPU = ("other_generator_cpu_pct", "generator_wait_others_pct",
-                           "other_generator_tasks", "other_generator_measure")
+UNTRACED = Seen()
+
+
+def others_columns(role: str) -> tuple[str, str, str, str]:
+    """The columns of other tasks' time on role's CPU (GENERATOR: all null without one): their
+    time there, role's wait behind them, the longest-running of them, and how it was measured.
+    """
+    return (f"other_{role}_cpu_pct", f"{role}_wait_others_pct", f"other_{role}_tasks",
+            f"other_{role}_measure")
 
 
 def cpu_mhz(which: int) -> float | None:
@@ -76,9 +82,10 @@ class Interference:
     def start(self) -> None:
         self._first = self._snapshot()
 
-    def stop(self, window_s: float, who_ran: WhoRan | None = None,
-             untraced: str = "") -> dict[str, Any]:
-        """who_ran: the generator's CPU traced over the window; else untraced says why not."""
+    def stop(self, window_s: float, generator_cpu: Seen = UNTRACED,
+             server_cpu: Seen = UNTRACED) -> dict[str, Any]:
+        """generator_cpu, server_cpu: what wb-ktrace --who-ran saw of each over the window, or
+        why it did not run."""
         assert self._first is not None, "start() first"
         first, last = self._first, self._snapshot()
 
@@ -94,7 +101,7 @@ class Interference:
         served = self.server_cpu
         busy_here = delta(served, "user", "nice", "system")
         others = max(0.0, busy_here - (last.server_ran_s - first.server_ran_s))
-        generator_cpu = self.generator_cpu
+        generator = self.generator_cpu
         mhz = [m for m in (first.mhz, last.mhz) if m is not None]
         return {
             "steal_pct": _pct(sum(delta(n, "steal") for n in last.cpus), total_elapsed),
@@ -104,41 +111,39 @@ class Interference:
             "server_wait_pct": _pct(last.server_waited_s - first.server_waited_s, window_s),
             "generator_wait_pct": _pct(last.generator_waited_s - first.generator_waited_s,
                                        window_s),
-            "other_server_cpu_pct": _pct(others, elapsed(served)),
+            **_others_on(SERVER, server_cpu, _pct(others, elapsed(served))),
             # Below saturation a server pays per wake-up, not only per request: its run
             # periods per reply say how often it slept (bench-servers' wake-ups/reply)
             "server_run_periods": last.server_run_periods - first.server_run_periods,
             # the server CPU's softirq share is cpu_softirq_pct (the CPU sampler's)
-            "softirq_generator_cpu_pct": (_pct(delta(generator_cpu, "softirq"),
-                                               elapsed(generator_cpu))
-                                          if generator_cpu is not None else None),
+            "softirq_generator_cpu_pct": (_pct(delta(generator, "softirq"), elapsed(generator))
+                                          if generator is not None else None),
             # the generator's CPU left idle: with the server CPU's (cpu_idle_pct), what the
             # machine had to spare (docs/bench-wan.md: room for a link emulator)
-            "idle_generator_cpu_pct": (_pct(delta(generator_cpu, "idle", "iowait"),
-                                            elapsed(generator_cpu))
-                                       if generator_cpu is not None else None),
+            "idle_generator_cpu_pct": (_pct(delta(generator, "idle", "iowait"),
+                                            elapsed(generator))
+                                       if generator is not None else None),
             "cpu_mhz": sum(mhz) / len(mhz) if mhz else None,
-            **(dict.fromkeys(OTHERS_ON_GENERATOR_CPU) if generator_cpu is None else
-               _others_on_generator_cpu(who_ran, untraced, _pct(
-                   max(0.0, delta(generator_cpu, "user", "nice", "system")
+            **(dict.fromkeys(others_columns(GENERATOR)) if generator is None else
+               _others_on(GENERATOR, generator_cpu, _pct(
+                   max(0.0, delta(generator, "user", "nice", "system")
                        - (last.generator_ran_s - first.generator_ran_s)),
-                   elapsed(generator_cpu)))),
+                   elapsed(generator)))),
         }
 
 
-def _others_on_generator_cpu(who_ran: WhoRan | None, untraced: str,
-                             lower_bound_pct: float | None) -> dict[str, Any]:
-    """Other tasks' time on the generator's CPU (its late sends may be theirs): traced, with
-    the generator's wait behind them; else lower_bound_pct, /proc/stat's user and system time
-    there less the generator's run time, which the softirq run in the generator's time hides
-    (its run time includes it, the CPU's user and system time do not), and no wait behind
-    them. The keys are OTHERS_ON_GENERATOR_CPU."""
+def _others_on(role: str, seen: Seen, lower_bound_pct: float | None) -> dict[str, Any]:
+    """Other tasks' time on role's CPU (the generator's late sends, the server's wait may be
+    theirs): traced, with role's wait behind them (the generator's past its late threshold,
+    the server's whole: it has none); else lower_bound_pct, /proc/stat's user and system time
+    there less role's run time, which the softirq run in role's time hides (its run time
+    includes it, the CPU's user and system time do not), and no wait behind them. The keys are
+    others_columns(role)."""
+    cpu_pct, wait_pct, tasks, measure = others_columns(role)
+    who_ran = seen.who_ran
     if who_ran is not None:
-        return {"other_generator_cpu_pct": _pct(who_ran.others_s, who_ran.window_s),
-                "generator_wait_others_pct": _pct(who_ran.late_behind_others_s,
-                                                  who_ran.window_s),
-                "other_generator_tasks": who_ran.named(),
-                "other_generator_measure": "traced"}
-    return {"other_generator_cpu_pct": lower_bound_pct, "generator_wait_others_pct": None,
-            "other_generator_tasks": None,
-            "other_generator_measure": f"lower bound: {untraced or 'not traced'}"}
+        return {cpu_pct: _pct(who_ran.others_s, who_ran.window_s),
+                wait_pct: _pct(who_ran.late_behind_others_s, who_ran.window_s),
+                tasks: who_ran.named(), measure: "traced"}
+    return {cpu_pct: lower_bound_pct, wait_pct: None, tasks: None,
+            measure: f"lower bound: {seen.untraced or 'not traced'}"}

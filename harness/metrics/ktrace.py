@@ -72,6 +72,20 @@ class Support:
                 + (f" ({renamed}: an inline wrapper of it here)" if renamed else ""))
 
 
+@dataclass(frozen=True)
+class WindowEdges:
+    """The CLOCK_MONOTONIC instants (ns) a wb-ktrace document (the calls' or who-ran's)
+    counted between: when counting was switched on, and by when it was off. The runner's
+    window is on the same clock (time.monotonic_ns)."""
+
+    start_ns: int
+    end_ns: int
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> WindowEdges:
+        return cls(document["window"]["start_ns"], document["window"]["end_ns"])
+
+
 def _loader() -> Path:
     try:
         return binary("wb-ktrace")
@@ -170,7 +184,8 @@ class KernelTrace:
         await self._expect("started", "start")
 
     async def stop(self) -> dict[str, Any]:
-        """Counting no more, detached; the window's document (also kept in the raw dir)."""
+        """Counting no more, detached; the window's document (also kept in the raw dir): its
+        edges are WindowEdges.of(it)."""
         line = await self._expect(None, "stop")
         assert self._proc is not None
         await self._proc.wait()
@@ -240,6 +255,7 @@ def columns(document: dict[str, Any] | None) -> dict[str, Any]:
             calls["kernel_ns"], packets[KERNEL_FUNCTIONS[function]])
     row["kernel_events_traced"] = document["events"]["traced"]
     row["kernel_trace_window_s"] = document["window_ns"] / 1e9
+    row["kernel_server_on_cpu_s"] = document["on_cpu_ns"]["server"] / 1e9
     return row
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from clients import pinning
-from clients.paths import MissingBinary
 from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
@@ -31,7 +30,8 @@ class SamplerConfig:
     proc_stat: Path = cpu.PROC_STAT  # tests feed a file with made-up steal
     kernel_trace: bool = False  # wb-ktrace over the window (the kernel_* columns)
     late_us: float | None = None  # the generator's late threshold (the wait that makes sends late)
-    # why the generator's CPU must not be traced here, as the caller knows it (an emulated CPU)
+    # why no CPU (the generator's, the server's) may be traced here, as the caller knows it (an
+    # emulated CPU)
     who_ran_refused: str | None = None
 
 
@@ -48,7 +48,8 @@ class _Reading:
 
 class WindowSampler:
     """Reads /proc once a second (cheap: a few small files), perf and wb-ktrace run beside it
-    when asked, and wb-ktrace --who-ran on the generator's CPU where it can (whoran). This
+    when asked, and wb-ktrace --who-ran on the generator's CPU and on the server's where it can
+    (whoran: one tracer per CPU). This
     process (the run's Python: these samplers, the progress display) is not pinned: pinned to
     the server's CPU it stretched the server's traced in-kernel time; on the generator's CPU
     the trace counts it among the others (docs/validity.md).
@@ -66,9 +67,11 @@ class WindowSampler:
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
         self._ktrace: ktrace.KernelTrace | None = None
-        self._who: ktrace.KernelTrace | None = None
-        self._who_unready: ktrace.KernelTrace | None = None  # not ready by the window's start
-        self._untraced = ""  # why the generator's CPU is not traced
+        self._who_ran = (
+            whoran.TracedCpu(whoran.GENERATOR, config.generator_pids, config.generator_cpu,
+                             config.workdir, config.late_us, config.who_ran_refused),
+            whoran.TracedCpu(whoran.SERVER, [config.server_pid], config.server_cpu,
+                             config.workdir, refused=config.who_ran_refused))
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
         self._generator_cpu = cpu.TreeCpu(config.generator_pids)
@@ -97,8 +100,8 @@ class WindowSampler:
     async def prepare(self, window_start_ns: int | None = None) -> None:
         """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
         KernelTraceFailed if one cannot). wb-ktrace --who-ran, a measure of interference only,
-        gets until window_start_ns (CLOCK_MONOTONIC) to be ready: the window does not wait
-        for it (a loaded machine can take longer than a short warm-up to load it)."""
+        gets until window_start_ns (CLOCK_MONOTONIC) to be ready on each CPU: the window does
+        not wait for it (a loaded machine can take longer than a short warm-up to load it)."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
         # never on the server's CPU (unless it is the only one)
@@ -118,36 +121,7 @@ class WindowSampler:
             await self._ktrace.prepare()
         left = (None if window_start_ns is None
                 else max(0, window_start_ns - time.monotonic_ns()) / 1e9)
-        try:
-            await asyncio.wait_for(self._prepare_who_ran(), left)
-        except TimeoutError:
-            # stopped at the window's end (close), not now: a loader stopped mid-load can
-            # take as long to go as it took to load
-            self._untraced = "wb-ktrace --who-ran was not ready when the window started"
-            self._who, self._who_unready = None, self._who
-
-    async def _prepare_who_ran(self) -> None:
-        """The generator's CPU traced where wb-ktrace runs; else why not (the measure falls
-        back to /proc/stat's lower bound and says so)."""
-        c = self.config
-        if c.generator_cpu is None or not c.generator_pids:
-            self._untraced = "no generator on this host"
-            return
-        if c.who_ran_refused:
-            self._untraced = c.who_ran_refused
-            return
-        # in a thread: the probe loads programs (seconds on a loaded machine), and the
-        # window's start must not wait for it
-        support = await asyncio.to_thread(ktrace.support)
-        if not support.tracepoints:
-            self._untraced = support.detail
-            return
-        try:
-            self._who = whoran.trace(c.generator_pids, c.generator_cpu, c.workdir, c.late_us)
-            await self._who.prepare()
-        except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
-            self._untraced = str(exc)
-            await self._close_who()
+        await asyncio.gather(*(traced.prepare(left) for traced in self._who_ran))
 
     async def start(self) -> None:
         """The window starts: perf and wb-ktrace count, /proc is read once a second."""
@@ -155,12 +129,8 @@ class WindowSampler:
             await controlled.enable()
         if self._ktrace is not None:
             await self._ktrace.start()
-        if self._who is not None:
-            try:
-                await self._who.start()
-            except ktrace.KernelTraceFailed as exc:
-                self._untraced = str(exc)
-                await self._close_who()
+        for traced in self._who_ran:
+            await traced.start()
         self._first = self._read()
         self._interference.start()
         self._task = asyncio.create_task(self._loop(self._first))
@@ -184,15 +154,20 @@ class WindowSampler:
         assert self._first is not None and self._task is not None, "start() first"
         last = self._read()
         traced = await self._ktrace.stop() if self._ktrace is not None else None
-        who_ran = await self._stop_who()
-        interference = self._interference.stop((last.t_ns - self._first.t_ns) / 1e9, who_ran,
-                                               self._untraced)
+        generator_cpu, server_cpu = [await traced.stop() for traced in self._who_ran]
+        interference = self._interference.stop((last.t_ns - self._first.t_ns) / 1e9,
+                                               generator_cpu, server_cpu)
         self._task.cancel()
         await self.close()
         self.edges["sampler"] = (self._first.t_ns, last.t_ns)
-        # wb-ktrace's and --who-ran's edges ("kernel_trace", "who_ran": the window
-        # {start_ns, end_ns} each reports it counted over) join here, from `traced` and
-        # `who_ran`, when wb-ktrace reports them
+        # wb-ktrace's and each --who-ran's edges: the window each says it counted over
+        if traced is not None:
+            counted = ktrace.WindowEdges.of(traced)
+            self.edges["kernel_trace"] = (counted.start_ns, counted.end_ns)
+        for seen in (generator_cpu, server_cpu):
+            if seen.who_ran is not None:
+                counted = seen.who_ran.edges
+                self.edges[f"who_ran_{seen.who_ran.role}"] = (counted.start_ns, counted.end_ns)
         return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
 
     async def close(self) -> None:
@@ -202,22 +177,8 @@ class WindowSampler:
             await controlled.stop()
         if self._ktrace is not None:
             await self._ktrace.close()
-        await self._close_who()
-
-    async def _stop_who(self) -> whoran.WhoRan | None:
-        if self._who is None:
-            return None
-        try:
-            return whoran.WhoRan.of(await self._who.stop())
-        except ktrace.KernelTraceFailed as exc:
-            self._untraced = str(exc)
-            return None
-
-    async def _close_who(self) -> None:
-        for who in (self._who, self._who_unready):
-            if who is not None:
-                await who.close()
-        self._who = self._who_unready = None
+        for traced in self._who_ran:
+            await traced.close()
 
     def profile_rows(self) -> list[dict[str, Any]]:
         return [row for controlled, out in self._perf if controlled.name == "record"

@@ -104,6 +104,9 @@ KERNEL_TRACE_COLUMNS = (
     *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",
     "kernel_trace_window_s",
+    # the server tree's time on a CPU in the traced window, on the calls' own clock: what their
+    # in-kernel time is a share of
+    "kernel_server_on_cpu_s",
 )
 
 
@@ -111,8 +114,9 @@ KERNEL_TRACE_COLUMNS = (
 # source of the point's numbers actually used, as its offset from the runner's edge (ms;
 # null where the source did not run): the hot generator's own count, the server's stats
 # reads, the samplers' readings, wb-ktrace over the server, wb-ktrace --who-ran over the
-# generator's CPU.
-WINDOW_SOURCES = ("generator", "server_stats", "sampler", "kernel_trace", "who_ran")
+# generator's and over the server's CPU.
+WINDOW_SOURCES = ("generator", "server_stats", "sampler", "kernel_trace", "who_ran_generator",
+                  "who_ran_server")
 
 
 def edge_column(source: str, edge: str) -> str:

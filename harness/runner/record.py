@@ -59,6 +59,7 @@ class PointRecorder:
             generator_wait_others_pct=row.get("generator_wait_others_pct"),
             server_cpu_pct=row.get("cpu_server_pct"), server_wait_pct=row.get("server_wait_pct"),
             other_server_cpu_pct=row.get("other_server_cpu_pct"),
+            server_wait_others_pct=row.get("server_wait_others_pct"),
             steal_server_pct=row.get("steal_server_cpu_pct"),
             steal_generator_pct=row.get("steal_generator_cpu_pct"),
             reply_rps=row.get("reply_rate_rps"), server_cpus=row["server_cpus"],

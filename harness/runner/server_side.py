@@ -53,7 +53,8 @@ def throttling_columns(held: Throttling, window: dict[str, Any]) -> dict[str, An
 
 
 def _who_ran_refused() -> str | None:
-    """Why this process must not trace the generator's CPU, if it must not."""
+    """Why this process must not trace a CPU (the generator's, the server's) with who-ran, if it
+    must not."""
     guest = guest_record.current()
     if guest is not None and guest.emulated:
         # its timings, waits included, are not measured there; and loading the programs

@@ -265,7 +265,10 @@ def _kernel_columns(p: pd.DataFrame, noise: np.ndarray, stream: bool) -> pd.Data
     """Every kernel_* column of the format, null where the model gives none."""
     model = (_stack_kernel if stream else _dispatch_kernel)(p, noise)
     frame = pd.DataFrame(np.nan, index=p.index, columns=list(KERNEL_TRACE_COLUMNS))
-    for column, values in {**model, "kernel_trace_window_s": DURATION_S}.items():
+    # the tracer's count of the server's on-CPU time, as schedstat read it
+    on_cpu_s = p["cpu_server_pct"].to_numpy(dtype=float) / 100 * DURATION_S
+    for column, values in {**model, "kernel_trace_window_s": DURATION_S,
+                           "kernel_server_on_cpu_s": on_cpu_s}.items():
         frame[column] = values
     return frame
 

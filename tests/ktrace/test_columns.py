@@ -23,6 +23,8 @@ def cpu(n: int, rx_ns: int, rx: int, tx_ns: int, tx: int) -> dict[str, Any]:
 
 DOCUMENT = {
     "window_ns": 2_000_000_000,
+    "window": {"start_ns": 5_000_000_000, "end_ns": 7_000_000_000},
+    "on_cpu_ns": {"server": 150_000_000},
     "roles": {"server": {**{name: family() for name in KERNEL_FAMILIES},
                          "select": family(1000, 30_000_000, 5000),
                          "write": family(4000, 12_000_000, 400_000)}},
@@ -53,6 +55,8 @@ def test_a_document_gives_per_call_per_packet_and_per_reply_columns():
     assert row["kernel_tx_packets"] == 2000 and row["kernel_tx_ns_per_packet"] == 0.25
     assert row["kernel_events_traced"] == 9000
     assert row["kernel_trace_window_s"] == 2.0
+    assert row["kernel_server_on_cpu_s"] == 0.15
+    assert ktrace.WindowEdges.of(DOCUMENT) == ktrace.WindowEdges(5_000_000_000, 7_000_000_000)
     # 1,000 replies a second over the 2 s traced: 2,000 replies
     per_reply = ktrace.per_reply({**row, "reply_rate_rps": 1000.0})
     assert per_reply["kernel_select_ns_per_reply"] == 15_000

@@ -1,13 +1,14 @@
 """A known workload for wb-ktrace's tests: CALLS dispatch calls over FDS idle descriptors.
 
-    workload.py select|epoll|tcp|spin FDS CALLS [--fork]
+    workload.py select|select-wait|epoll|tcp|spin FDS CALLS [--fork]
 
 Prints its pid, waits for a line on stdin, makes the calls (in a child it forks then, with
 --fork), prints "done", waits for another line and exits. `spin` prints its pid and makes
-select calls until it is killed (a busy process outside the measured tree). Idle descriptors
-are eventfds that nothing writes: never ready, so every call scans them all and returns
-none. `tcp` makes CALLS round trips of 100 bytes each way over one loopback TCP connection it
-opened before (FDS unused): 2 x CALLS sends and 2 x CALLS receives."""
+select calls until it is killed (a busy process outside the measured tree); `select-wait` makes
+its select calls with a 1 ms timeout, asleep in each (a select server between requests). Idle
+descriptors are eventfds that nothing writes: never ready, so every call scans them all and
+returns none. `tcp` makes CALLS round trips of 100 bytes each way over one loopback TCP
+connection it opened before (FDS unused): 2 x CALLS sends and 2 x CALLS receives."""
 
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ def calls(kind: str, fds: list[int], count: int) -> None:
         for _ in range(count):
             poller.poll(0)
         return
+    timeout = 0.001 if kind == "select-wait" else 0
     for _ in range(count):
-        select.select(fds, [], [], 0)
+        select.select(fds, [], [], timeout)
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ import pytest
 from clients import validity
 from harness.metrics.interference import Interference
 from harness.metrics.sampler import SamplerConfig, WindowSampler
-from harness.metrics.whoran import WhoRan
+from harness.metrics.whoran import Seen, WhoRan
 from harness.topology.cgroups import CgroupError, cpu_hierarchy
-from tests.conftest import build
+from tests.conftest import STALLER, build
 from tests.runner.test_run import REPO, WANBENCH, run_dirs, write_scenario
 
 
@@ -80,6 +80,8 @@ def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
     # untraced, that is all there is: a lower bound, and no wait behind them
     assert totals["other_generator_measure"] == "lower bound: not traced"
     assert totals["generator_wait_others_pct"] is None
+    assert totals["other_server_measure"] == "lower bound: not traced"
+    assert totals["server_wait_others_pct"] is None and totals["other_server_tasks"] is None
 
 
 def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
@@ -88,16 +90,18 @@ def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
     server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
-    document = {"window_ns": 3_000_000_000, "who_ran": {
-        "cpu": 1, "idle_ns": 900_000_000, "generator_ns": 2_070_000_000, "ksoftirqd_ns": 0,
-        "other_ns": 30_000_000, "waited_ns": 45_000_000, "waited_others_ns": 30_000_000,
+    document = {"window_ns": 3_000_000_000, "window": {"start_ns": 1, "end_ns": 3_000_000_001},
+                "who_ran": {
+        "cpu": 1, "role": "generator", "idle_ns": 900_000_000, "measured_ns": 2_070_000_000,
+        "ksoftirqd_ns": 0, "other_ns": 30_000_000, "waited_ns": 45_000_000,
+        "waited_others_ns": 30_000_000,
         "late_us": 1000, "waited_others_late_ns": 24_000_000, "waits": 900,
         "tasks": [{"pid": 77, "comm": "kdamond.0", "ran_ns": 21_000_000},
                   {"pid": 4099, "comm": "wanbench", "ran_ns": 9_000_000}]}}
     try:
         window = Interference(server.pid, 0, [generator.pid], 1, proc_stat=stat)
         window.start()
-        totals = window.stop(3.0, WhoRan.of(document))
+        totals = window.stop(3.0, Seen(WhoRan.of(document)))
     finally:
         for sleeper in (server, generator):
             sleeper.kill()
@@ -106,6 +110,32 @@ def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
     assert totals["other_generator_cpu_pct"] == pytest.approx(1.0)
     assert totals["generator_wait_others_pct"] == pytest.approx(0.8)
     assert totals["other_generator_tasks"] == "kdamond.0 0.70 %, wanbench 0.30 %"
+
+
+def test_the_servers_cpu_traced_is_the_measure(tmp_path: Path):
+    """The server's CPU traced too: /proc/stat's difference there read 0 (the softirq run in
+    the server's time hides others) while the trace saw a staller it waited behind."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
+    server = subprocess.Popen(["sleep", "30"])
+    document = {"window_ns": 2_000_000_000, "window": {"start_ns": 7, "end_ns": 2_000_000_007},
+                "who_ran": {
+        "cpu": 0, "role": "server", "idle_ns": 1_500_000_000, "measured_ns": 280_000_000,
+        "ksoftirqd_ns": 20_000_000, "other_ns": 200_000_000, "waited_ns": 150_000_000,
+        "waited_others_ns": 140_000_000, "late_us": 0, "waited_others_late_ns": 140_000_000,
+        "waits": 4000, "tasks": [{"pid": 91, "comm": "staller", "ran_ns": 200_000_000}]}}
+    try:
+        window = Interference(server.pid, 0, [], None, proc_stat=stat)
+        window.start()
+        totals = window.stop(2.0, server_cpu=Seen(WhoRan.of(document)))
+    finally:
+        server.kill()
+        server.wait()
+    assert totals["other_server_measure"] == "traced"
+    assert totals["other_server_cpu_pct"] == pytest.approx(10.0)
+    assert totals["server_wait_others_pct"] == pytest.approx(7.0)
+    assert totals["other_server_tasks"] == "staller 10.00 %"
+    assert totals["other_generator_measure"] is None  # no generator on this host
 
 
 def test_interference_verdicts_in_both_directions():
@@ -118,6 +148,14 @@ def test_interference_verdicts_in_both_directions():
     # receiver at 300 Mbit/s waited for ksoftirqd/0) or a slow wake-up, not a neighbour
     assert validity.crowded(7.0, 0, 0.0) is None
     assert validity.crowded(7.0, 0, 3.0) is None  # others explain 3 %, under the limit
+    # traced: its wait while others held its CPU, which /proc/stat's difference (0 here: the
+    # softirq in the server's time hides them) cannot see
+    assert validity.crowded(8.0, 0, 0.0, 7.0).sentence == (
+        "the server waited for its CPU 7 % of the window while other tasks held CPU 0")
+    # others ran 20 % of the window there, but hardly while the server waited: not theirs
+    assert validity.crowded(8.0, 0, 20.0, 0.5) is None
+    # never more than its whole wait (schedstat): the trace counts each wake-up's latency
+    assert validity.crowded(3.0, 0, None, 9.0) is None
     # a per-packet cost counts the CPU's whole busy time: 17 % of others' work inflated one
     # cpp Fig 6 repetition's cycles per packet 2.2× though the server waited only 2.7 %
     assert validity.foreign_work(17.0, 0).sentence.startswith(
@@ -190,6 +228,27 @@ def test_a_cpu_hog_beside_the_server_makes_the_point_invalid(tmp_path: Path):
     assert "the server waited for its CPU" in point["invalid_reason"]
 
 
+@pytest.mark.timing
+def test_a_staller_on_the_servers_cpu_is_traced_as_what_crowded_the_server(tmp_path: Path):
+    """A real-time task holding the server's CPU 10 ms in every 50: the server's CPU traced
+    (who-ran), the server's wait behind it is the rule's measure, and names it."""
+    staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "0", sys.executable, "-c",
+                                STALLER.replace("0.005", "0.010").replace("0.045", "0.040")])
+    try:
+        point = _run(tmp_path, POINT).iloc[0]
+    finally:
+        staller.kill()
+        staller.wait()
+    if point["other_server_measure"] != "traced":
+        pytest.skip(f"the server's CPU could not be traced here: {point['other_server_measure']}")
+    seen = point[["server_wait_pct", "server_wait_others_pct", "other_server_cpu_pct",
+                  "other_server_tasks", "invalid_reason"]]
+    assert point["other_server_cpu_pct"] > 10, seen
+    assert "python" in point["other_server_tasks"], seen
+    assert point["server_wait_others_pct"] > validity.WAIT_LIMIT_PCT, seen
+    assert "crowded_server" in point["invalid_codes"].split(","), seen
+
+
 def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path: Path):
     point = _run(tmp_path, POINT).iloc[0]
     for column in ("steal_pct", "steal_server_cpu_pct", "steal_generator_cpu_pct",
@@ -197,6 +256,12 @@ def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path:
                    "softirq_generator_cpu_pct", "idle_generator_cpu_pct"):
         assert column in point and point[column] >= 0, column
     assert point["idle_generator_cpu_pct"] <= 100
+    # the server's CPU traced where it can be; crowded only when others held it while the
+    # server waited (beside the suite they may)
+    if point["other_server_measure"] == "traced":
+        crowded = (min(point["server_wait_others_pct"], point["server_wait_pct"])
+                   > validity.WAIT_LIMIT_PCT)
+        assert crowded == ("crowded_server" in (point["invalid_codes"] or "")), point
     # it slept in its dispatch call between requests: the kernel put it on a CPU again
     assert point["server_run_periods"] > 0
     reason = point["invalid_reason"] or ""
