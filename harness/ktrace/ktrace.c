@@ -8,7 +8,8 @@
  * Without --duration it is driven on stdin, as perf is over its control fifo: it loads and
  * verifies its programs, follows the trees' forks from then on, and prints "ready"; "start"
  * attaches the window's programs and answers "started"; "stop" detaches them, prints the
- * JSON document and exits. End of input or a signal ends it without a document. Nothing is
+ * JSON document and exits. "start NS" and "stop NS" switch counting on and off at that
+ * CLOCK_MONOTONIC instant (the caller's window edge; sent ahead of it, they wait for it). End of input or a signal ends it without a document. Nothing is
  * pinned: every program, map and link is held by this process's descriptors only, so the
  * kernel frees them when it exits, however it exits (SIGKILL included). tracefs and bpffs
  * are never needed (tp_btf programs attach by BTF name), so nothing is mounted.
@@ -212,7 +213,7 @@ static void usage(void)
           "                   generator's, or with --pid the server's) waited behind\n"
           "  --late-us        with --who-ran: each wait behind others also counted past this\n"
           "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
-          "                   the document; without it: ready / start / stop on stdin\n"
+          "                   the document; without it: ready / start [NS] / stop [NS] on stdin\n"
           "  --probe          what this machine allows (one JSON line), then exit\n"
           "  --describe       the families and exit statuses (JSON), then exit\n"
           "exit: 0 ok, 1 failed, 2 usage, 3 no CAP_BPF/CAP_SYS_ADMIN, 4 no BTF, "
@@ -224,6 +225,14 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Until CLOCK_MONOTONIC reads at (at once if it has, or at is 0). */
+static void sleep_until(uint64_t at)
+{
+    struct timespec when = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
+    while (at > now_ns() && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &when, NULL) == EINTR)
+        ;
 }
 
 static void describe(void)
@@ -492,10 +501,11 @@ static void choose_mode(struct ktrace_bpf *skel, bool who_ran)
         bpf_program__set_autoload(other[i], false);
 }
 
-/* Attaches the window's programs and switches counting on: the instant it did (CLOCK_MONOTONIC,
- * bpf_ktime_get_ns's clock), before which nothing counts. */
+/* Attaches the window's programs and, at the instant at (0: at once), switches counting on:
+ * the instant it did (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock), before which nothing counts.
+ * The programs are attached first, so that attaching takes none of the window. */
 static uint64_t attach_window(struct ktrace_bpf *skel, struct function *functions, bool who_ran,
-                              struct window_links *held)
+                              struct window_links *held, uint64_t at)
 {
     struct bpf_program *window[7];
     size_t count = window_programs(skel, who_ran, window);
@@ -507,16 +517,19 @@ static uint64_t attach_window(struct ktrace_bpf *skel, struct function *function
         held->links[held->count++] = link;
     }
     attach_functions(functions);
+    sleep_until(at);
     uint64_t start = now_ns();
     skel->bss->counting_since_ns = start;
     skel->bss->counting = 1;
     return start;
 }
 
-/* Switches counting off and detaches: the instant counting had stopped by (CLOCK_MONOTONIC). */
+/* At the instant at (0: at once), switches counting off, then detaches: the instant counting
+ * had stopped by (CLOCK_MONOTONIC). */
 static uint64_t detach_window(struct ktrace_bpf *skel, struct function *functions,
-                              struct window_links *held)
+                              struct window_links *held, uint64_t at)
 {
+    sleep_until(at);
     skel->bss->counting = 0;
     uint64_t end = now_ns();
     for (int i = 0; i < held->count; i++)
@@ -750,15 +763,26 @@ static void count_for(double seconds)
     }
 }
 
-/* The control protocol: false at end of input (no document then). */
-static bool await_command(const char *command)
+/* The control protocol: false at end of input (no document then). "COMMAND NS" names the
+ * CLOCK_MONOTONIC instant it takes effect at (*at; 0 without one: at once), so that the
+ * window's edges are the caller's, not when a line happened to be read. */
+static bool await_command(const char *command, uint64_t *at)
 {
     char line[64];
+    size_t length = strlen(command);
     while (fgets(line, sizeof line, stdin)) {
         line[strcspn(line, "\r\n")] = '\0';
-        if (strcmp(line, command) == 0)
+        char *end = NULL;
+        *at = 0;
+        if (strncmp(line, command, length) == 0 && line[length] == '\0')
             return true;
-        die(EXIT_USAGE, "expected '%s' on stdin, got '%s'", command, line);
+        if (strncmp(line, command, length) == 0 && line[length] == ' ') {
+            errno = 0;
+            *at = strtoull(line + length + 1, &end, 10);
+            if (errno == 0 && end != line + length + 1 && *end == '\0')
+                return true;
+        }
+        die(EXIT_USAGE, "expected '%s' or '%s NS' on stdin, got '%s'", command, command, line);
     }
     return false;
 }
@@ -870,8 +894,8 @@ int main(int argc, char **argv)
     if (probe) {
         /* the window's programs attach and detach once: what a point would do */
         struct window_links held = {.count = 0};
-        attach_window(skel, functions, false, &held);
-        detach_window(skel, functions, &held);
+        attach_window(skel, functions, false, &held, 0);
+        detach_window(skel, functions, &held, 0);
         ktrace_bpf__destroy(skel);
         printf("{\"tracepoints\": true, \"fentry\": %s, \"fentry_detail\": ",
                fentry ? "true" : "false");
@@ -903,20 +927,22 @@ int main(int argc, char **argv)
 
     struct window_links held = {.count = 0};
     struct window window;
+    uint64_t stop_at = 0;
     if (duration > 0) {
-        window.start_ns = attach_window(skel, functions, who_ran, &held);
+        window.start_ns = attach_window(skel, functions, who_ran, &held, 0);
         count_for(duration);
     } else {
         setvbuf(stdout, NULL, _IOLBF, 0);
         printf("ready\n");
-        if (!await_command("start"))
+        uint64_t start_at;
+        if (!await_command("start", &start_at))
             return EXIT_OK;
-        window.start_ns = attach_window(skel, functions, who_ran, &held);
+        window.start_ns = attach_window(skel, functions, who_ran, &held, start_at);
         printf("started\n");
-        if (!await_command("stop"))
+        if (!await_command("stop", &stop_at))
             return EXIT_OK;
     }
-    window.end_ns = detach_window(skel, functions, &held);
+    window.end_ns = detach_window(skel, functions, &held, stop_at);
     if (who_ran)
         print_who_ran(skel, window, (int)who_cpu, who_role, late_us);
     else

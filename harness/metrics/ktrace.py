@@ -180,13 +180,14 @@ class KernelTrace:
                                            stdout=asyncio.subprocess.PIPE, stderr=stderr)
         await self._expect("ready", None)
 
-    async def start(self) -> None:
-        await self._expect("started", "start")
+    async def start(self, at_ns: int | None = None) -> None:
+        """Counting from at_ns (CLOCK_MONOTONIC; None: now): told ahead, it waits for it."""
+        await self._expect("started", _at("start", at_ns))
 
-    async def stop(self) -> dict[str, Any]:
-        """Counting no more, detached; the window's document (also kept in the raw dir): its
-        edges are WindowEdges.of(it)."""
-        line = await self._expect(None, "stop")
+    async def stop(self, at_ns: int | None = None) -> dict[str, Any]:
+        """Counting no more from at_ns (None: now), detached; the window's document (also
+        kept in the raw dir): its edges are WindowEdges.of(it)."""
+        line = await self._expect(None, _at("stop", at_ns))
         assert self._proc is not None
         await self._proc.wait()
         document: dict[str, Any] = json.loads(line)
@@ -220,6 +221,11 @@ class KernelTrace:
         said = _said(self.stderr.read_text(errors="replace")) if self.stderr.exists() else ""
         raise KernelTraceFailed(f"wb-ktrace answered {text!r} to '{command or 'load'}'"
                                 + (f": {said}" if said else ""))
+
+
+def _at(command: str, at_ns: int | None) -> str:
+    """A control command, at an instant of CLOCK_MONOTONIC if given."""
+    return command if at_ns is None else f"{command} {at_ns}"
 
 
 def _per(total: float, count: float) -> float | None:

@@ -123,17 +123,23 @@ class WindowSampler:
                 else max(0, window_start_ns - time.monotonic_ns()) / 1e9)
         await asyncio.gather(*(traced.prepare(left) for traced in self._who_ran))
 
-    async def start(self) -> None:
-        """The window starts: perf and wb-ktrace count, /proc is read once a second."""
-        for controlled, _ in self._perf:
-            await controlled.enable()
-        if self._ktrace is not None:
-            await self._ktrace.start()
-        for traced in self._who_ran:
-            await traced.start()
-        self._first = self._read()
-        self._interference.start()
+    async def start(self, at_ns: int | None = None) -> None:
+        """The window starts at at_ns (CLOCK_MONOTONIC; None: now). wb-ktrace's tracers are
+        told the instant ahead and switch counting on at it themselves; /proc is read at it
+        (then once a second), and perf counts from just after."""
+        tracers = asyncio.gather(*(tracer.start(at_ns) for tracer in self._tracers()))
+        try:
+            await _until(at_ns)
+            self._first = self._read()
+            self._interference.start()
+            for controlled, _ in self._perf:
+                await controlled.enable()
+        finally:
+            await tracers
         self._task = asyncio.create_task(self._loop(self._first))
+
+    def _tracers(self) -> list[ktrace.KernelTrace | whoran.TracedCpu]:
+        return [*([self._ktrace] if self._ktrace is not None else []), *self._who_ran]
 
     async def _loop(self, first: _Reading) -> None:
         previous = first
@@ -149,12 +155,20 @@ class WindowSampler:
             self.timeseries.append({"t_s": t_s, "source": source, "metric": metric,
                                     "value": value})
 
-    async def stop(self) -> dict[str, Any]:
-        """End the window; returns its totals as point-record columns."""
+    async def stop(self, at_ns: int | None = None) -> dict[str, Any]:
+        """End the window at at_ns (CLOCK_MONOTONIC; None: now): the tracers, told ahead,
+        stop counting at it, /proc is read at it; returns its totals as point-record
+        columns."""
         assert self._first is not None and self._task is not None, "start() first"
-        last = self._read()
-        traced = await self._ktrace.stop() if self._ktrace is not None else None
-        generator_cpu, server_cpu = [await traced.stop() for traced in self._who_ran]
+        stopping = [asyncio.ensure_future(traced.stop(at_ns)) for traced in self._who_ran]
+        traced_calls = (asyncio.ensure_future(self._ktrace.stop(at_ns))
+                        if self._ktrace is not None else None)
+        try:
+            await _until(at_ns)
+            last = self._read()
+        finally:
+            traced = await traced_calls if traced_calls is not None else None
+            generator_cpu, server_cpu = [await seen for seen in stopping]
         interference = self._interference.stop((last.t_ns - self._first.t_ns) / 1e9,
                                                generator_cpu, server_cpu)
         self._task.cancel()
@@ -219,6 +233,11 @@ class WindowSampler:
         totals["instructions_per_packet"] = (totals["instructions"] / packets
                                              if totals["instructions"] and packets else None)
         return totals
+
+
+async def _until(at_ns: int | None) -> None:
+    if at_ns is not None:
+        await asyncio.sleep(max(0, at_ns - time.monotonic_ns()) / 1e9)
 
 
 def _interval_metrics(before: _Reading, after: _Reading) -> list[tuple[str, str, float | None]]:

@@ -140,20 +140,20 @@ class TracedCpu:
             self.untraced = str(exc)
             await self.close()
 
-    async def start(self) -> None:
+    async def start(self, at_ns: int | None = None) -> None:
         if self._tracer is None:
             return
         try:
-            await self._tracer.start()
+            await self._tracer.start(at_ns)
         except ktrace.KernelTraceFailed as exc:
             self.untraced = str(exc)
             await self.close()
 
-    async def stop(self) -> Seen:
+    async def stop(self, at_ns: int | None = None) -> Seen:
         if self._tracer is None:
             return Seen(None, self.untraced)
         try:
-            return Seen(WhoRan.of(await self._tracer.stop()))
+            return Seen(WhoRan.of(await self._tracer.stop(at_ns)))
         except ktrace.KernelTraceFailed as exc:
             return Seen(None, str(exc))
 

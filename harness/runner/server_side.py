@@ -237,13 +237,17 @@ class ServerSide:
             who_ran_refused=_who_ran_refused()))
         try:
             await sampler.prepare(window.start_ns)  # during the warm-up
+            # the samplers' tracers told the edge ahead, their /proc read at it, the stats
+            # just after
+            starting = asyncio.ensure_future(sampler.start(window.start_ns))
             await sleep_until(window.start_ns)
             stats_before = await self.stats()
             throttled_before = self.budget.throttling() if self.budget else None
-            await sampler.start()
+            await starting
+            stopping = asyncio.ensure_future(sampler.stop(window.end_ns))
             await sleep_until(window.end_ns)
             stats_after = await self.stats()
-            sampled = await sampler.stop()
+            sampled = await stopping
         except (PerfFailed, ktrace.KernelTraceFailed) as exc:
             raise PointFailed(str(exc)) from None
         finally:

@@ -54,11 +54,11 @@ class Loader:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert exchange(self.proc) == "ready", self.proc.stderr.read() if self.proc.stderr else ""
 
-    def start(self) -> None:
-        assert exchange(self.proc, "start") == "started"
+    def start(self, at_ns: int | None = None) -> None:
+        assert exchange(self.proc, "start" if at_ns is None else f"start {at_ns}") == "started"
 
-    def stop(self) -> dict:
-        document = json.loads(exchange(self.proc, "stop"))
+    def stop(self, at_ns: int | None = None) -> dict:
+        document = json.loads(exchange(self.proc, "stop" if at_ns is None else f"stop {at_ns}"))
         assert self.proc.wait(timeout=10) == 0
         return document
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ktrace.conftest import Loader, Workload
+from tests.ktrace.conftest import Loader, Workload, exchange
 
 # the two accounts of the same slices: schedstat reads the run queue's clock at the switches,
 # the tracer bpf_ktime_get_ns a few instructions away; a few % covers the edges' slices
@@ -74,3 +74,39 @@ def test_the_window_is_given_by_its_monotonic_edges(ktrace_bin: Path, workloads:
     window = document["window"]
     assert before <= window["start_ns"] <= inside <= window["end_ns"] <= after, (before, window)
     assert document["window_ns"] == window["end_ns"] - window["start_ns"]
+
+
+def test_a_window_given_ahead_counts_from_and_to_its_instants(ktrace_bin: Path, workloads: list):
+    """`start NS` / `stop NS`, sent ahead of the runner's edges, switch counting at them: the
+    edges are the instants given (or just after, never before), not when a line was read, and
+    the calls made before them are not counted."""
+    import time
+
+    workload = Workload("select", 10, 100)
+    workloads.append(workload)
+    loader = Loader(ktrace_bin, "--pid", str(workload.pid))
+    try:
+        start = time.monotonic_ns() + 300_000_000
+        workload.run()  # before the window: none of its calls count
+        loader.start(start)
+        assert time.monotonic_ns() >= start  # it answered once counting was on
+        end = time.monotonic_ns() + 300_000_000
+        document = loader.stop(end)
+    finally:
+        loader.close()
+    window = document["window"]
+    assert start <= window["start_ns"] < start + 100_000_000, (start, window)
+    assert end <= window["end_ns"] < end + 100_000_000, (end, window)
+    assert document["roles"]["server"]["select"]["calls"] == 0
+
+
+def test_a_window_instant_that_is_not_a_number_is_refused(ktrace_bin: Path, workloads: list):
+    workload = Workload("select", 10, 1)
+    workloads.append(workload)
+    loader = Loader(ktrace_bin, "--pid", str(workload.pid))
+    try:
+        assert exchange(loader.proc, "start soon") == ""
+        assert loader.proc.wait(timeout=10) == 2
+        assert "expected 'start' or 'start NS'" in loader.proc.stderr.read()
+    finally:
+        loader.close()
