@@ -69,12 +69,12 @@ test-hostile: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace bench-demo
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace bench-demo bench-window
 
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis bench-runner bench-cluster bench-demo reproduce reproduce-quick
+.PHONY: bench-analysis bench-runner bench-cluster bench-demo bench-window reproduce reproduce-quick
 # Every reproduction target at the papers' axes, 3 repetitions, from one clean revision, into
 # results/reference (committed); then each target's verdict into REPRODUCTION.md, and figures.
 reproduce: deps all
@@ -99,6 +99,12 @@ bench-runner: python-deps
 BENCH_WRAP ?=
 bench-demo: python-deps
 	$(PY) scripts/bench_demo.py --clones 3 --wrap '$(BENCH_WRAP)'
+
+# The saturation sweeps (BM98 Figs 3-6, BMD99 Fig 9, CM01 Figs 6-9) once each, traced, audited
+# against the window's promises (steady state, the offered load, one clock, every source's
+# edges): results/bench/window/, then docs/bench-window.md.
+bench-window: deps all
+	$(PY) scripts/window_audit.py --wrap '$(BENCH_WRAP)'
 
 # The coordination overhead of `wanbench run --cluster` on a namespace cluster (root, the
 # cluster extra): docs/bench-cluster.md, its run kept under results/bench/bench-cluster/.

@@ -33,6 +33,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clients.paths import REPO_ROOT  # noqa: E402
+from clients.validity import CLOCK_OFFSET_FRACTION  # noqa: E402
 from harness.analysis.derive import add_derived  # noqa: E402
 from harness.results.format import WINDOW_SOURCES, edge_column  # noqa: E402
 
@@ -75,7 +76,8 @@ def audit(frame: pd.DataFrame) -> pd.DataFrame:
                  "valid", "invalid_codes"]].copy()
     out["replies_over_sent"] = frame["server_replies"] / sent.where(sent > 0)
     out["sent_over_offered"] = frame["request_rate_rps"] / frame["offered_rate_rps"]
-    curve = frame[[c for c in PARAMETERS if c in frame]].astype(str).agg("/".join, axis=1)
+    curve = frame[[c for c in PARAMETERS if c in frame]].apply(
+        lambda row: "/".join(map(str, row)), axis=1)
     out["top_rate"] = frame["offered_rate_rps"] == frame.groupby(
         [frame["scenario"], curve])["offered_rate_rps"].transform("max")
     shares = [c for c in frame.columns if c.startswith("kernel_") and c.endswith("_share_pct")]
@@ -87,8 +89,21 @@ def audit(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def source_rows(frame: pd.DataFrame) -> list[str]:
+    """Per source: how far its edges were from the runner's, and how often past the bound."""
+    lines = []
+    for source in WINDOW_SOURCES:
+        start, end = (frame[edge_column(source, e)].abs() for e in ("start", "end"))
+        bound_ms = 1e3 * CLOCK_OFFSET_FRACTION * frame["window_s"]
+        over = ((start > bound_ms) | (end > bound_ms)).sum()
+        lines.append(f"| {source} | {start.median():.1f} | {start.max():.1f} | "
+                     f"{end.median():.1f} | {end.max():.1f} | {over} |")
+    return lines
+
+
 def render(stamp_dir: Path) -> str:
-    rows = audit(points(stamp_dir))
+    frame = points(stamp_dir)
+    rows = audit(frame)
     runs = {p.stem: json.loads(p.read_text()) for p in sorted(stamp_dir.glob("*.json"))}
     valid = rows[rows["valid"]]
     drained = valid[valid["replies_over_sent"] > DRAINED]
@@ -124,6 +139,16 @@ def render(stamp_dir: Path) -> str:
         f"{rows['max_edge_offset_ms'].max():.1f} ms (median "
         f"{rows['max_edge_offset_ms'].median():.1f} ms).",
         "",
+        "## Each source's edges, off the runner's",
+        "",
+        f"|edge| in ms over the {len(rows)} records; a record is invalid (`window_disagrees`) "
+        f"when a source is off by more than {CLOCK_OFFSET_FRACTION:.0%} of its window "
+        f"(20 ms of a 2 s window).",
+        "",
+        "| source | start: median | start: max | end: median | end: max | records over 1 % |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *source_rows(frame),
+        "",
         "## Each record at a curve's top offered rate",
         "",
         "| scenario | dispatch | cold | reply B | offered/s | sent/offered | replies/sent | "
@@ -132,7 +157,8 @@ def render(stamp_dir: Path) -> str:
         *(f"| {r.scenario} | {r.dispatch} | {r.cold_conns:.0f} | {r.reply_bytes:.0f} | "
           f"{r.offered_rate_rps:,.0f} | {r.sent_over_offered:.3f} | "
           f"{r.replies_over_sent:.3f} | {'yes' if r.valid else 'no'} | "
-          f"{r.invalid_codes or ''} |" for r in top.itertuples()),
+          f"{r.invalid_codes if isinstance(r.invalid_codes, str) else ''} |"
+          for r in top.itertuples()),
         "",
         "## Invalid records, by reason",
         "",
