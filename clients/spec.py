@@ -82,6 +82,13 @@ def sclient_sockets(rate_rps: float, connect_timeout_s: float, response_timeout_
     return math.ceil(mean + POISSON_SIGMAS * math.sqrt(mean))
 
 
+def settling_s(overload: str, connect_timeout_s: float, response_timeout_s: float) -> float:
+    """The shortest warm-up that lets a hot generator settle: overload: sclient's sockets in
+    flight settle once the first attempts have lived their connect and response timeouts;
+    a queue needs none of its own."""
+    return connect_timeout_s + response_timeout_s if overload == "sclient" else 0.0
+
+
 def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
                            rate_rps: float | None, requests_per_conn: int | None,
                            connect_timeout_s: float, response_timeout_s: float,
@@ -100,7 +107,7 @@ def check_sclient_overload(overload: str, *, generator: str, hot_conns: int,
     if requests_per_conn != 1:
         raise ValueError("overload: sclient opens one socket per scheduled send: give "
                          "requests_per_conn: 1")
-    span = connect_timeout_s + response_timeout_s
+    span = settling_s(overload, connect_timeout_s, response_timeout_s)
     if warmup_s < span:
         raise ValueError(f"overload: sclient's sockets in flight settle after the connect and "
                          f"response timeouts ({span:g} s); a warm-up of {warmup_s:g} s opens "

@@ -26,9 +26,12 @@ from harness.scenario import Point, Scenario
 # Time the hot generator may take past its window before the point fails
 HOT_FINISH_MARGIN_S = 60
 # An external tool (httperf, wrk, wrk2) cannot take a window and measures its whole run: it
-# is started at once behind this gate, which execs it (same pid, so the samplers know it
-# from the start) when a line arrives on its stdin, at the window's start.
-GATE = ["sh", "-c", 'read -r _ && exec "$@"', "gate"]
+# is started behind this gate (so the samplers know its tree from the start) when a line
+# arrives on the gate's stdin, at the window's start. The gate reaps it only once its stdin
+# is closed, after the samplers' last reading: a tool that ended a few ms before the window's
+# end edge is still there to be read (a zombie keeps its CPU times), not read as it was at
+# the reading a second before.
+GATE = ["sh", "-c", 'read -r _ || exit 1; "$@" & read -r _; wait $!', "gate"]
 
 
 @dataclass

@@ -14,8 +14,8 @@ from harness.results.store import RunDir
 from harness.scenario import load, points
 
 
-def _record(point_id: str, rep: int, rate: float) -> dict:
-    ids = {"run_id": "r", "point_id": point_id, "repetition": rep}
+def _record(point_id: str, rep: int, rate: float, run_id: str = "r") -> dict:
+    ids = {"run_id": run_id, "point_id": point_id, "repetition": rep}
     return {"point": {**ids, "reply_rate_rps": rate, "valid": True},
             "timeseries": [{**ids, "t_s": 1.0, "source": "generator", "metric": "replies",
                             "value": rate}],
@@ -75,7 +75,7 @@ def test_open_rebuilds_tables_a_kill_left_missing(tmp_path: Path):
     # and the rebuild's temporary file.
     run = _new_run(tmp_path)
     for rep in range(3):
-        run.write_record("aaa", rep, _record("aaa", rep, 100.0 + rep))
+        run.write_record("aaa", rep, _record("aaa", rep, 100.0 + rep, run.run_id))
     (run.path / f".points.parquet.k1ll3d{TEMPORARY_SUFFIX}").write_bytes(b"PAR1 cut short")
     (run.records_dir / f".aaa-r3.json.x1y2{TEMPORARY_SUFFIX}").write_text('{"point": {"rep')
     run.close()  # killed
@@ -87,10 +87,10 @@ def test_open_rebuilds_tables_a_kill_left_missing(tmp_path: Path):
 
 def test_open_replaces_a_table_that_disagrees_with_its_records(tmp_path: Path):
     run = _new_run(tmp_path)
-    run.write_record("aaa", 0, _record("aaa", 0, 100.0))
+    run.write_record("aaa", 0, _record("aaa", 0, 100.0, run.run_id))
     run.rebuild_tables()
-    run.write_record("aaa", 0, _record("aaa", 0, 250.0))  # killed before the rebuild
-    run.write_record("bbb", 0, _record("bbb", 0, 300.0))
+    run.write_record("aaa", 0, _record("aaa", 0, 250.0, run.run_id))  # killed before the rebuild
+    run.write_record("bbb", 0, _record("bbb", 0, 300.0, run.run_id))
     run.close()
     points = pd.read_parquet(RunDir.open(run.path).path / "points.parquet")
     assert sorted(points["reply_rate_rps"]) == [250.0, 300.0]
