@@ -7,7 +7,7 @@ import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -96,19 +96,31 @@ def contained_pid(pid: int) -> int | None:
 
 
 @contextmanager
-def forwarding_signals(proc: subprocess.Popen, signals: tuple[int, ...],
-                       send: int | None = None) -> Iterator[None]:
-    """While a foreground child runs, pass these signals on to it (as `send`, or as
-    themselves); on the way out restore the handlers and never leave the child behind."""
+def forwarding_signals(start: Callable[[], subprocess.Popen], signals: tuple[int, ...],
+                       send: int | None = None) -> Iterator[subprocess.Popen]:
+    """A foreground child started by start(), these signals passed on to it (as `send`, or
+    as themselves) for as long as it runs: the handlers go in before it starts, and one that
+    comes before it exists is passed on once it does, so none falls to the handler before
+    (which would stop the caller, not the child). On the way out the handlers are restored
+    and the child never left behind."""
+    proc: subprocess.Popen | None = None
+    early: list[int] = []
+
     def forward(signum: int, _frame: object) -> None:
-        proc.send_signal(send or signum)
+        if proc is None:
+            early.append(signum)
+        else:
+            proc.send_signal(send or signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in signals}
     try:
-        yield
+        proc = start()
+        for signum in early:
+            proc.send_signal(send or signum)
+        yield proc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()

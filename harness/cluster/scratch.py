@@ -22,9 +22,10 @@ def run_dask(argv: list[str], env: dict[str, str]) -> int:
     to it as SIGTERM (its clean close); its exit status, 128 + N when signal N ended it."""
     scratch = tempfile.mkdtemp(prefix="wanbench-dask-")
     try:
-        proc = subprocess.Popen(argv, env={**env, SCRATCH_ENV: scratch},
-                                preexec_fn=die_with_parent)
-        with forwarding_signals(proc, STOP_SIGNALS, send=signal.SIGTERM):
+        with forwarding_signals(
+                lambda: subprocess.Popen(argv, env={**env, SCRATCH_ENV: scratch},
+                                         preexec_fn=die_with_parent),
+                STOP_SIGNALS, send=signal.SIGTERM) as proc:
             status = proc.wait()
         return status if status >= 0 else 128 - status
     finally:

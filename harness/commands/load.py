@@ -47,9 +47,10 @@ def spec_from_args(args: argparse.Namespace, json_path: str) -> LoadSpec:
 
 def hold(spec: LoadSpec) -> dict[str, Any]:
     """Cold-only hold until Ctrl-C: relay the generator's events, stop it, read its result."""
-    proc = subprocess.Popen(command(spec), stdout=subprocess.PIPE, text=True)
     # On SIGTERM the generator writes its result and exits, which ends its stdout.
-    with forwarding_signals(proc, (signal.SIGINT, signal.SIGTERM), send=signal.SIGTERM):
+    with forwarding_signals(lambda: subprocess.Popen(command(spec), stdout=subprocess.PIPE,
+                                                     text=True),
+                            (signal.SIGINT, signal.SIGTERM), send=signal.SIGTERM) as proc:
         for line in proc.stdout or ():
             print(line.rstrip(), flush=True)
         proc.wait()

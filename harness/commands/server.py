@@ -48,6 +48,5 @@ def handle(args: argparse.Namespace) -> int:
     except (ValueError, MissingBinary) as exc:
         print(f"wanbench server: {exc}", file=sys.stderr)
         return 2
-    proc = subprocess.Popen(cfg.argv())
-    with forwarding_signals(proc, FORWARDED):
+    with forwarding_signals(lambda: subprocess.Popen(cfg.argv()), FORWARDED) as proc:
         return proc.wait()
