@@ -1,14 +1,16 @@
-"""wb-server from Python: its command line, readiness line and stats snapshots."""
+"""wb-server from Python: its command line, readiness line, stats snapshots and counters."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import json
+import mmap
 import os
 import resource
 import selectors
 import signal
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -86,6 +88,7 @@ class ServerConfig:
     workers: int = _default("workers")
     cpu: int | None = None
     stats_path: Path | str | None = None
+    counters_path: Path | str | None = None  # read with Counters, at the reader's instant
     sink: bool = False
     rt_signal_queue: int | None = None  # RLIMIT_SIGPENDING: the RT-signal queue length
 
@@ -111,6 +114,8 @@ class ServerConfig:
             argv += ["--backlog", str(self.backlog)]
         if self.stats_path is not None:
             argv += ["--stats", str(self.stats_path)]
+        if self.counters_path is not None:
+            argv += ["--counters", str(self.counters_path)]
         if self.workers != 1:
             argv += ["--workers", str(self.workers)]
         if self.cpu is not None:
@@ -157,6 +162,65 @@ def snapshot_stats(proc_or_pid: subprocess.Popen[Any] | Any, path: Path | str,
         time.sleep(0.002)
     raise TimeoutError(f"wb-server (pid {pid}) did not rewrite {path} within {timeout} s "
                        f"of SIGUSR1; was it started with --stats {path}?")
+
+
+# struct counters_header in servers/stats.h: magic, fields, workers, slot_bytes,
+# slots_offset, pid_offset, then the fields' names
+_HEADER = struct.Struct("<8s5I")
+_MAGIC = b"wbcount1"
+
+
+class Counters:
+    """wb-server's counters read where they live (its --counters file), at the reader's own
+    instant: no signal for the event loop to answer after the dispatch call in progress, which
+    made a snapshot tens of ms late on a saturated server. A reading has a snapshot's keys (the
+    workers' summed counters, per_worker when several, monotonic_ns: when it was read)."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self._page: mmap.mmap | None = None
+
+    def read(self) -> dict[str, Any] | None:
+        """The counters now; None until the server has mapped its file."""
+        page = self._page or self._map()
+        if page is None:
+            return None
+        _, fields, workers, slot_bytes, slots_offset, pid_offset = _HEADER.unpack_from(page)
+        names = [n.decode() for n in bytes(page[_HEADER.size:slots_offset]).split(b"\0")[:fields]]
+        slot = struct.Struct(f"<{fields}Q")
+        before = time.monotonic_ns()
+        raw = bytes(page[slots_offset:slots_offset + slot_bytes * workers])
+        after = time.monotonic_ns()
+        per_worker = [{"pid": struct.unpack_from("<i", raw, i * slot_bytes + pid_offset)[0],
+                       **dict(zip(names, slot.unpack_from(raw, i * slot_bytes), strict=True))}
+                      for i in range(workers)]
+        reading: dict[str, Any] = {"workers": workers, "monotonic_ns": (before + after) // 2}
+        reading.update({name: sum(w[name] for w in per_worker) for name in names})
+        if workers > 1:
+            reading["per_worker"] = per_worker
+        return reading
+
+    def close(self) -> None:
+        page, self._page = self._page, None
+        if page is not None:
+            page.close()
+
+    def _map(self) -> mmap.mmap | None:
+        try:
+            with self.path.open("rb") as f:
+                page = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        except (FileNotFoundError, ValueError):  # ValueError: still empty (not truncated yet)
+            return None
+        magic, _, workers, *_ = _HEADER.unpack_from(page)
+        if magic not in (_MAGIC, bytes(len(_MAGIC))):
+            page.close()
+            raise ValueError(f"{self.path} is not wb-server's counters file (magic {magic!r}); "
+                             f"was it started with --counters {self.path}?")
+        if workers == 0:  # the header is written before the worker count
+            page.close()
+            return None
+        self._page = page
+        return page
 
 
 def wait_ready(proc: subprocess.Popen[Any], timeout: float) -> tuple[str, int]:

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -33,7 +32,8 @@ static void print_usage(FILE *f)
     fprintf(f,
             "usage: wb-server --dispatch %s\n"
             "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
-            "                 [--backlog N] [--stats PATH] [--workers N] [--cpu N[,N...]] [--sink]\n"
+            "                 [--backlog N] [--stats PATH] [--counters PATH] [--workers N]\n"
+            "                 [--cpu N[,N...]] [--sink]\n"
             "       wb-server --describe   (backends, limits and defaults as JSON)\n",
             dispatch_names(names, sizeof names));
 }
@@ -43,7 +43,7 @@ struct options {
     const char *accept_name;
     struct sockaddr_storage listen; /* IPv4 or IPv6 */
     int backlog, workers;
-    const char *stats_path;
+    const char *stats_path, *counters_path;
     int cpus[MAX_WORKERS], ncpus;
 };
 
@@ -166,7 +166,7 @@ static void parse_args(int argc, char **argv)
         {"reply-bytes", required_argument, NULL, 'r'}, {"listen", required_argument, NULL, 'l'},
         {"backlog", required_argument, NULL, 'b'}, {"stats", required_argument, NULL, 's'},
         {"workers", required_argument, NULL, 'w'}, {"cpu", required_argument, NULL, 'c'},
-        {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+        {"counters", required_argument, NULL, 'C'}, {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
         {"describe", no_argument, NULL, 'D'}, {0, 0, 0, 0},
     };
     set_defaults();
@@ -195,6 +195,7 @@ static void parse_args(int argc, char **argv)
         case 'l': parse_listen(optarg); break;
         case 'b': opt.backlog = (int)parse_count("--backlog", optarg, 1, MAX_BACKLOG); break;
         case 's': opt.stats_path = optarg; break;
+        case 'C': opt.counters_path = optarg; break;
         case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
         case 'c': parse_cpus(optarg); break;
         case 'k': opt.server.sink = 1; break;
@@ -323,10 +324,11 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max; /* idle connections are the experiment: take them all */
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    slots = mmap(NULL, sizeof *slots * (size_t)opt.workers, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (slots == MAP_FAILED) {
-        perror("wb-server: mmap");
+    slots = stats_map(opt.counters_path, opt.workers);
+    if (!slots) {
+        fprintf(stderr, "wb-server: cannot map the counters%s%s: %s\n",
+                opt.counters_path ? " in " : "", opt.counters_path ? opt.counters_path : "",
+                strerror(errno));
         return 1;
     }
     install_handlers();

@@ -1,8 +1,12 @@
-/* stats.c: the JSON snapshot of the counters, written atomically. */
+/* stats.c: the counters' shared mapping and their JSON snapshot, written atomically. */
 #include "stats.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,4 +76,49 @@ int stats_write(const char *path, const struct stats_info *info,
         return -1;
     }
     return 0;
+}
+
+static int write_header_page(char *page)
+{
+    struct counters_header *h = (struct counters_header *)page;
+    memcpy(h->magic, COUNTERS_MAGIC, sizeof h->magic);
+    h->slot_bytes = sizeof(struct stats);
+    h->slots_offset = COUNTERS_PAGE;
+    h->pid_offset = offsetof(struct stats, pid);
+    char *name = h->names, *end = page + COUNTERS_PAGE;
+#define STATS_NAME(field)                                        \
+    if (name + sizeof #field > end)                              \
+        return -1;                                               \
+    memcpy(name, #field, sizeof #field);                         \
+    name += sizeof #field;                                       \
+    h->fields++;
+    STATS_FIELDS(STATS_NAME)
+#undef STATS_NAME
+    return 0;
+}
+
+struct stats *stats_map(const char *path, int workers)
+{
+    size_t slots = sizeof(struct stats) * (size_t)workers;
+    if (!path) {
+        void *anon = mmap(NULL, slots, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        return anon == MAP_FAILED ? NULL : anon;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    char *base = MAP_FAILED;
+    if (ftruncate(fd, (off_t)(COUNTERS_PAGE + slots)) == 0)
+        base = mmap(NULL, COUNTERS_PAGE + slots, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping holds the file */
+    if (base == MAP_FAILED)
+        return NULL;
+    if (write_header_page(base) < 0) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    /* the worker count last: a reader that sees it sees a whole header */
+    __atomic_store_n(&((struct counters_header *)base)->workers, (uint32_t)workers,
+                     __ATOMIC_RELEASE);
+    return (struct stats *)(base + COUNTERS_PAGE);
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from clients import pinning
 from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
+from harness.runner.window import sleep_until
 
 
 @dataclass
@@ -33,6 +35,9 @@ class SamplerConfig:
     # why no CPU (the generator's, the server's) may be traced here, as the caller knows it (an
     # emulated CPU)
     who_ran_refused: str | None = None
+    # the server's own counters (wb-server's, each reading with its monotonic_ns), read first
+    # at each edge: the cheapest source, so the closest to it
+    server_counters: Callable[[], dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -57,12 +62,13 @@ class WindowSampler:
     prepare() before the window (perf's start-up), start() at its start, stop() at its end;
     close() whatever happened. `edges`: the CLOCK_MONOTONIC instants each source of this
     sampler read at, by the source's name (harness.results.format.WINDOW_SOURCES), once
-    stopped."""
+    stopped; `server_stats`: the server's counters at both edges (None without them)."""
 
     def __init__(self, config: SamplerConfig):
         self.config = config
         self.timeseries: list[dict[str, Any]] = []
         self.edges: dict[str, tuple[int, int]] = {}
+        self.server_stats: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
         self._task: asyncio.Task[None] | None = None
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
@@ -129,7 +135,9 @@ class WindowSampler:
         (then once a second), and perf counts from just after."""
         tracers = asyncio.gather(*(tracer.start(at_ns) for tracer in self._tracers()))
         try:
-            await _until(at_ns)
+            if at_ns is not None:
+                await sleep_until(at_ns)
+            self.server_stats = (self._server_counters(), None)
             self._first = self._read()
             self._interference.start()
             for controlled, _ in self._perf:
@@ -137,6 +145,10 @@ class WindowSampler:
         finally:
             await tracers
         self._task = asyncio.create_task(self._loop(self._first))
+
+    def _server_counters(self) -> dict[str, Any] | None:
+        read = self.config.server_counters
+        return read() if read is not None else None
 
     def _tracers(self) -> list[ktrace.KernelTrace | whoran.TracedCpu]:
         return [*([self._ktrace] if self._ktrace is not None else []), *self._who_ran]
@@ -164,7 +176,9 @@ class WindowSampler:
         traced_calls = (asyncio.ensure_future(self._ktrace.stop(at_ns))
                         if self._ktrace is not None else None)
         try:
-            await _until(at_ns)
+            if at_ns is not None:
+                await sleep_until(at_ns)
+            self.server_stats = (self.server_stats[0], self._server_counters())
             last = self._read()
         finally:
             traced = await traced_calls if traced_calls is not None else None
@@ -174,6 +188,9 @@ class WindowSampler:
         self._task.cancel()
         await self.close()
         self.edges["sampler"] = (self._first.t_ns, last.t_ns)
+        before, after = self.server_stats
+        if before is not None and after is not None:
+            self.edges["server_stats"] = (before["monotonic_ns"], after["monotonic_ns"])
         # wb-ktrace's and each --who-ran's edges: the window each says it counted over
         if traced is not None:
             counted = ktrace.WindowEdges.of(traced)
@@ -233,11 +250,6 @@ class WindowSampler:
         totals["instructions_per_packet"] = (totals["instructions"] / packets
                                              if totals["instructions"] and packets else None)
         return totals
-
-
-async def _until(at_ns: int | None) -> None:
-    if at_ns is not None:
-        await asyncio.sleep(max(0, at_ns - time.monotonic_ns()) / 1e9)
 
 
 def _interval_metrics(before: _Reading, after: _Reading) -> list[tuple[str, str, float | None]]:

@@ -21,7 +21,7 @@ from harness.metrics.cpu import process_tree
 from harness.metrics.perfctl import PerfFailed
 from harness.metrics.sampler import SamplerConfig, WindowSampler
 from harness.runner.processes import Children, PointFailed, read_line
-from harness.runner.window import Edges, Window, sleep_until
+from harness.runner.window import Edges, Window
 from harness.scenario import ExternalServer, Scenario, WbServer
 from harness.topology.cgroups import CpuBudget, Throttling
 
@@ -75,13 +75,6 @@ class ServerWindow:
     edges: dict[str, Edges]  # what each source here read at (server_stats, sampler, ...)
 
 
-def stats_edges(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Edges | None:
-    """When wb-server took the two snapshots (its stats' monotonic_ns); None without them."""
-    if not before or not after or "monotonic_ns" not in before or "monotonic_ns" not in after:
-        return None
-    return Edges(before["monotonic_ns"], after["monotonic_ns"])
-
-
 class ServerSide:
     """The server of one point × repetition, on the host whose argv prefix is `prefix` and
     whose address is `address`; stopped (and its CPU budget's group removed) by stop()."""
@@ -93,7 +86,8 @@ class ServerSide:
         self.raw = children.raw
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
-        self.stats_path = self.raw / "server-stats.json"
+        self.stats_path = self.raw / "server-stats.json"  # its snapshot as it exits
+        self.counters = servers.Counters(self.raw / "server-counters")  # read at the edges
         self.unwritten_mib = 0.0  # dirty pages written out at the start (start)
         self._stack = contextlib.ExitStack()
         cpus = config.cpus
@@ -108,6 +102,7 @@ class ServerSide:
         try:
             await self.children.stop_all()
         finally:
+            self.counters.close()
             self._stack.close()
 
     async def start(self) -> str:
@@ -121,7 +116,8 @@ class ServerSide:
                 dispatch=cfg.server.dispatch, accept=cfg.server.accept,
                 reply_bytes=cfg.server.reply_bytes, listen=f"{self.address}:{port}",
                 backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
-                stats_path=self.stats_path, sink=cfg.stream is not None,
+                stats_path=self.stats_path, counters_path=self.counters.path,
+                sink=cfg.stream is not None,
                 rt_signal_queue=cfg.server.rt_signal_queue)
             self.server = await self._spawn_server(server.argv())
             assert self.server.stdout is not None
@@ -181,16 +177,17 @@ class ServerSide:
         raise PointFailed(f"{spec.name} did not listen on port {spec.port} within "
                           f"{spec.ready_timeout_s} s")
 
-    async def stats(self) -> dict[str, Any] | None:
+    def stats(self) -> dict[str, Any] | None:
+        """wb-server's counters now (None for another server): read from its mapping at this
+        instant, not asked of its event loop, which would answer late when saturated."""
         if not isinstance(self.config.server, WbServer) or self.server_pid is None:
             return None
         self.check_alive()
-        try:
-            return await asyncio.to_thread(servers.snapshot_stats, self.server_pid,
-                                           self.stats_path)
-        except (ProcessLookupError, TimeoutError):
-            self.check_alive()
-            raise
+        reading = self.counters.read()
+        if reading is None:  # it maps them before it says ready
+            raise PointFailed(f"wb-server said ready but has no counters in "
+                              f"{self.counters.path}")
+        return reading
 
     def check_alive(self) -> None:
         """A server that died makes the point failed, with its exit status and last words."""
@@ -205,7 +202,7 @@ class ServerSide:
         handshake completes one one-way delay after the client's, and accept() comes later."""
         deadline = time.monotonic() + timeout
         while True:
-            stats = await self.stats()
+            stats = self.stats()
             if stats is None or stats["connections_current"] >= count:
                 return
             if time.monotonic() > deadline:
@@ -222,7 +219,7 @@ class ServerSide:
     async def measure(self, window: Window, *, tsc_hz: float | None,
                       hardware_counters: bool, generator_pids: list[int],
                       emulator_pids: list[int]) -> ServerWindow:
-        """The server's stats, then the samplers, at both edges of the window (this host's
+        """The server's counters, then the samplers, at both edges of the window (this host's
         CLOCK_MONOTONIC); generator_pids: the generators on this host, if any (a generator
         given the window stays until the end edge has been read: LoadSide.start_hot)."""
         cfg = self.config
@@ -234,20 +231,15 @@ class ServerSide:
             # where the machine cannot, the columns stay null (the run said why at its start)
             kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
             late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator),
-            who_ran_refused=_who_ran_refused()))
+            who_ran_refused=_who_ran_refused(),
+            server_counters=self.stats))
         try:
             await sampler.prepare(window.start_ns)  # during the warm-up
-            # the samplers' tracers told the edge ahead, their /proc read at it, the stats
-            # just after
-            starting = asyncio.ensure_future(sampler.start(window.start_ns))
-            await sleep_until(window.start_ns)
-            stats_before = await self.stats()
+            # the samplers' tracers told each edge ahead; the server's counters, then /proc,
+            # read at it
+            await sampler.start(window.start_ns)
             throttled_before = self.budget.throttling() if self.budget else None
-            await starting
-            stopping = asyncio.ensure_future(sampler.stop(window.end_ns))
-            await sleep_until(window.end_ns)
-            stats_after = await self.stats()
-            sampled = await stopping
+            sampled = await sampler.stop(window.end_ns)
         except (PerfFailed, ktrace.KernelTraceFailed) as exc:
             raise PointFailed(str(exc)) from None
         finally:
@@ -257,7 +249,5 @@ class ServerSide:
                                               sampled))
         self.check_alive()  # an external server has no stats to fail on
         edges = {source: Edges(*read) for source, read in sampler.edges.items()}
-        if (server_stats := stats_edges(stats_before, stats_after)) is not None:
-            edges["server_stats"] = server_stats
-        return ServerWindow(sampled, stats_before, stats_after, sampler.timeseries,
+        return ServerWindow(sampled, *sampler.server_stats, sampler.timeseries,
                             sampler.profile_rows() if cfg.profile else [], edges)

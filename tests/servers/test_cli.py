@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.servers import ServerConfig, describe, read_stats, running, wait_ready
+from harness.servers import Counters, ServerConfig, describe, read_stats, running, wait_ready
 
 from .http_client import Client, request
 
@@ -240,3 +240,44 @@ def test_workers_die_with_a_killed_parent(normal_binary: Path, tmp_path: Path) -
             survivors.append(pid)
             os.kill(pid, signal.SIGKILL)  # fail, but leave nothing running
     assert not survivors, f"workers {survivors} outlived their parent"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_counters_are_read_without_the_event_loop(normal_binary: Path, tmp_path: Path,
+                                                  workers: int) -> None:
+    counters = Counters(tmp_path / "c")
+    assert counters.read() is None  # no server yet: nothing to read, no error
+    cfg = ServerConfig(workers=workers, stats_path=tmp_path / "s.json",
+                       counters_path=tmp_path / "c")
+    with running(cfg, normal_binary) as server:
+        for _ in range(6):
+            with Client(server.host, server.port) as c:
+                assert c.get().status == 200
+        snapshot = server.snapshot()
+        # a stopped server answers no signal, and its counters read all the same
+        stopped = [server.proc.pid, *(w["pid"] for w in snapshot.get("per_worker", []))]
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            before = time.monotonic_ns()
+            reading = counters.read()
+            assert reading is not None and before <= reading["monotonic_ns"] <= time.monotonic_ns()
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        counters.close()
+    assert reading["requests"] == reading["replies"] == snapshot["requests"] == 6
+    assert reading["workers"] == workers
+    # the dispatch counters moved on after the snapshot (its signal woke the loop)
+    settled = STATS_KEYS & reading.keys() - {"monotonic_ns", "dispatch_calls", "dispatch_events"}
+    assert {k: reading[k] for k in settled} == {k: snapshot[k] for k in settled}
+    if workers > 1:
+        assert [w["pid"] for w in reading["per_worker"]] == \
+            [w["pid"] for w in snapshot["per_worker"]]
+        assert sum(w["requests"] for w in reading["per_worker"]) == 6
+
+
+def test_a_file_that_is_not_counters_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "c").write_bytes(b"{not counters}" * 10)
+    with pytest.raises(ValueError, match="not wb-server's counters file"):
+        Counters(tmp_path / "c").read()
