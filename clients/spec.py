@@ -21,7 +21,7 @@ from clients.targets import (
     resolve,
     split_host_port,
 )
-from clients.validity import LATE_THRESHOLD_US, POISSON_SIGMAS
+from clients.validity import LATE_LIMIT, LATE_THRESHOLD_US, POISSON_SIGMAS
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -233,6 +233,9 @@ class LoadSpec:
     hog: bool = option("--hog", False, native=(),
                        help="httperf --hog (spins when ports run out)")  # only when asked
     threads: int | None = None  # wrk/wrk2 threads; None: min(hot_conns, 2)
+    # the share of late sends (past late_us) the late-sends rule allows: the rule's, or the
+    # scenario's (clients.validity.Lateness); the runner's judgement, no generator's
+    late_limit: float = LATE_LIMIT
     allow_any_target: bool = option("--allow-any-target", False, native=(),
                                     help="allow any target, not only loopback and the "
                                          "198.18.0.0/15 addresses this machine's namespaces "
@@ -281,6 +284,9 @@ class LoadSpec:
                                connect_timeout_s=self.connect_timeout_s,
                                response_timeout_s=self.response_timeout_s,
                                warmup_s=self.warmup_s)
+        if not 0 < self.late_limit <= 1:
+            raise ValueError(f"late_limit {self.late_limit:g} is not a share of the sends "
+                             f"(0 < limit <= 1)")
         if self.late_us is None:  # the generator is told the rule's threshold; it keeps none
             self.late_us = LATE_THRESHOLD_US.get(self.generator)
 

@@ -13,7 +13,7 @@ them for users, with their codes):
 - the generator fell behind: more than LATE_LIMIT of its scheduled sends left more than the
   rule's late threshold (LATE_THRESHOLD_US, which every generator is told) after their
   intended time (interference when the generator waited for its CPU behind other tasks long
-  enough to make them);
+  enough to make them); a scenario may state its own limits (Lateness);
 - the generator was the bottleneck: its CPU time plus run-queue wait exceeded
   GENERATOR_SATURATED_PCT of the window and it did not keep its open-loop schedule (a
   generator that sent what was offered, on time, did not limit the rate, whatever its CPU
@@ -78,6 +78,42 @@ LATE_LIMIT = 0.01
 # A send is late past this: wb-sclient times its sends to the microsecond, asyncio's timers
 # to the millisecond. Every generator is told the threshold (LoadSpec.late_us), none keeps it.
 LATE_THRESHOLD_US = {"sclient": 1000.0, "asyncio": 5000.0}
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """The late-sends rule's limits for one load: a send is late past threshold_us after its
+    intended time, and a window with more than `limit` (a fraction) of its scheduled sends
+    late fell behind. The defaults are LATE_THRESHOLD_US (by generator) and LATE_LIMIT; a
+    scenario may state its own (hot.late_us, hot.late_limit_pct), and then says so wherever
+    its points are shown (changed())."""
+
+    threshold_us: float | None
+    limit: float = LATE_LIMIT
+
+    @classmethod
+    def of(cls, generator: str, threshold_us: float | None = None,
+           limit_pct: float | None = None) -> Lateness:
+        return cls(threshold_us if threshold_us is not None else LATE_THRESHOLD_US.get(generator),
+                   limit_pct / 100 if limit_pct is not None else LATE_LIMIT)
+
+    def changed(self, generator: str) -> str | None:
+        """What differs from the rule's defaults for this generator, in words; None when
+        nothing does."""
+        default = Lateness.of(generator)
+        if self == default:
+            return None
+        said = f"{_pct(self.limit)} of sends over {_us(self.threshold_us)}"
+        return f"late-send limits changed by the scenario: {said} (default " \
+               f"{_pct(default.limit)} over {_us(default.threshold_us)})"
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:g} %"
+
+
+def _us(threshold_us: float | None) -> str:
+    return f"{threshold_us:,.0f} µs" if threshold_us is not None else "no threshold"
 GENERATOR_SATURATED_PCT = 95.0
 RATE_TOLERANCE = 0.05
 # An S-Client offers each scheduled send (its schedule is counted, so no draw's noise is
@@ -251,6 +287,7 @@ class GeneratorFacts:
     sent: int | None = None
     late: int | None = None
     late_threshold_us: float | None = None
+    late_limit: float = LATE_LIMIT  # the share of late sends the rule allows (Lateness)
     replies: int | None = None
     refused: int | None = None
     no_local_port: int | None = None
@@ -282,7 +319,7 @@ class GeneratorFacts:
             poisson=spec.arrivals == "poisson", window_s=doc.get("duration_s"),
             offered_rps=doc.get("offered_rate_rps"), scheduled=requests.get("scheduled"),
             sent=requests.get("sent"), late=doc.get("late_sends"),
-            late_threshold_us=doc.get("late_threshold_us"),
+            late_threshold_us=doc.get("late_threshold_us"), late_limit=spec.late_limit,
             replies=(doc.get("replies") or {}).get("total"), refused=errors.get("refused"),
             no_local_port=errors.get("no_local_port"),
             no_descriptor=errors.get("no_descriptor"),
@@ -310,13 +347,13 @@ class GeneratorFacts:
         LATE_LIMIT and the offered requests delivered. It did not limit the rate, whatever
         its CPU read."""
         late, delivered = self.late_share(), self.delivered_share()
-        return (late is not None and late <= LATE_LIMIT and delivered is not None
+        return (late is not None and late <= self.late_limit and delivered is not None
                 and delivered >= _delivery_floor(self.offered_rps, self.window_s, self.poisson))
 
     def fell_behind(self) -> str:
         """How it fell behind its schedule, as a clause ("" when it keeps none)."""
         late, delivered = self.late_share(), self.delivered_share()
-        if late is not None and late > LATE_LIMIT:
+        if late is not None and late > self.late_limit:
             return f" and fell behind ({100 * late:.1f} % of its sends late)"
         if delivered is not None and delivered < _delivery_floor(self.offered_rps,
                                                                  self.window_s, self.poisson):
@@ -419,14 +456,14 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
         busy = 100 * g.cpu_s / g.window_s / g.shards
         idle = (idle_poll_pct(g.spin_idle_s, g.window_s) or 0.0) / g.shards
         waiting = 100 * g.run_delay_s / g.window_s / g.shards
-    late = late_sends(g.late, g.scheduled, g.late_threshold_us, waiting)
+    late = late_sends(g.late, g.scheduled, g.late_threshold_us, waiting, g.late_limit)
     if late is not None and window is not None:
         # late sends that another task's time on the generator's CPU explains are its
         # interference: measured again (interference_retries), not the generator's limit
         late = generator_crowded(late, window.generator_wait_pct,
                                  window.other_generator_cpu_pct,
                                  window.generator_wait_others_pct,
-                                 window.steal_generator_pct) or late
+                                 window.steal_generator_pct, g.late_limit) or late
     reasons = [
         late,
         None if g.kept_schedule() else generator_saturated(
@@ -500,10 +537,11 @@ def server_cpus(budget_pct: float | None, pinned: bool, workers: int, machine_cp
 
 
 def late_sends(late: int | None, scheduled: int | None, threshold_us: float | None,
-               waited_pct: float | None = None) -> Reason | None:
+               waited_pct: float | None = None, limit: float = LATE_LIMIT) -> Reason | None:
     """waited_pct: the generator's run-queue wait, % of the window; named when it is the
-    likely cause (another task ran on the generator's CPU)."""
-    if not scheduled or late is None or late / scheduled <= LATE_LIMIT:
+    likely cause (another task ran on the generator's CPU). limit: the share of late sends
+    allowed (Lateness)."""
+    if not scheduled or late is None or late / scheduled <= limit:
         return None
     threshold = f"{threshold_us:,.0f} µs" if threshold_us else "the late threshold"
     share = 100 * late / scheduled
@@ -770,9 +808,10 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None,
 
 def generator_crowded(late: Reason, generator_wait_pct: float | None,
                       others_pct: float | None, wait_others_pct: float | None = None,
-                      stolen_pct: float | None = None) -> Reason | None:
+                      stolen_pct: float | None = None,
+                      limit: float = LATE_LIMIT) -> Reason | None:
     """Late sends are interference, to be measured again, when the generator was kept from
-    its CPU by others long enough to make them: more than LATE_LIMIT of the window, a stall
+    its CPU by others long enough to make them: more than `limit` of the window, a stall
     that delays that share of sends past any threshold (the rule's own limit, so that others'
     stalls alone could have made the point invalid). Others are the tasks that held its CPU
     while it waited (wait_others_pct: traced by whoran, % of the window) and the hypervisor,
@@ -794,7 +833,7 @@ def generator_crowded(late: Reason, generator_wait_pct: float | None,
         return None
     else:
         held = min(generator_wait_pct, others_pct)
-    if held + stolen <= 100 * LATE_LIMIT:
+    if held + stolen <= 100 * limit:
         return None
     behind = (f"other tasks held the generator's CPU while it waited for {held:.1f} % of the "
               f"window (they ran there {others_pct or 0:.1f} % of it)"

@@ -36,6 +36,7 @@ from clients.spec import (
     check_within,
 )
 from clients.targets import check_request_path
+from clients.validity import Lateness
 from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES, ResultsFormatError
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
@@ -247,6 +248,17 @@ class Hot(Strict):
     # point's bottleneck is recorded (server_saturated), not judged, unless the generator
     # was kept from its CPU.
     server_bound: bool = True
+    # The late-sends rule's limits for this load (clients.validity.Lateness): a send is late
+    # past late_us after its intended time; more than late_limit_pct of them late makes the
+    # point invalid. Unset: the rule's defaults for the generator. A scenario that changes
+    # them says so in its manifest and under every table of its points; the reproduction's
+    # scenarios keep the defaults.
+    late_us: float | None = Field(None, gt=0, le=1_000_000)
+    late_limit_pct: float | None = Field(None, gt=0, le=100)
+
+    @property
+    def lateness(self) -> Lateness:
+        return Lateness.of(self.generator, self.late_us, self.late_limit_pct)
 
     @field_validator("path")
     @classmethod
@@ -632,6 +644,15 @@ def _axes(scenario: Scenario) -> list[tuple[tuple[str, ...], list[tuple[Any, ...
 
 def _column_name(path: str, alias: str | None) -> str:
     return alias or COLUMN_OF_PATH.get(path) or path.removeprefix("topology.set.").replace(".", "_")
+
+
+def lateness_changes(scenario: Scenario) -> list[str]:
+    """How the scenario's points change the late-sends rule's limits, one sentence per
+    distinct change (clients.validity.Lateness.changed); empty when every point keeps the
+    defaults. The manifest keeps them and every table of the run's points prints them."""
+    said = (p.config.hot.lateness.changed(p.config.hot.generator) for p in points(scenario)
+            if p.config.stream is None)
+    return list(dict.fromkeys(s for s in said if s))
 
 
 def points(scenario: Scenario) -> list[Point]:

@@ -53,11 +53,15 @@ def timeseries(run_dir: Path) -> pd.DataFrame:
     return samples.merge(named[[*keys, "point", "valid"]], on=keys, how="left")
 
 
-def write(frame: pd.DataFrame, path: Path) -> Path:
+def write(frame: pd.DataFrame, path: Path, notes: list[str] | None = None) -> Path:
     """frame as path's suffix says: Markdown with each value in its column's format
-    (3.40 ms, 40,583), CSV and JSON with the stored numbers (units in the column names)."""
+    (3.40 ms, 40,583), CSV and JSON with the stored numbers (units in the column names).
+    notes: what the table must say beside its numbers (a scenario's own late-send limits):
+    under a Markdown table, a `note` column of CSV and JSON rows."""
+    if notes and path.suffix != ".md":
+        frame = frame.assign(note="; ".join(notes))
     if path.suffix == ".md":
-        text = _markdown(frame)
+        text = _markdown(frame) + "".join(f"\n{note}\n" for note in notes or [])
     elif path.suffix == ".csv":
         text = frame.to_csv(index=False)
     else:

@@ -159,7 +159,8 @@ def _exports(args: argparse.Namespace, result: RunResult, console: Console) -> N
             _print_latency(export.percentiles(run_dir, summaries), console,
                            to_stderr=args.json == "-")
         if args.export:
-            console.print(f"table: {export.write(export.table(summaries, shown), args.export)}")
+            table = export.table(summaries, shown)
+            console.print(f"table: {export.write(table, args.export, result.notes)}")
         if args.export_timeseries and (run_dir / "timeseries.parquet").is_file():
             frame = export.timeseries(run_dir)
             console.print(f"time series: {export.write(frame, args.export_timeseries)}")
@@ -362,5 +363,7 @@ def _print_summary(result: RunResult, console: Console, to_stderr: bool) -> None
     if any(point.medians_of_invalid for point in summaries):
         console.print("* no valid repetition: the median of the invalid ones, not a result",
                       highlight=False)
+    for note in result.notes:
+        console.print(f"[yellow]{note}[/yellow]", highlight=False)
     for line in reason_lines(summaries):
         console.print(f"[yellow]invalid[/yellow] {line}", highlight=False)

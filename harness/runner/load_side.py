@@ -77,7 +77,8 @@ def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
         overload=hot.overload,
         path=hot.path, connect_timeout_s=hot.connect_timeout_s,
         response_timeout_s=hot.response_timeout_s, spin_us=hot.spin_us,
-        coalesce_us=hot.coalesce_us, **common)
+        coalesce_us=hot.coalesce_us, late_us=hot.lateness.threshold_us,
+        late_limit=hot.lateness.limit, **common)
 
 
 class LoadSide:

@@ -55,6 +55,9 @@ class RunResult:
     finished: int  # of them on disk
     summaries: list[PointSummary] = field(default_factory=list)
     stop: Stop | None = None
+    # what every table of its points says under it: the scenario's own late-send limits
+    # (harness.scenario.lateness_changes)
+    notes: list[str] = field(default_factory=list)
 
 
 RESULT_JSON = TypeAdapter(RunResult)  # a RunResult to and from JSON (a child's result file)

@@ -25,7 +25,15 @@ from harness.runner.context import Endpoints, RunContext, endpoints
 from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
 from harness.runner.record import PointRecorder
-from harness.scenario import Cpus, Point, Scenario, WbServer, points, sweep_columns
+from harness.scenario import (
+    Cpus,
+    Point,
+    Scenario,
+    WbServer,
+    lateness_changes,
+    points,
+    sweep_columns,
+)
 from harness.topology.addressing import check_plan
 from harness.topology.cgroups import CgroupError, cpu_hierarchy
 
@@ -86,6 +94,7 @@ def run_manifest(ctx: RunContext) -> dict[str, Any]:
         "parameters": list(grid[0].columns),
         "repetitions": scenario.repetitions,
         "points": len(grid),
+        "lateness_changed": lateness_changes(scenario),
     }
 
 

@@ -43,7 +43,15 @@ from harness.runner.run import (
     run_points,
     session_manifest,
 )
-from harness.scenario import Point, Scenario, ScenarioError, load, points, recorded
+from harness.scenario import (
+    Point,
+    Scenario,
+    ScenarioError,
+    lateness_changes,
+    load,
+    points,
+    recorded,
+)
 from harness.topology import TopologyError
 
 SUMMARY_FILE = "summary.json"
@@ -244,7 +252,7 @@ def _conclude(run_dir: RunDir, scenario: Scenario, total: int, stop: Stop | None
     status = stop.status if stop else gate(summaries, allow_invalid).status
     write_summary(run_dir, summaries, status)
     return RunResult(status, run_dir.path, scenario.name, total, len(run_dir.finished()),
-                     summaries, stop)
+                     summaries, stop, lateness_changes(scenario))
 
 
 def write_summary(run_dir: RunDir, summaries: list[PointSummary], status: int) -> None:

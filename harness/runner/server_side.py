@@ -230,7 +230,7 @@ class ServerSide:
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
             # where the machine cannot, the columns stay null (the run said why at its start)
             kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
-            late_us=validity.LATE_THRESHOLD_US.get(cfg.hot.generator),
+            late_us=cfg.hot.lateness.threshold_us,
             who_ran_refused=_who_ran_refused(),
             server_counters=self.stats))
         try:

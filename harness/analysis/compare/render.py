@@ -250,6 +250,9 @@ def _context_lines(candidate: Candidate, base: Side) -> list[str]:
     if not diff.refused:
         lines.append("same: scenario outside its sweep axes, topology backend, tool versions, "
                      "CPU model and count")
+    # the validity its rows were judged by, when a scenario changed it
+    lines += dict.fromkeys(note for side in (base, c.cand) for run in side.runs
+                           for note in run.manifest.get("lateness_changed") or [])
     return lines
 
 
