@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from harness.analysis import derive
 from harness.analysis.cache import Cache, identity, scenario_key
 from harness.analysis.figures import LABELS, PAPERS, SPECS, FigureSpec, label, readable
 from harness.analysis.generic import GENERIC, generic_specs, point_table
+from harness.analysis.html_pages import TEMPLATES
 from harness.analysis.numbers import human
 from harness.analysis.plots import DEFAULT_FORMATS, render
 from harness.analysis.prepare import FigureData, Skipped, prepare
@@ -30,8 +30,6 @@ MANIFEST_COLUMNS = [
     "scenario_name", "run_id", "kernel_release", "created_at", "repetitions", "cpu_model",
     "cpu_count", "topology_backend", "hardware_counters", "git_revision",
 ]
-TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
-                        autoescape=select_autoescape(["j2"]), trim_blocks=True)
 # Table columns that are no axis of a figure (figures.LABELS names those), as a reader says them
 COLUMN_NAMES = {
     "scenario_name": "scenario", "run_id": "run", "kernel_release": "kernel",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import math
@@ -27,6 +26,7 @@ from harness.analysis.compare.engine import (
 )
 from harness.analysis.compare.metrics import metric
 from harness.analysis.compare.stats import RUNS_LIMIT
+from harness.analysis.html_pages import TEMPLATES
 from harness.analysis.numbers import human, percent
 
 NO_REGRESSION = "no regression"
@@ -336,66 +336,34 @@ def to_markdown(report: Report) -> str:
     return "\n".join(lines)
 
 
-# One class per verdict (CSS names), one colour each: a regression is red, nothing else is.
+# One class per verdict (templates/compare.html.j2 colours them: a regression is red,
+# nothing else is).
 CSS_CLASS = {REGRESSION: "regression", IMPROVEMENT: "improvement", UNCHANGED: "unchanged",
              INCONCLUSIVE: "inconclusive", INVALID: "invalid", NO_REGRESSION: "ok"}
-STYLE = """
-body { font-family: sans-serif; max-width: 1400px; margin: 1.5em auto; color: #222; }
-.verdict { font-size: 1.3em; padding: 0.6em 1em; border-radius: 4px; margin: 0.5em 0 1em; }
-.verdict p { font-size: 0.75em; margin: 0.3em 0 0; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; }
-td.num { text-align: right; white-space: nowrap; }
-.regression { background: #f8d0d0; color: #8b0000; }
-.verdict.regression { background: #c62828; color: #fff; }
-.improvement { background: #d7efd7; }
-.inconclusive { background: #fff1c2; }
-.invalid { background: #e6e6e6; color: #555; }
-.ok { background: #d7efd7; }
-.note { font-size: 0.85em; color: #555; }
-img { max-width: 100%; }
-"""
 NUMERIC = ("n", "base", "candidate", Q_COLUMN, "detects")
 
 
-def _html_table(comparison: Comparison) -> str:
-    e = html.escape
+def _html_rows(comparison: Comparison) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """Each displayed row: its verdict's CSS class and its cells (text, numeric)."""
     table = display_rows(comparison)
-    head = "".join(f"<th>{e(c)}</th>" for c in table.columns)
-    body = []
-    for (_, row), verdict in zip(table.iterrows(), comparison.rows["verdict"], strict=True):
-        cells = "".join(
-            f"<td class='num'>{e(str(v))}</td>" if c in NUMERIC or c.startswith("change")
-            else f"<td>{e(str(v))}</td>" for c, v in row.items())
-        body.append(f"<tr class='{CSS_CLASS[verdict]}'>{cells}</tr>")
-    return f"<table class='rows'><tr>{head}</tr>{''.join(body)}</table>"
+    return [(CSS_CLASS[verdict], [(str(v), c in NUMERIC or c.startswith("change"))
+                                  for c, v in row.items()])
+            for (_, row), verdict in zip(table.iterrows(), comparison.rows["verdict"],
+                                         strict=True)]
 
 
 def to_html(report: Report) -> str:
-    """Verdict first, in its colour; then each candidate's table, rows coloured by verdict."""
-    e = html.escape
-    verdict = report.verdict
-    parts = ["<!doctype html><meta charset='utf-8'><title>wanbench compare</title>",
-             f"<style>{STYLE}</style>",
-             f"<h1>wanbench compare: {e(report.scenario)}</h1>",
-             f"<div id='verdict' class='verdict {CSS_CLASS[verdict]}'><b>{e(verdict)}</b> "
-             f"(exit {report.exit_code})"]
-    parts += [f"<p>{e(_heading(c.comparison))}: <b>{e(c.comparison.verdict)}</b>, "
-              f"{e(summary(c.comparison))}</p>" for c in report.candidates]
-    parts.append("</div>")
-    for candidate in report.candidates:
-        c = candidate.comparison
-        parts.append(f"<h2>{e(_heading(c))}</h2>")
-        parts.append(f"<p class='{CSS_CLASS[c.verdict]}'><b>{e(c.verdict)}</b>: "
-                     f"{e(summary(c))}</p>")
-        parts.append(_html_table(c))
-        notes = _notes(c)
-        if notes:
-            parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
-        parts.append("<ul class='note'>" + "".join(
-            f"<li>{e(line)}</li>" for line in _context_lines(candidate, report.base)) + "</ul>")
-        parts.append(f"<p class='note'>{e(method(c))}</p>")
-    return "\n".join(parts) + "\n"
+    """Verdict first, in its colour; then each candidate's table, rows coloured by verdict
+    (templates/compare.html.j2, beside the plot report's page)."""
+    candidates = [{"heading": _heading(c.comparison), "verdict": c.comparison.verdict,
+                   "css": CSS_CLASS[c.comparison.verdict], "summary": summary(c.comparison),
+                   "columns": list(display_rows(c.comparison).columns),
+                   "rows": _html_rows(c.comparison), "notes": _notes(c.comparison),
+                   "context": _context_lines(c, report.base), "method": method(c.comparison)}
+                  for c in report.candidates]
+    return TEMPLATES.get_template("compare.html.j2").render(
+        scenario=report.scenario, verdict=report.verdict, css=CSS_CLASS[report.verdict],
+        exit_code=report.exit_code, candidates=candidates) + "\n"
 
 
 def _plain(value: object) -> object:
