@@ -17,6 +17,7 @@ from harness.guest import accel, machine
 from harness.manifest import read_text, sysctl
 from harness.metrics import ktrace, perf
 from harness.topology.backend_probe import link_backend_here
+from harness.topology.backends import NETEM
 from harness.topology.model import TopologyError
 
 SYS_IO_URING_SETUP = 425
@@ -55,7 +56,7 @@ def check_netem() -> Check:
         _, probe = link_backend_here()
     except TopologyError as exc:
         return Check("netem (sch_netem)", False, f"not probed: {exc}", "run as root")
-    result = probe.get("netem") or {"ok": False, "error": "not probed"}
+    result = probe.get(NETEM.name) or {"ok": False, "error": "not probed"}
     ok = result["ok"]
     detail = "tc qdisc netem works" if ok else f"tc netem: {result['error']}"
     no_modules = modules_unavailable()

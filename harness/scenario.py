@@ -40,7 +40,7 @@ from clients.validity import Lateness
 from harness.results.format import PARAMETER_COLUMNS, UNIT_SUFFIXES, ResultsFormatError
 from harness.servers import check_rt_signal_queue, describe
 from harness.templates import Template, check_sizes
-from harness.topology.backend_probe import BACKENDS
+from harness.topology.backends import CHOICES as BACKEND_CHOICES
 from harness.topology.cgroups import MAX_PERIOD_US, MIN_PERIOD_US, check_budget
 from harness.topology.model import TopologyError, load_topology
 from harness.yamlfile import (
@@ -85,7 +85,7 @@ def within(flag: str) -> AfterValidator:
 
 class TopologyRef(Strict):
     file: str = "topologies/loopback.yaml"
-    backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
+    backend: Literal[BACKEND_CHOICES] = "auto"  # type: ignore[valid-type]
     set: dict[str, bool | str | int | float] = Field(default_factory=dict)
 
     def path(self, base: Path) -> Path:

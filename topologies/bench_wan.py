@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.analysis import benchpage
 from harness.results.runset import RunSet
+from harness.topology.backends import USERSPACE
 
 SCENARIO = "bench-wan"
 GOAL = 0.9  # the emulator, busy-polling, keeps at least 90 % of veth's rate (issue #32)
@@ -32,7 +33,7 @@ ARMS = (VETH, BUSY, DEFAULT, NO_OFFLOAD)  # the tables' order
 
 
 def arm(row: pd.Series) -> str:
-    if row["topology_backend"] != "userspace":
+    if row["topology_backend"] != USERSPACE.name:
         return VETH  # busy_poll_us and offloads are the emulator's: veth has neither
     if not row["links_lan_segmentation_offload"]:
         return NO_OFFLOAD

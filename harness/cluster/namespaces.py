@@ -22,6 +22,7 @@ from harness.cluster.security import Access, write
 from harness.runner.child import ChildRun
 from harness.runner.outcome import RunRequest
 from harness.topology import bring_up, load_topology
+from harness.topology.backends import USERSPACE
 
 WANBENCH = [sys.executable, "-m", "harness.cli"]
 SCHEDULER_PORT = 8786
@@ -98,7 +99,7 @@ def _comm(pid: str) -> str:
 
 
 @contextmanager
-def namespace_cluster(topology: Path, backend: str = "userspace",
+def namespace_cluster(topology: Path, backend: str = USERSPACE.name,
                       cpu: int | None = None) -> Iterator[NamespaceCluster]:
     """The topology up, its scheduler and a worker per host joined; all of it gone after.
     cpu: where the cluster's own processes run (NamespaceCluster.cpu)."""

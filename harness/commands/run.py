@@ -54,7 +54,7 @@ from harness.runner.outcome import (
 )
 from harness.runner.scenario_run import SUMMARY_FILE, load_request, run_scenario
 from harness.scenario import MAX_WAIT_S, ScenarioError
-from harness.topology.backend_probe import BACKENDS
+from harness.topology.backends import CHOICES as BACKEND_CHOICES
 
 # The terminal table's metrics (summary.json holds every one); names and formats: numbers.
 # The in-kernel time per dispatch call shows only where kernel_trace measured it.
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="continue this run: skip the points it already finished")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario field, e.g. --set cold.conns=1000")
-    parser.add_argument("--backend", choices=BACKENDS,
+    parser.add_argument("--backend", choices=BACKEND_CHOICES,
                         help="topology backend (default: the scenario's)")
     parser.add_argument("--allow-invalid", action="store_true",
                         help="exit 0 even when some point × repetition is invalid (not when the "

@@ -9,7 +9,8 @@ import sys
 
 from clients.paths import MissingBinary
 from harness.topology import cgroups, netns
-from harness.topology.backend_probe import BACKENDS, probe_here
+from harness.topology.backend_probe import probe_here
+from harness.topology.backends import CHOICES as BACKEND_CHOICES
 from harness.topology.builder import bring_up, planned_commands
 from harness.topology.cleanup import (
     Cleaned,
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
 
     up = sub.add_parser("up", help="build a topology and leave it up")
     up.add_argument("file", help="topology YAML, e.g. topologies/dumbbell-wan.yaml")
-    up.add_argument("--backend", choices=BACKENDS, default="auto",
+    up.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                     help="how links are emulated (default: auto, the best this machine has: "
                          "`wanbench doctor`)")
     up.add_argument("--set", dest="overrides", action="append", default=[],

@@ -10,11 +10,9 @@ from harness.guest import inside, machine
 from harness.guest.machine import GuestError
 from harness.scenario import Scenario, points
 from harness.topology import load_topology
+from harness.topology.backends import BACKENDS
 
 HOST = "host"
-# what each topology backend needs of a guest kernel besides namespaces (a module built in
-# counts: modprobe succeeds for it)
-BACKEND_MODULES = {"netem": ["sch_netem"], "userspace": ["tun"]}
 
 
 def check_kernels(kernels: list[str]) -> None:
@@ -36,7 +34,9 @@ def needed_modules(scenario: Scenario, scenario_dir: Path, backend: str | None) 
         if load_topology(ref.path(scenario_dir), dict(ref.set) or None).loopback:
             continue
         modules.add("veth")
-        modules.update(BACKEND_MODULES.get(backend or ref.backend, []))
+        # a module built in counts: modprobe succeeds for it; auto is probed in the guest
+        chosen = BACKENDS.get(backend or ref.backend)
+        modules.update(chosen.modules if chosen else ())
     return sorted(modules)
 
 

@@ -10,6 +10,7 @@ from harness.metrics import ktrace, perf
 from harness.results.format import topology_backend
 from harness.results.runset import RunSet
 from harness.topology.backend_probe import link_backend_here
+from harness.topology.backends import BACKENDS
 from harness.topology.model import TopologyError
 
 
@@ -44,12 +45,18 @@ def _emulated_link_at_load(runs: RunSet | None) -> str | None:
         except TopologyError as exc:
             return f"an emulated link (this machine could not be probed: {exc})"
     lacking = sorted(f"{count} CPUs" for backend, count in setups
-                     if backend == "userspace" and (count or 0) < CPUS_BESIDE_EMULATOR)
+                     if _runs_emulator(backend) and (count or 0) < CPUS_BESIDE_EMULATOR)
     if not lacking:
         return None
     return (f"sch_netem, or {CPUS_BESIDE_EMULATOR} CPUs for the userspace link emulator (the "
             f"run had {', '.join(lacking)}: the emulator shared the generator's CPU and "
             "starved it)")
+
+
+def _runs_emulator(backend: str | None) -> bool:
+    """The backend runs a link emulator in userspace, on the measured hosts' CPUs."""
+    chosen = BACKENDS.get(backend or "")
+    return chosen is not None and chosen.binary is not None
 
 
 def _traced(runs: RunSet | None) -> list[ktrace.Support]:

@@ -1,91 +1,63 @@
-"""Which link backend works here: netem tried in a scratch namespace, then the TUN emulator."""
+"""Which link backend works here: the table's probes tried in order (netem in a scratch
+namespace, then the TUN emulator), or the one asked for, checked."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 
-from clients.paths import MissingBinary, binary
-from harness.topology import cleanup, netns
+from harness.topology import cleanup
 from harness.topology.addressing import new_prefix
+from harness.topology.backends import AUTO, AUTO_ORDER, BACKENDS, CHOICES, LinkBackend
 from harness.topology.ledger import Ledger
 from harness.topology.model import Topology, TopologyError
 
-BACKENDS = ("auto", "netem", "userspace", "veth", "none")
 
-
-def probe_netem(ledger: Ledger) -> dict:
-    """Adds a netem qdisc to lo in a scratch namespace (ledgered, always removed)."""
-    ns = f"{ledger.prefix}-probe"
-    try:
-        netns.create(ledger, ns)
-    except TopologyError as exc:
-        return {"ok": False, "error": str(exc)}
-    try:
-        tc = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem",
-                             "delay", "1ms"], capture_output=True, text=True)
-    finally:
-        netns.delete(ns)
-    if tc.returncode != 0:
-        return {"ok": False, "error": tc.stderr.strip() or f"tc exited {tc.returncode}"}
-    return {"ok": True}
-
-
-def probe_userspace() -> dict:
-    try:
-        path = binary("wb-linkem")
-    except MissingBinary as exc:
-        return {"ok": False, "error": str(exc)}
-    try:
-        os.close(os.open("/dev/net/tun", os.O_RDWR))
-    except OSError as exc:
-        return {"ok": False, "error": f"/dev/net/tun: {exc.strerror}; fix: modprobe tun"}
-    return {"ok": True, "binary": str(path)}
-
-
-def check_unshaped(topology: Topology) -> None:
-    """Plain veth (a fast baseline on any kernel) cannot delay, drop or rate-limit."""
+def check_unshaped(topology: Topology, backend: LinkBackend) -> None:
+    """A backend that cannot shape (plain veth, a fast baseline on any kernel) cannot delay,
+    drop or rate-limit."""
     shaped = [n for n, lk in topology.links.items() if not lk.is_plain]
     if shaped:
-        raise TopologyError(f"backend veth cannot shape; links {', '.join(shaped)} have "
-                            "delay, jitter, loss, rate or a queue limit: use netem or userspace")
+        shapers = " or ".join(b.name for b in AUTO_ORDER)
+        raise TopologyError(f"backend {backend.name} cannot shape; links {', '.join(shaped)} "
+                            f"have delay, jitter, loss, rate or a queue limit: use {shapers}")
 
 
 def choose_backend(requested: str, topology: Topology,
                    ledger: Ledger | None) -> tuple[str, dict]:
     """Returns (backend, probe record); TopologyError with the reasons when none fits."""
-    if requested not in BACKENDS:
-        raise TopologyError(f"backend {requested!r}: choose one of {', '.join(BACKENDS)}")
+    if requested not in CHOICES:
+        raise TopologyError(f"backend {requested!r}: choose one of {', '.join(CHOICES)}")
+    loopback_only = next(b for b in BACKENDS.values() if not b.namespaces)
     if topology.loopback:
-        if requested not in ("auto", "none"):
+        if requested not in (AUTO, loopback_only.name):
             raise TopologyError(f"backend {requested!r}: a loopback topology has no links to "
-                                "emulate; use --backend none (or auto)")
-        return "none", {"chosen": "none", "reason": "loopback topology: no namespaces"}
-    if requested == "none":
-        raise TopologyError("backend none is only for loopback topologies; use auto, netem "
-                            "or userspace")
-    if requested == "veth":
-        check_unshaped(topology)
+                                f"emulate; use --backend {loopback_only.name} (or {AUTO})")
+        return loopback_only.name, {"chosen": loopback_only.name,
+                                    "reason": "loopback topology: no namespaces"}
+    asked = BACKENDS.get(requested)
+    if asked is not None and not asked.namespaces:
+        raise TopologyError(f"backend {asked.name} is only for loopback topologies; use "
+                            f"{AUTO}, " + " or ".join(b.name for b in AUTO_ORDER))
+    if asked is not None and not asked.shapes:
+        check_unshaped(topology, asked)
     if os.geteuid() != 0:
         raise TopologyError("namespace topologies need root (ip netns, tc, /dev/net/tun); "
                             "run as root or use topologies/loopback.yaml")
-    if requested == "veth":
-        return "veth", {"chosen": "veth", "reason": "requested: plain veth, no shaping"}
-    assert ledger is not None
+    if asked is not None and asked.probe is None:
+        return asked.name, {"chosen": asked.name, "reason": "requested: plain veth, no shaping"}
     probe: dict = {}
-    if requested in ("auto", "netem"):
-        probe["netem"] = probe_netem(ledger)
-        if probe["netem"]["ok"]:
-            return "netem", {**probe, "chosen": "netem", "reason": "netem qdisc works here"}
-        if requested == "netem":
-            raise TopologyError(f"backend netem refused: tc netem failed in a scratch "
-                                f"namespace ({probe['netem']['error']}); the kernel lacks "
-                                "sch_netem: use --backend userspace")
-    probe["userspace"] = probe_userspace()
-    if probe["userspace"]["ok"]:
-        reason = ("requested" if requested == "userspace"
-                  else f"netem unavailable ({probe['netem']['error']})")
-        return "userspace", {**probe, "chosen": "userspace", "reason": reason}
+    for backend in (asked,) if asked is not None else AUTO_ORDER:
+        assert backend.probe is not None
+        probe[backend.name] = result = backend.probe(ledger)
+        if result["ok"]:
+            tried = [f"{name} unavailable ({probe[name]['error']})" for name in probe
+                     if name != backend.name]
+            reason = ("requested" if asked is not None
+                      else "; ".join(tried) or f"{backend.name} works here")
+            return backend.name, {**probe, "chosen": backend.name, "reason": reason}
+    if asked is not None:
+        raise TopologyError(f"backend {asked.name} refused: {probe[asked.name]['error']}"
+                            + (f"; {asked.lacking}" if asked.lacking else ""))
     why = "; ".join(f"{name}: {result['error']}" for name, result in probe.items())
     raise TopologyError(f"no link backend works here: {why}")
 

@@ -10,7 +10,6 @@ import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from clients.paths import binary
 from harness.topology import cleanup, netns
 from harness.topology.addressing import (
     AddressPlan,
@@ -20,6 +19,7 @@ from harness.topology.addressing import (
     plan_addresses,
 )
 from harness.topology.backend_probe import choose_backend
+from harness.topology.backends import BACKENDS, USERSPACE
 from harness.topology.calibrate import CalibrationError
 from harness.topology.calibrate import calibrate as calibrate_links
 from harness.topology.commands import Step, build_steps, ns_exec, queue_limits
@@ -95,7 +95,7 @@ class TopologyHandle(ABC):
         links = {}
         for name, spec in self.topology.links.items():
             limits = self._queue_limits(name)
-            links[name] = {"a": spec.a, "b": spec.b, "wiring": spec.wiring(self.backend),
+            links[name] = {"a": spec.a, "b": spec.b, "wiring": BACKENDS[self.backend].wiring(spec),
                            "configured_rtt_ms": spec.rtt_ms(),
                            **{d: {**spec.direction(d).model_dump(),
                                   "queue_limit_packets": limits.get(d)}
@@ -268,8 +268,9 @@ def state_dir_of(ledger: Ledger) -> Path:
 
 
 def linkem_path(backend: str) -> Path:
-    """The emulator binary (a clear error when unbuilt); unused by other backends."""
-    return binary("wb-linkem") if backend == "userspace" else Path("wb-linkem")
+    """The emulator binary (a clear error when unbuilt); a name its steps never use where
+    the backend runs none."""
+    return BACKENDS[backend].binary_path() or Path(str(USERSPACE.binary))
 
 
 def planned_commands(topology: Topology, backend: str, prefix: str) -> list[str]:

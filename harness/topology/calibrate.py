@@ -25,6 +25,7 @@ from pathlib import Path
 from clients.paths import binary
 from harness.procs import die_with_parent
 from harness.topology.addressing import CALIBRATION_NET, AddressPlan, LinkPlan
+from harness.topology.backends import BACKENDS
 from harness.topology.commands import (
     LINK_LAYER_BYTES,
     NETNS_DIR,
@@ -197,7 +198,7 @@ def _emulator_argv(spec: Link, ns_a: int, ns_b: int, stats: Path) -> list[str]:
 def _floor_wire(stack: ExitStack, spec: Link, backend: str, a: subprocess.Popen,
                 b: subprocess.Popen) -> str:
     """Joins the two namespaces as the backend joins a link's ends; returns what it is."""
-    if spec.wiring(backend) != "wb-linkem":
+    if BACKENDS[backend].wiring(spec) != "wb-linkem":
         _run([*_enter(a), "ip", "link", "add", FLOOR_DEVICES[0], "type", "veth", "peer",
               "name", FLOOR_DEVICES[1], "netns", str(b.pid)])
         return "veth pair"
@@ -307,7 +308,7 @@ def judge(name: str, spec: Link, backend: str, raw: dict, floor: dict | None = N
             result["rate"][direction] = {"configured_mbit": rate, "judged": False,
                                          "why": "loss or jitter: TCP goodput is not the rate"}
             continue
-        expected = expected_goodput_bps(rate, spec.wiring(backend))
+        expected = expected_goodput_bps(rate, BACKENDS[backend].wiring(spec))
         measured = raw.get(key) or 0.0
         error = measured / expected - 1
         result["rate"][direction] = {"configured_mbit": rate, "judged": True,

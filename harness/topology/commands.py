@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.topology.addressing import AddressPlan, LinkPlan
+from harness.topology.backends import BACKENDS
 from harness.topology.model import Link, Shaping, Topology
 from harness.topology.netns import NETNS_DIR
 
@@ -118,7 +119,7 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
         ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
         spec = topology.links[link.name]
         limits = queue_limits(topology, link)
-        wiring = spec.wiring(backend)
+        wiring = BACKENDS[backend].wiring(spec)
         if wiring != "wb-linkem":
             steps.append(Step(["ip", "link", "add", link.a_dev, "netns", ns_a, "type", "veth",
                                "peer", "name", link.b_dev, "netns", ns_b],

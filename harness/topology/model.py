@@ -64,11 +64,6 @@ class Shaping(Strict):
         return max(QUEUE_FLOOR_PACKETS, math.ceil(1.5 * bdp_packets))
 
 
-# What joins a link's two ends: a veth pair, a veth pair with netem qdiscs, or the
-# userspace emulator between two TUN devices (Link.wiring decides which).
-Wiring = Literal["veth", "netem", "wb-linkem"]
-
-
 class Link(Shaping):
     """A point-to-point link between hosts a and b; fields apply to both directions."""
 
@@ -110,14 +105,6 @@ class Link(Shaping):
     def is_plain(self) -> bool:
         """True when neither direction shapes anything."""
         return self.direction("a_to_b").is_plain and self.direction("b_to_a").is_plain
-
-    def wiring(self, backend: str) -> Wiring:
-        """What joins the two ends under a topology backend (the one place that decides)."""
-        if backend == "userspace" and (self.emulate_unshaped or not self.is_plain):
-            return "wb-linkem"
-        if backend == "netem" and not self.is_plain:
-            return "netem"
-        return "veth"
 
     def direction(self, name: Literal["a_to_b", "b_to_a"]) -> Shaping:
         base = self.model_dump(include=set(Shaping.model_fields))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.backend_probe import choose_backend
+from harness.topology.backends import AUTO_ORDER, BACKENDS
 from harness.topology.ledger import Ledger
 from tests.conftest import REPO, needs_root
 
@@ -60,3 +63,23 @@ def test_veth_backend_live_runs_the_netem_link_commands(no_leftovers):
         no_leftovers.append(handle.prefix)
         assert handle.backend == "veth"
         assert handle.calibration["lan"]["connect_rtt_median_ms"] < 0.2
+
+
+def test_backend_names_are_compared_in_the_table_only():
+    """Every module asks harness.topology.backends for what a backend does: no other module
+    compares a backend's name with a literal (the seven string comparisons it replaced)."""
+    compared = re.compile(r"""backend\w*(["']\])?\s*(==|!=|not in|in)\s*\(?["']""")
+    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+             for path in [*(REPO / "harness").rglob("*.py"), *(REPO / "topologies").glob("*.py")]
+             if path.name != "backends.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if compared.search(line)]
+    assert not found, found
+
+
+@pytest.mark.parametrize(("name", "modules", "emulator"), [
+    ("netem", ("sch_netem",), None), ("userspace", ("tun",), "wb-linkem"),
+    ("veth", (), None), ("none", (), None)])
+def test_the_table_says_what_each_backend_needs(name: str, modules: tuple, emulator: str | None):
+    backend = BACKENDS[name]
+    assert (backend.modules, backend.binary) == (modules, emulator)
+    assert backend.namespaces == (name != "none") and backend.shapes == (backend in AUTO_ORDER)

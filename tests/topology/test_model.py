@@ -8,6 +8,7 @@ import pytest
 
 from harness.topology import TopologyError, load_topology
 from harness.topology.addressing import check_prefix, plan_addresses
+from harness.topology.backends import BACKENDS
 from tests.conftest import REPO
 
 SHIPPED = sorted((REPO / "topologies").glob("*.yaml"))
@@ -155,7 +156,7 @@ def test_bad_prefix_is_refused(prefix):
 ], ids=lambda v: str(v))
 def test_link_wiring_follows_shaping_and_backend(overrides, backend, wiring):
     link = load_topology(REPO / "topologies/lan.yaml", overrides).links["lan"]
-    assert link.wiring(backend) == wiring
+    assert BACKENDS[backend].wiring(link) == wiring
 
 
 SHAPED = """name: b
