@@ -35,7 +35,8 @@ def die_with_parent() -> None:
 
 async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
                 stderr: int | IO[bytes] | None = None, cwd: Path | None = None,
-                stdin: int = asyncio.subprocess.DEVNULL) -> asyncio.subprocess.Process:
+                stdin: int = asyncio.subprocess.DEVNULL,
+                pass_fds: tuple[int, ...] = ()) -> asyncio.subprocess.Process:
     """A child in a process group of its own (the runner signals the group, so whatever it
     forks stops with it) that dies with the harness.
 
@@ -45,7 +46,7 @@ async def spawn(argv: list[str], *, stdout: int | IO[bytes] | None = None,
     parent-death signal yet."""
     creating = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, stdin=stdin, stdout=stdout, stderr=stderr,
-        cwd=cwd, preexec_fn=die_with_parent, process_group=0))
+        cwd=cwd, preexec_fn=die_with_parent, process_group=0, pass_fds=pass_fds))
     try:
         return await asyncio.shield(creating)
     except asyncio.CancelledError:

@@ -176,9 +176,23 @@ class Counters:
     made a snapshot tens of ms late on a saturated server. A reading has a snapshot's keys (the
     workers' summed counters, per_worker when several, monotonic_ns: when it was read)."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, fd: int | None = None):
         self.path = Path(path)
+        self._fd = fd  # in_memory's
         self._page: mmap.mmap | None = None
+
+    @classmethod
+    def in_memory(cls) -> Counters:
+        """Counters in a memfd, which the server opens by the same /proc/self/fd path once
+        given the descriptor (pass_fds): no file to map on the results' filesystem, none
+        left behind."""
+        fd = os.memfd_create("wb-server-counters")
+        return cls(f"/proc/self/fd/{fd}", fd)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """The descriptors the server must inherit to open self.path."""
+        return () if self._fd is None else (self._fd,)
 
     def read(self) -> dict[str, Any] | None:
         """The counters now; None until the server has mapped its file."""
@@ -204,6 +218,9 @@ class Counters:
         page, self._page = self._page, None
         if page is not None:
             page.close()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _map(self) -> mmap.mmap | None:
         try:
@@ -282,10 +299,11 @@ class RunningServer:
 @contextlib.contextmanager
 def running(cfg: ServerConfig, binary: Path | None = None, timeout: float = 10.0,
             preexec_fn: Callable[[], None] | None = None,
-            stderr: Any = None, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+            stderr: Any = None, env: dict[str, str] | None = None,
+            pass_fds: tuple[int, ...] = ()) -> Iterator[RunningServer]:
     """Start wb-server, wait for its ready line, and always stop it on the way out."""
     proc = subprocess.Popen(cfg.argv(binary), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=stderr, preexec_fn=preexec_fn, env=env)
+                            stderr=stderr, preexec_fn=preexec_fn, env=env, pass_fds=pass_fds)
     server = RunningServer(proc, "", 0, Path(cfg.stats_path) if cfg.stats_path else None)
     try:
         server.host, server.port = wait_ready(proc, timeout)

@@ -35,13 +35,13 @@ class Children:
         self.raw = raw
         self.procs: list[asyncio.subprocess.Process] = []
 
-    async def spawn(self, argv: list[str], log: str,
-                    stdin: int = asyncio.subprocess.DEVNULL) -> asyncio.subprocess.Process:
+    async def spawn(self, argv: list[str], log: str, stdin: int = asyncio.subprocess.DEVNULL,
+                    pass_fds: tuple[int, ...] = ()) -> asyncio.subprocess.Process:
         with (self.raw / "argv.txt").open("a") as record:
             record.write(json.dumps(argv) + "\n")
         with (self.raw / f"{log}.stderr").open("wb") as stderr:  # the child keeps its copy
             proc = await procs.spawn(argv, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-                                     stdin=stdin)
+                                     stdin=stdin, pass_fds=pass_fds)
         self.procs.append(proc)
         return proc
 

@@ -87,7 +87,8 @@ class ServerSide:
         self.server: asyncio.subprocess.Process | None = None  # unshare, the server's parent
         self.server_pid: int | None = None  # the server itself: stats, CPU, sockets
         self.stats_path = self.raw / "server-stats.json"  # its snapshot as it exits
-        self.counters = servers.Counters(self.raw / "server-counters")  # read at the edges
+        # read at the edges; in memory, as a guest's results directory (9p) cannot be mapped
+        self.counters = servers.Counters.in_memory()
         self.unwritten_mib = 0.0  # dirty pages written out at the start (start)
         self._stack = contextlib.ExitStack()
         cpus = config.cpus
@@ -135,7 +136,8 @@ class ServerSide:
 
     async def _spawn_server(self, argv: list[str]) -> asyncio.subprocess.Process:
         """The server alone in a PID namespace, so nothing it forks can outlive the run."""
-        return await self.children.spawn(self.prefix + procs.CONTAINED + argv, "server")
+        return await self.children.spawn(self.prefix + procs.CONTAINED + argv, "server",
+                                         pass_fds=self.counters.pass_fds)
 
     def _server_said(self) -> str:
         lines = (self.raw / "server.stderr").read_text(errors="replace").strip().splitlines()
