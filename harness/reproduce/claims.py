@@ -81,12 +81,14 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
     return test
 
 
-def rises_then_falls(metric: str, column: str, rise: float, floor: float,
+def rises_then_falls(metric: str, column: str, rise: float, floor: float, pooled: bool = False,
                      **where: object) -> Test:
     """A curve that "first increases rapidly and then starts decreasing slowly": its peak
     (the level whose within-round ratio to the lowest level is highest) lies inside the
     sweep, at ≥ rise × the lowest level; every level past the peak is below it, and the
-    highest level keeps ≥ floor × the peak (slowly)."""
+    highest level keeps ≥ floor × the peak (slowly), each of these a ratio to the peak
+    within rounds. pooled: the fall as a ratio of the two levels' ratios to the lowest (each
+    a median over rounds), as the check read before (kept to rebuild it, history.py)."""
 
     def test(m: Measured) -> Outcome:
         levels = m.levels(column, recorded=True, **where)
@@ -94,20 +96,26 @@ def rises_then_falls(metric: str, column: str, rise: float, floor: float,
             raise Unmeasured(f"{column}: {len(levels)} level(s) ({levels}): a rise and a fall "
                              "need three")
         first = levels[0]
-        ratio = {level: float(m.round_ratios(metric, {**where, column: level},
-                                             {**where, column: first}).median())
-                 for level in levels[1:]}
+
+        def within(level: object, base: object) -> pd.Series:
+            return m.round_ratios(metric, {**where, column: level}, {**where, column: base})
+
+        ratio = {level: float(within(level, first).median()) for level in levels[1:]}
         ratio[first] = 1.0
         peak = max(levels, key=lambda level: ratio[level])
         after = [level for level in levels if level > peak]
+        to_peak = {level: (pd.Series([ratio[level] / ratio[peak]]) if pooled
+                           else within(level, peak)) for level in after}
         rose = ratio[peak] >= rise
-        fell = bool(after) and all(ratio[level] < ratio[peak] for level in after)
-        slowly = ratio[levels[-1]] >= floor * ratio[peak]
+        fell = bool(after) and all(float(to_peak[level].median()) < 1 for level in after)
+        last = to_peak[levels[-1]] if after else pd.Series([1.0])
+        slowly = float(last.median()) >= floor
         curve = ", ".join(f"{level}: {ratio[level]:.3g}" for level in levels)
         return Outcome(rose and fell and slowly,
                        f"{metric} / at {column}={first}: {curve}; peak at {peak} "
                        f"({ratio[peak]:.3g}× ≥ {rise}{'' if rose else ' ✗'}), "
-                       + (f"then falls to {ratio[levels[-1]] / ratio[peak]:.3g}× the peak "
+                       + (f"then falls to {float(last.median()):.3g}× the peak"
+                          f"{'' if pooled else _spread(last, last >= floor)} "
                           f"(≥ {floor}{'' if slowly else ' ✗'})" if fell else
                           "no fall after it ✗"))
 
@@ -163,17 +171,40 @@ def peak_ratio(column: str, numerator: object, denominator: object, low: float |
     return test
 
 
+KeptUp = Callable[..., bool]  # (measured, offered rate, **point) -> whether it kept up
+
+
+def kept_up_with_sent(m: Measured, rate: float, **where: object) -> bool:
+    """The server kept up at an offered rate: its valid records' median replies per request
+    the generator sent in the window (derive's replies_per_sent) ≥ KEEP_UP_FRACTION, and none
+    had the server saturated (busy, its replies behind the offered rate). Against what was
+    sent, because a Poisson schedule sends more or fewer than the nominal rate in a short
+    window (82-102 a second at 100); not saturated, because a server that falls behind
+    refuses connections, and then the generator sends fewer, which its replies can match."""
+    ratio = m.median("replies_per_sent", **where, offered_rate_rps=rate)
+    rows = m.rows(**where, offered_rate_rps=rate)
+    saturated = rows.get("server_saturated", pd.Series(False, index=rows.index))
+    return ratio >= KEEP_UP_FRACTION and not saturated.astype("boolean").fillna(False).any()
+
+
+def kept_up_with_offered(m: Measured, rate: float, **where: object) -> bool:
+    """The rule before kept_up_with_sent (kept to rebuild those forms, history.py): median
+    replies ≥ KEEP_UP_FRACTION of the nominal offered rate."""
+    return m.median("reply_rate_rps", **where, offered_rate_rps=rate) >= KEEP_UP_FRACTION * rate
+
+
 def below_both_knees(metric: str, column: str, numerator: object, denominator: object,
-                     high: float, strict: bool = False) -> Test:
+                     high: float, strict: bool = False,
+                     kept_up: KeptUp = kept_up_with_sent) -> Test:
     """At every offered rate both series kept up with, metric of one / the other's ≤ high
     (< high when strict: a claim that one is lower, which a tie does not pass)."""
 
-    def kept_up(m: Measured, series: object) -> set:
+    def kept_up_rates(m: Measured, series: object) -> set:
         return {rate for rate in m.levels("offered_rate_rps", **{column: series})
-                if _kept_up(m, rate, **{column: series})}
+                if kept_up(m, rate, **{column: series})}
 
     def test(m: Measured) -> Outcome:
-        rates = sorted(kept_up(m, numerator) & kept_up(m, denominator))
+        rates = sorted(kept_up_rates(m, numerator) & kept_up_rates(m, denominator))
         if not rates:
             raise Unmeasured(f"no offered rate that both {numerator} and {denominator} kept up "
                              "with")
@@ -212,18 +243,14 @@ def server_bound_at_saturation(each: tuple[str, ...], **where: object) -> Test:
     return test
 
 
-def _kept_up(m: Measured, rate: float, **where: object) -> bool:
-    return m.median("reply_rate_rps", **where, offered_rate_rps=rate) >= KEEP_UP_FRACTION * rate
-
-
-def _knee(m: Measured, **where: object) -> float:
-    """The highest offered rate the server kept up with (its valid median reply rate ≥
-    KEEP_UP_FRACTION of it); 0 when it kept up with none."""
-    kept = [rate for rate in m.levels("offered_rate_rps", **where) if _kept_up(m, rate, **where)]
+def _knee(m: Measured, kept_up: KeptUp, **where: object) -> float:
+    """The highest offered rate the server kept up with; 0 when it kept up with none."""
+    kept = [rate for rate in m.levels("offered_rate_rps", **where) if kept_up(m, rate, **where)]
     return max(kept, default=0.0)
 
 
-def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...] = ()) -> Test:
+def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...] = (),
+               kept_up: KeptUp = kept_up_with_sent) -> Test:
     """`later` keeps up with offered rates at least as high as `earlier` does, and at least
     one of them falls behind somewhere in the sweep (else the sweep never reached a knee)."""
 
@@ -231,7 +258,7 @@ def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...
         parts, passed = [], True
         for combo in _combinations(m, each, {}):
             top = max(m.levels("offered_rate_rps", recorded=True, **combo))
-            late, early = (_knee(m, **combo, **{column: s}) for s in (later, earlier))
+            late, early = (_knee(m, kept_up, **combo, **{column: s}) for s in (later, earlier))
             ok = late >= early and min(late, early) < top
             passed &= ok
             label = _label(combo)
@@ -247,7 +274,7 @@ EXHAUSTED_IDLE_PCT = 2.0  # both benchmarks used all of their CPU (or budget): n
 
 
 def idle_lower(column: str, more_idle: object, less_idle: object,
-               each: tuple[str, ...]) -> Test:
+               each: tuple[str, ...], kept_up: KeptUp = kept_up_with_sent) -> Test:
     """At every offered rate both series kept up with, CPU idle is lower for `less_idle`
     (e.g. with cold connections, or the unmodified kernel) than for `more_idle`, unless both
     had none left; and by at least 10 points somewhere."""
@@ -258,7 +285,7 @@ def idle_lower(column: str, more_idle: object, less_idle: object,
             more, less = ({**combo, column: series} for series in (more_idle, less_idle))
             common = set(m.levels("offered_rate_rps", **more)) & set(
                 m.levels("offered_rate_rps", **less))
-            rates = sorted(r for r in common if _kept_up(m, r, **more) and _kept_up(m, r, **less))
+            rates = sorted(r for r in common if kept_up(m, r, **more) and kept_up(m, r, **less))
             if not rates:
                 raise Unmeasured(f"no offered rate that both {more_idle} and {less_idle} kept "
                                  f"up with ({combo})")
@@ -366,27 +393,34 @@ def kernel_regressions(old: str, new: str, min_r: float, each: tuple[str, ...]) 
     return test
 
 
-def overflow_regimes(m: Measured) -> Outcome:
+def overflow_regimes(replied: str = "replies_per_sent") -> Test:
     """CM01 Table 1: no SIGIO overflow below saturation (the server kept up with CPU to
-    spare), overflows past it. A point at the knee, kept up but with all its CPU in use, is
-    in neither. Points past saturation count even when invalid (a generator falling behind
-    there too does not change the server's own counters; figures.py keep_invalid says so)."""
-    points = m.all[(m.all.get("dispatch") == "rtsig")]
-    if points.empty or "sigio_overflows" not in points:
-        raise Unmeasured("no rtsig points with SIGIO counters")
-    busy = points["server_busy"].fillna(False).astype(bool)
-    kept_up = points[(points["reply_ratio"] >= KEEP_UP_FRACTION) & ~busy]
-    behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION)
-                    & points["server_saturated"].astype("boolean").fillna(False)]
-    if kept_up.empty or behind.empty:
-        raise Unmeasured(f"{len(kept_up)} records kept up, {len(behind)} were past a saturated "
-                         "server's capacity: both regimes are needed")
-    below = (kept_up["sigio_overflows"] / kept_up["signals_dequeued"].clip(lower=1)).max()
-    above = int(behind["sigio_overflows"].min())
-    passed = below <= 0.001 and above > 0
-    return Outcome(passed, f"below saturation ({len(kept_up)} records): overflows ≤ "
-                           f"{100 * below:.3f} % "
-                           f"of dequeues; past saturation ({len(behind)}): ≥ {above} overflows")
+    spare: its records' `replied`, replies per request sent, ≥ KEEP_UP_FRACTION and it not
+    busy), overflows past it (the server saturated). A point at the knee, kept up but with all
+    its CPU in use, is in neither. Points past saturation count even when invalid (a generator
+    falling behind there too does not change the server's own counters; figures.py
+    keep_invalid says so). replied="reply_ratio" (per nominal offered request) rebuilds the
+    form before replies were counted against what was sent (history.py)."""
+
+    def test(m: Measured) -> Outcome:
+        points = m.all[(m.all.get("dispatch") == "rtsig")]
+        if points.empty or "sigio_overflows" not in points:
+            raise Unmeasured("no rtsig points with SIGIO counters")
+        busy = points["server_busy"].fillna(False).astype(bool)
+        saturated = points["server_saturated"].astype("boolean").fillna(False)
+        kept_up = points[(points[replied] >= KEEP_UP_FRACTION) & ~busy & ~saturated]
+        behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION) & saturated]
+        if kept_up.empty or behind.empty:
+            raise Unmeasured(f"{len(kept_up)} records kept up, {len(behind)} were past a "
+                             "saturated server's capacity: both regimes are needed")
+        below = (kept_up["sigio_overflows"] / kept_up["signals_dequeued"].clip(lower=1)).max()
+        above = int(behind["sigio_overflows"].min())
+        passed = below <= 0.001 and above > 0
+        return Outcome(passed, f"below saturation ({len(kept_up)} records): overflows ≤ "
+                               f"{100 * below:.3f} % of dequeues; past saturation "
+                               f"({len(behind)}): ≥ {above} overflows")
+
+    return test
 
 
 def by_mechanism(m: Measured) -> Measured:
@@ -476,9 +510,13 @@ def grows_at_every_step(metric: str, column: str, low: float, each: tuple[str, .
     return test
 
 
-def flattens(metric: str, column: str, each: tuple[str, ...] = ()) -> Test:
+def flattens(metric: str, column: str, each: tuple[str, ...] = (), pooled: bool = False
+             ) -> Test:
     """Each increase of metric along column is smaller than the one before (the curve bends
-    over), medians over valid repetitions; per combination of `each`."""
+    over): within each round that measured the whole curve validly, each rise over the one
+    before it, and the median of those ratios over rounds < 1; per combination of `each`.
+    pooled: the rises between medians over all rounds, as the check read before (kept to
+    rebuild it, history.py)."""
 
     def test(m: Measured) -> Outcome:
         parts, passed = [], True
@@ -486,14 +524,26 @@ def flattens(metric: str, column: str, each: tuple[str, ...] = ()) -> Test:
             levels = m.levels(column, recorded=True, **combo)
             if len(levels) < 3:
                 raise Unmeasured(f"{column}: {len(levels)} levels, a bend needs 3 ({combo})")
-            values = [m.median(metric, **combo, **{column: level}) for level in levels]
-            rises = [b - a for a, b in zip(values, values[1:], strict=False)]
-            ok = all(later < earlier for earlier, later in zip(rises, rises[1:], strict=False))
+            if pooled:
+                curves = pd.DataFrame({level: [m.median(metric, **combo, **{column: level})]
+                                       for level in levels})
+            else:
+                curves = pd.DataFrame({level: m.by_round(metric, **combo, **{column: level})
+                                       for level in levels}).dropna()
+                if curves.empty:
+                    raise Unmeasured(f"{metric}: no round measured every level of {column} "
+                                     f"validly ({_label(combo)})")
+            rises = curves.diff(axis=1).iloc[:, 1:]
+            bends = [rises.iloc[:, i + 1] / rises.iloc[:, i] for i in range(rises.shape[1] - 1)]
+            ok = all(float(bend.median()) < 1 for bend in bends)
             passed &= ok
+            values = curves.median()
             parts.append(f"{_label(combo)}: {metric} "
-                         + " → ".join(f"{_fmt(v)} at {level}" for v, level in
-                                      zip(values, levels, strict=True))
-                         + f" (rises {', '.join(_fmt(r) for r in rises)}){'' if ok else ' ✗'}")
+                         + " → ".join(f"{_fmt(v)} at {level}" for level, v in values.items())
+                         + f" (rises {', '.join(_fmt(r) for r in rises.median())}; each over "
+                         f"the one before {', '.join(f'{b.median():.3g}' for b in bends)}"
+                         f"{'' if pooled else f' in {len(curves)} round(s)'})"
+                         f"{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
 
     return test
@@ -844,7 +894,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
     "cm01-table1": (
         _claim("no SIGIO overflow below saturation (rtsig kept up with CPU to spare); overflows "
                "at every point past saturation",
-               "CM01 §4.2, Table 1", overflow_regimes,
+               "CM01 §4.2, Table 1", overflow_regimes(),
                quote="As can be seen from the table, under low loads, there are no SIGIOs and "
                      "hence, no signal queue overflows. On the other hand, at high loads, all "
                      "the sigwaitinfo() calls result in SIGIOs. (Table 1, 252 idle: 0 SIGIOs at "
