@@ -17,6 +17,7 @@ import pandas as pd
 
 from clients.validity import KEEP_UP_FRACTION
 from harness.analysis import derive
+from harness.analysis.derive import KERNEL_STACK
 from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
 
 Test = Callable[[Measured], Outcome]
@@ -571,45 +572,96 @@ def every_level_within(metric: str, column: str, low: float, high: float) -> Tes
     return test
 
 
-def at_least(metric: str, bound: float, **where: object) -> Test:
-    """metric's median over valid repetitions at one point ≥ bound."""
+def _within(value: Any, low: float | None, high: float | None) -> Any:
+    """value (or each of a Series) in [low, high); an absent end bounds nothing."""
+    return (low is None or value >= low) & (high is None or value < high)
+
+
+def _band(low: float | None, high: float | None) -> str:
+    if high is None:
+        return f"≥ {low:.4g} %"
+    return f"< {high:.4g} %" if low is None else f"within [{low:.4g}, {high:.4g}) %"
+
+
+def _idle(m: Measured, where: dict) -> str:
+    """The point's CPU idle as text, context beside a share of the CPU: its absence does not
+    make the share unmeasured."""
+    try:
+        return f"{m.median('server_idle_pct', **where):.3g} %"
+    except Unmeasured:
+        return "not measured"
+
+
+def share_within(metric: str, low: float | None, high: float | None,
+                 paper_idle_pct: float | None = None, **where: object) -> Test:
+    """A share (metric, in %) at one point, the median over its valid repetitions, within
+    [low, high): the paper's number with its tolerance either way, or the paper's own bound
+    where it gives one ("less than 1%"). paper_idle_pct: the paper's idle time at that point,
+    printed beside ours, for a share of the CPU, which depends on how busy the CPU was."""
 
     def test(m: Measured) -> Outcome:
-        value = m.median(metric, **where)
-        ok = value >= bound
+        values = m.values(metric, **where)
+        share = float(values.median())
+        ok = bool(_within(share, low, high))
         at = _label(where)
-        return Outcome(ok, f"{at + ': ' if at else ''}{metric} {_fmt(value)}{'' if ok else ' ✗'} "
-                           f"(≥ {_fmt(bound)})")
+        spread = ("" if len(values) < 2 else
+                  f" ({len(values)} repetitions, {values.min():.3g}-{values.max():.3g} %)")
+        idle = ("" if paper_idle_pct is None else
+                f"; CPU idle {_idle(m, where)} (the paper's {paper_idle_pct:g} %)")
+        return Outcome(ok, f"{at + ': ' if at else ''}{metric} {share:.3g} %{spread}"
+                           f"{'' if ok else ' ✗'} ({_band(low, high)}){idle}")
 
     return test
 
 
-def at_most_share(part: str, whole: str, high_pct: float) -> Test:
-    """part / whole (two metrics of each record), median over valid repetitions, ≤ high_pct."""
+def with_share_of(name: str, part: str, whole: str) -> Callable[[Measured], Measured]:
+    """The records with part / whole (two metrics of each) as a % in column `name`."""
+    return lambda m: m.with_column(name, lambda f: 100 * f[part] / f[whole])
+
+
+def share_below(part: str, bound: str, high: float, **where: object) -> Test:
+    """A share (part, in %) < high: judged on part where the run timed it; elsewhere shown by
+    a measured share that contains it (bound, e.g. accept's in-kernel time around
+    alloc_fd's), which passes the claim when below high. A bound at or above high does not
+    decide it (what lies inside may still be below): not measured, never a fail."""
 
     def test(m: Measured) -> Outcome:
-        shares = m.with_column("share", lambda f: 100 * f[part] / f[whole]).values("share")
-        share = float(shares.median())
-        ok = share <= high_pct
-        return Outcome(ok, f"{part} / {whole} = {share:.3g} %{'' if ok else ' ✗'} "
-                           f"(≤ {high_pct:g} %; {len(shares)} repetitions, "
-                           f"{shares.min():.3g}-{shares.max():.3g} %)")
+        at = _label(where)
+        at = at + ": " if at else ""
+        try:
+            value = m.median(part, **where)
+        except Unmeasured:
+            value = m.median(bound, **where)
+            if value >= high:
+                raise Unmeasured(f"{part} not timed, and {bound} {value:.3g} %, an upper bound, "
+                                 f"is not below {high:g} %") from None
+            return Outcome(True, f"{at}{part} not timed; {bound} {value:.3g} % < {high:g} % "
+                                 "(an upper bound: the part is inside it)")
+        ok = value < high
+        return Outcome(ok, f"{at}{part} {value:.3g} %{'' if ok else ' ✗'} (< {high:g} %)")
 
     return test
 
 
-def dispatch_shares(select_over_epoll: float) -> Test:
-    """Each dispatch call's in-kernel share of its server's CPU (derive's
-    kernel_dispatch_share_pct), both measured, and select's / epoll's within each round ≥
-    select_over_epoll."""
+# cpp Table 1's System Call share of the Overall Stack, per record
+SYSCALL_SHARE_OF_STACK = with_share_of("syscall_share_of_stack_pct",
+                                       "kernel_syscall_ns_per_packet", KERNEL_STACK)
+
+SHARE_OF = {"kernel_dispatch_cpu_pct": "of the CPU",
+            "kernel_dispatch_share_pct": "of the server's CPU"}
+
+
+def dispatch_shares(select_over_epoll: float, metric: str = "kernel_dispatch_cpu_pct") -> Test:
+    """Each dispatch call's in-kernel share (metric: of the CPU over the window, or, as the
+    check read before, of the server's CPU time), both measured, and select's / epoll's
+    within each round ≥ select_over_epoll."""
 
     def test(m: Measured) -> Outcome:
-        share = "kernel_dispatch_share_pct"
-        select, epoll = (m.median(share, dispatch=d) for d in ("select", "epoll"))
-        ratios = m.round_ratios(share, {"dispatch": "select"}, {"dispatch": "epoll"})
+        select, epoll = (m.median(metric, dispatch=d) for d in ("select", "epoll"))
+        ratios = m.round_ratios(metric, {"dispatch": "select"}, {"dispatch": "epoll"})
         ratio = float(ratios.median())
         ok = ratio >= select_over_epoll
-        return Outcome(ok, f"dispatch call's share of the server's CPU: select {select:.3g} %, "
+        return Outcome(ok, f"dispatch call's share {SHARE_OF[metric]}: select {select:.3g} %, "
                            f"epoll {epoll:.3g} %; select / epoll = {ratio:.3g}"
                            f"{_spread(ratios, ratios >= select_over_epoll)}{'' if ok else ' ✗'}")
 
@@ -623,49 +675,73 @@ def _claim(text: str, source: str, test: Test, needs: str | None = None, *, quot
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "bm98-fig1": (
-        _claim("select's in-kernel share of the server's CPU rises with cold connections at "
-               "every step, and at 2000 cold is ≥ 2× its share at 0, each hot count",
+        _claim("select's in-kernel time as a share of the CPU (the server alone on it, at the "
+               "paper's ~100 req/s) rises with cold connections at every step, and at 2000 "
+               "cold is ≥ 2× its share at 0, each hot count",
                "BM98 §3, Fig. 1",
-               grows_at_every_step("kernel_dispatch_share_pct", "cold_conns", low=2.0,
+               grows_at_every_step("kernel_dispatch_cpu_pct", "cold_conns", low=2.0,
                                    each=("hot_conns",)),
                needs="kernel_trace",
                quote="Figure 1 shows that the costs of both the kernel select() implementation "
                      "and the user-mode select() loop rise significantly with increasing "
                      "numbers of cold connections. [...] up to 53% of the system's CPU time is "
-                     "being spent inside select()",
-               bound="the paper gives words ('rise significantly'); the 2× from 0 to 2000 cold "
-                     "is this target's bound since its first check (then on the whole CPU), "
-                     "now on the dispatch call's in-kernel time over the server's CPU time "
-                     "(derive.kernel_dispatch_share_pct), written before a traced run"),
-        _claim("select's in-kernel share flattens: each rise along cold connections is smaller "
-               "than the one before, each hot count", "BM98 §3, Fig. 1",
-               flattens("kernel_dispatch_share_pct", "cold_conns", each=("hot_conns",)),
+                     "being spent inside select() [...] These numbers were generated with a "
+                     "request load of about 100 requests/second.",
+               bound="the paper's quantity: a share of the machine's CPU time (one CPU, like "
+                     "the CPU our server is pinned to alone) at the paper's load, i.e. the "
+                     "dispatch call's in-kernel time over the window (derive."
+                     "kernel_dispatch_cpu_pct), not over the server's own CPU time, which caps "
+                     "it at 100 %; the paper gives words ('rise significantly'): ≥ 2× from 0 "
+                     "to 2000 cold, this target's bound since its first check. Its 53 % is a "
+                     "400 MHz Alpha's at that load, not a bound for today's CPU"),
+        _claim("select's in-kernel share of the CPU flattens: within each round, each rise "
+               "along cold connections is smaller than the one before, each hot count",
+               "BM98 §3, Fig. 1",
+               flattens("kernel_dispatch_cpu_pct", "cold_conns", each=("hot_conns",)),
                needs="kernel_trace",
                quote="The costs are initially linear in the number of cold connections, but "
-                     "eventually they flatten out.",
+                     "eventually they flatten out. As the number of cold connections "
+                     "increases, the system spends more CPU time in each call to select(), and "
+                     "so the calls to select() come less often.",
                bound="the paper's words restated as a bend (the rise 1000→2000 smaller than "
-                     "0→1000), no tolerance; written before a traced run"),
+                     "0→1000, the median over rounds of their ratio < 1), no tolerance; written "
+                     "before a traced run, on the share of the CPU since the share of the "
+                     "server's CPU flattened by its cap"),
     ),
     "bm98-table1-2": (
-        _claim("select's in-kernel time is ≥ 10 % of the server's CPU at 750 cold, 50 hot, "
-               "220 req/s", "BM98 Table 1",
-               at_least("kernel_dispatch_share_pct", 10.0),
+        _claim("select's in-kernel time is 21.91 % of the CPU, within a factor of 2 either "
+               "way, at the paper's load: 750 cold, 50 hot, 220 req/s", "BM98 Table 1",
+               share_within("kernel_dispatch_cpu_pct", 21.91 / 2, 21.91 * 2,
+                            paper_idle_pct=1.32),
                needs="kernel_trace",
-               quote="21.91% all kernel select functions (Table 1: 750 cold connections, 50 "
-                     "hot connections, 220 requests/second)",
-               bound="the paper's 21.9 % with a tolerance of half; the form of this check "
-                     "before 9169b16 ('≥ 10 % of the CPU'), which a run's 6.0 % and 4.8 % had "
-                     "failed; now the dispatch call's in-kernel time over the server's CPU "
-                     "time, as the paper's machine had no idle time to count"),
-        _claim("ufalloc's (Linux's alloc_fd's) in-kernel time is ≥ 8.9 % of the server's CPU "
-               "at 750 cold, 50 hot, 220 req/s",
-               "BM98 Table 1", at_least("kernel_alloc_fd_share_pct", 17.79 / 2),
-               needs="function_grain",
-               quote="17.79% ufalloc() kernel",
-               bound="the paper's 17.8 % with a tolerance of half, as for select's share; "
-                     "alloc_fd is one function inside accept, timed only at function grain "
-                     "(fentry); today's two-level descriptor bitmap need not reproduce the "
-                     "1998 linear scan"),
+               quote="21.91% all kernel select functions [...] 1.32% idle thread() (Table 1: "
+                     "750 cold connections, 50 hot connections, 220 requests/second)",
+               bound="the paper's 21.91 % of the CPU with a factor of 2 either way, the "
+                     "tolerance of half this check has had since 9169b16 ('≥ 10 %'), now both "
+                     "ways; a share of the CPU over the window at the paper's load (the server "
+                     "alone on its CPU, as on the paper's one-CPU machine), not of the server's "
+                     "own CPU time: the paper's machine had 1.32 % idle at that load, ours has "
+                     "the idle printed beside, so the share is the paper's quantity but not "
+                     "its machine's busyness"),
+        _claim("ufalloc's share of the CPU under the OLD kernel's linear descriptor search: "
+               "17.79 %", "BM98 Table 1", lambda m: Outcome(False, "unreachable"),
+               needs="linear_ufalloc",
+               quote="17.79% ufalloc() kernel (Table 1, unmodified kernel)",
+               bound="not measurable here: Table 1's ufalloc is the linear search, which no "
+                     "kernel here has"),
+        _claim("ufalloc's (Linux's alloc_fd's) share of the CPU is below the smallest share "
+               "Table 2 lists, 0.90 % (where fentry does not time alloc_fd, accept's in-kernel "
+               "share, which contains it, as an upper bound)", "BM98 Table 2; §5.1",
+               share_below("kernel_alloc_fd_cpu_pct", "kernel_accept_cpu_pct", 0.90),
+               needs="kernel_trace",
+               quote="The modified kernel spends 11% of the CPU in select(), and virtually none "
+                     "in ufalloc(). (Table 2, new select and ufalloc, same load as Table 1: "
+                     "ufalloc() is not among its procedures, the smallest of which is 0.90 %)",
+               bound="the paper's own bound: not listed in Table 2, so below its smallest "
+                     "entry, 0.90 %; today's Linux allocates descriptors from a bitmap like "
+                     "the paper's new ufalloc, so Table 2's claim is the one this kernel can "
+                     "test; where fentry (refused in this project's VMs) does not time "
+                     "alloc_fd alone, accept's time bounds it from above"),
     ),
     "bm98-fig3-5": (
         _claim("750 cold connections lower select's saturation throughput (its peak reply "
@@ -767,17 +843,28 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
     "bm98-ufalloc": (
         _claim("the OLD kernel's linear descriptor search: accept's in-kernel ns per call "
                "rises at every step of open descriptors, ≥ 2× from the fewest to the most, "
-               "each dispatch (today's Linux allocates from a two-level bitmap, like the "
-               "paper's new ufalloc: a FAIL says this kernel does not have the old cost)",
-               "BM98 §2.3, §4.2",
+               "each dispatch", "BM98 §2.3, §4.2",
                grows_at_every_step("kernel_accept_ns_per_call", "cold_conns", low=2.0,
-                                   each=("dispatch",)), needs="kernel_trace",
+                                   each=("dispatch",)), needs="linear_ufalloc",
                quote="all of the UNIX variants that we know of [...] use a linear search of "
                      "the file descriptor table. [...] The cost of this search is roughly "
                      "proportional to the number of open file descriptors",
-               bound="'roughly proportional' restated as a rise at every step and ≥ 2× over "
-                     "~30 to 15,000 open descriptors (a linear search would give hundreds×; "
-                     "accept's fixed cost is beside it), written before a traced run"),
+               bound="not measurable here: no kernel here has the linear search (would be: "
+                     "'roughly proportional' as a rise at every step and ≥ 2× over ~30 to "
+                     "15,000 open descriptors, written before a traced run)"),
+        _claim("the NEW ufalloc's bitmap: accept's in-kernel ns per call flat with open "
+               "descriptors, every count within 2× of the fewest either way, each dispatch",
+               "BM98 §4.2; §5.1, Fig. 7",
+               ratio_across("kernel_accept_ns_per_call", "cold_conns", low=0.5, high=2.0,
+                            every=True, each=("dispatch",)), needs="kernel_trace",
+               quote="We converted this into a logarithmic-time algorithm by adding an "
+                     "auxiliary data structure, a two-level tree of bitmaps. [...] Figure 7 "
+                     "shows that the new ufalloc() almost entirely eliminates the CPU costs of "
+                     "descriptor allocation in all of the tested configurations.",
+               bound="the paper gives words only: within 2× either way at every count, the "
+                     "2× this target took as the linear search's rise (its check before), so "
+                     "that a flat curve is what the old check's cost is not; Linux's alloc_fd "
+                     "searches a two-level bitmap (fs/file.c), like the paper's new ufalloc"),
     ),
     "bmd99-fig8": (
         _claim("select is not independent of cold connections: its reply rate at 2000 cold "
@@ -816,15 +903,37 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                      "7c7e009"),
     ),
     "bmd99-table2": (
-        _claim("the dispatch call's in-kernel share of the server's CPU, each measured: "
-               "select's ≥ 34× epoll's", "BMD99 Table 2",
-               dispatch_shares(select_over_epoll=34.0),
+        _claim("classical select's in-kernel time is 34 % of the CPU, within a factor of 2 "
+               "either way, at the paper's load: 750 cold, 50 hot, 400 req/s", "BMD99 Table 2",
+               share_within("kernel_dispatch_cpu_pct", 34.0 / 2, 34.0 * 2, paper_idle_pct=18.09,
+                            dispatch="select"),
+               needs="kernel_trace",
+               quote="These profiles were made using 750 cold connections, 50 hot "
+                     "connections, and a total load of 400 requests/sec. [...] While the "
+                     "classical select() implementation consumes 34% of the CPU [...] "
+                     "(idle: 18.09 % classical select, 33.01 % improved select, 59.01 % new "
+                     "API)",
+               bound="the paper's 34 % of the CPU with a factor of 2 either way, as BM98 "
+                     "Table 1's select share (since 9169b16); a share of the CPU over the "
+                     "window at the paper's load, the server alone on its CPU, with our idle "
+                     "printed beside the paper's"),
+        _claim("the event API's (epoll's) in-kernel time is less than 1 % of the CPU, at the "
+               "same load", "BMD99 Table 2",
+               share_within("kernel_dispatch_cpu_pct", None, 1.0, paper_idle_pct=59.01,
+                            dispatch="epoll"),
+               needs="kernel_trace",
+               quote="the new API consumes less than 1% of the CPU.",
+               bound="the paper's own bound, < 1 %, no tolerance"),
+        _claim("select's in-kernel share of the CPU ≥ 34× epoll's, within each round",
+               "BMD99 Table 2", dispatch_shares(select_over_epoll=34.0),
                needs="kernel_trace",
                quote="While the classical select() implementation consumes 34% of the CPU, "
                      "and our improved select() implementation consumes 12%, the new API "
                      "consumes less than 1% of the CPU.",
                bound="the paper's own numbers: 34 % against less than 1 % is at least 34×; no "
-                     "floor under epoll's share (both are in-kernel times, measured exactly)"),
+                     "floor under epoll's share (both are in-kernel times, measured exactly); "
+                     "of the CPU since the share of the server's CPU divided each by its own "
+                     "server's time"),
     ),
     "cm01-fig3-5": (
         _claim("rtsig's server CPU is flat with connections: every count within 1.5× of the "
@@ -1002,15 +1111,18 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                bound="paper gives words only: ≤ 0.9×, set before data in 7c7e009"),
     ),
     "cpp-table1": (
-        _claim("the system-call layer is at most 20 % of the stack's in-kernel time per packet "
-               "(here the receiver's read, the paper's the sender's write)", "cpp Table 1",
-               at_most_share("kernel_syscall_ns_per_packet", "kernel_stack_ns_per_packet",
-                             20.0), needs="kernel_trace",
+        _claim("the system-call layer is 18-20 % of the stack's in-kernel time per packet, "
+               "the paper's range in every row (here the receiver's read, the paper's the web "
+               "server's send)", "cpp Table 1",
+               lambda m: share_within("syscall_share_of_stack_pct", 18.0, 20.0)(
+                   SYSCALL_SHARE_OF_STACK(m)), needs="kernel_trace",
                quote="(C:4) Cycles 1582 1526 2509 571 1049 2064 3812 7720 [User, System Call, "
                      "TCP, IP, Ethernet, Driver, Other, Overall Stack]; System Call 1526 to "
                      "2005 of 7720 to 10402 in every row",
-               bound="the paper's largest System Call share of the Overall Stack, 1526 / 7720 "
-                     "= 19.8 % (C:4, L:0), rounded to 20 %; cycles as in-kernel ns"),
+               bound="the paper's System Call share of the Overall Stack, 18.5 % (C:2048, "
+                     "L:20) to 19.8 % (C:4, L:0) over its four rows, rounded outwards to "
+                     "18-20 %: the paper's own spread is the tolerance; cycles as in-kernel "
+                     "ns. Two-sided since ≤ 20 % let a share of 0 pass"),
         _claim("per-layer instructions per packet from hardware counters",
                "cpp Table 1", lambda m: Outcome(False, "unreachable"),
                needs="hardware_counters",
