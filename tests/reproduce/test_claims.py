@@ -319,10 +319,45 @@ def bm98_curves(epoll_knee: float) -> Measured:
     (1000.0, False),  # worse than the unmodified kernel
 ])
 def test_bm98_modified_kernel_curve_both_ways(epoll_knee, modified_beats_unmodified):
-    cold_costs, _, beats, _ = outcome("bm98-fig3-5", bm98_curves(epoll_knee))
+    cold_costs, _, _, beats, _ = outcome("bm98-fig3-5", bm98_curves(epoll_knee))
     # the unmodified kernel's claim looks at select's curves only, whatever epoll did
     assert cold_costs.status == Status.PASS, cold_costs.detail
     assert (beats.status == Status.PASS) is modified_beats_unmodified, beats.detail
+
+
+@pytest.mark.parametrize("epoll_knee,independent", [
+    (4000.0, True),    # the naive curve's saturation throughput: nearly independent
+    (3400.0, False),   # 0.85× the naive benchmark's
+    (4800.0, False),   # 1.2×: not independent either
+])
+def test_bm98_modified_kernel_nearly_independent_of_slow_connections_both_ways(
+        epoll_knee, independent):
+    nearly = outcome("bm98-fig3-5", bm98_curves(epoll_knee))[1]
+    assert nearly.claim.text.startswith("with 1259-byte files the modified kernel's")
+    assert (nearly.status == Status.PASS) is independent, nearly.detail
+    assert "peak epoll@750" in nearly.detail and "/ select@0" in nearly.detail
+
+
+@pytest.mark.parametrize("idle_at_top_rate,passed", [(0.0, True), (30.0, False)])
+def test_bm98_fig6_no_idle_at_any_rate_both_ways(idle_at_top_rate, passed):
+    rows = [{"dispatch": "select", "cold_conns": 750, "reply_bytes": 8192,
+             "offered_rate_rps": rate, "server_idle_pct": idle}
+            for rate, idle in ((100.0, 1.0), (250.0, 0.0), (500.0, idle_at_top_rate))]
+    (result,) = [evaluate_claim(c, as_read(points(rows)), None)
+                 for c in claims.CLAIMS["bm98-fig4-6"] if "no idle time" in c.text]
+    assert (result.status == Status.PASS) is passed, result.detail
+
+
+@pytest.mark.parametrize("multi_peak,similar,higher", [
+    (6300.0, True, True),    # 1.05× the RT-signal server's 6,000: similar and slightly higher
+    (5800.0, True, False),   # similar, but lower
+    (7200.0, False, True),   # 1.2×: higher, but not similar
+])
+def test_cm01_peaks_similar_and_slightly_higher_both_ways(multi_peak, similar, higher):
+    similar_claim, higher_claim = (evaluate_claim(c, mechanisms(multi_peak), None)
+                                   for c in claims.CLAIMS["cm01-fig6-9"][1:3])
+    assert (similar_claim.status == Status.PASS) is similar, similar_claim.detail
+    assert (higher_claim.status == Status.PASS) is higher, higher_claim.detail
 
 
 @pytest.mark.parametrize("target", sorted(claims.CLAIMS))
