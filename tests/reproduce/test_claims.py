@@ -201,7 +201,10 @@ def test_a_point_at_the_knee_is_neither_regime():
     frame.loc[frame["offered_rate_rps"] == 25_000.0, "cpu_server_pct"] = 10.0
     # the records as the runner wrote them, before what is derived from the budget
     recorded = frame.drop(columns=["server_cpus", "server_saturated", "server_busy"])
-    assert claims.overflow_regimes()(as_read(recorded.assign(server_budget_pct=20.0))).passed
+    budgeted = as_read(recorded.assign(server_budget_pct=20.0))
+    assert claims.overflow_regimes()(budgeted).passed
+    # before a593f84 the knee counted as below saturation, and its overflows failed the claim
+    assert not claims.overflow_regimes(replied="reply_ratio", spare_cpu=False)(budgeted).passed
     # the same point with CPU to spare (no budget: 20 % of a whole CPU) fails the claim
     assert not claims.overflow_regimes()(as_read(recorded)).passed
 
