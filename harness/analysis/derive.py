@@ -40,7 +40,8 @@ KERNEL_LAYER_NS = "kernel_layer_ns_per_packet"
 KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
 # Metrics derived from the kernel_* columns (null where the point was not traced)
 KERNEL_DERIVED = ("kernel_dispatch_ns_per_call", "kernel_dispatch_cpu_pct",
-                  "kernel_dispatch_share_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
+                  "kernel_dispatch_share_pct", "kernel_accept_cpu_pct",
+                  "kernel_alloc_fd_cpu_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
                   KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
 # One round of one run: a run's repetitions are rounds over its sweep (scenario.order)
 ROUND_COLUMNS = ("run_id", "repetition")
@@ -66,6 +67,10 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
         _column(out, "reply_rate_rps") * _column(out, "reply_bytes") * 8e-6
     )
     out["reply_ratio"] = _ratio(_column(out, "reply_rate_rps"), _column(out, "offered_rate_rps"))
+    # Replies per request the generator sent in the same window: what "kept up" is judged
+    # on, since a Poisson schedule sends more or fewer than the nominal rate in a short window
+    out["replies_per_sent"] = _ratio(_column(out, "reply_rate_rps"),
+                                     _column(out, "request_rate_rps"))
     out["cpu_busy_pct"] = 100.0 - _column(out, "cpu_idle_pct")
     # Idle as the papers count it, of the server's machine: with a CPU budget standing in for
     # a slower CPU, the unused share of that budget (the rest of its CPU was never the
@@ -110,10 +115,16 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     out["kernel_dispatch_share_pct"] = _share_of_server(out, out["kernel_dispatch_cpu_pct"])
     out["kernel_syscall_ns_per_packet"], out["kernel_tx_layer_ns_per_packet"] = _kernel_stack(out)
     out[KERNEL_STACK] = sum(_column(out, column) for column in KERNEL_LAYERS.values())
-    # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed
-    out["kernel_alloc_fd_share_pct"] = _share_of_server(out, _cpu_pct(
+    # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed,
+    # as a share of one CPU over the window and of the server's CPU time
+    out["kernel_alloc_fd_cpu_pct"] = _cpu_pct(
         out, _column(out, kernel_function_column("alloc_fd", "calls"))
-        * _column(out, kernel_function_column("alloc_fd", "ns_per_call"))))
+        * _column(out, kernel_function_column("alloc_fd", "ns_per_call")))
+    out["kernel_alloc_fd_share_pct"] = _share_of_server(out, out["kernel_alloc_fd_cpu_pct"])
+    # accept's in-kernel time as a share of one CPU: alloc_fd runs inside it, so this bounds
+    # alloc_fd's share from above where fentry cannot time the function itself
+    out["kernel_accept_cpu_pct"] = _cpu_pct(out, _column(out, kernel_column("accept", "calls"))
+                                            * _column(out, kernel_column("accept", "ns_per_call")))
     out["server_busy"] = _server_busy(out)
     return out
 

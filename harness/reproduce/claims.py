@@ -1,8 +1,11 @@
 """Each reproduction target's shape checks, written from its paper (the claim's source).
 
 A claim compares medians over valid repetitions (harness.reproduce.verdict.Measured) with
-a bound chosen for the shape, not the paper's magnitude: 1998-2004 hardware cannot match,
-so "select loses 44 %" becomes "select loses at least 25 %". A ratio of two points of a
+a bound for the paper's own quantity: a ratio along a sweep, which 1998-2004 hardware and
+today's can share, or a share of the CPU at the paper's load, two-sided about the paper's
+number with the tolerance's source stated. Where the paper's magnitude is its hardware's,
+the bound keeps the shape ("select loses 44 %" becomes "select loses at least 25 %"); a
+paper's own bound ("less than 1%") is checked as it is. A ratio of two points of a
 sweep is the median of their ratios within each round (Measured.round_ratios), and the
 rounds' spread is printed beside it, with how many rounds fell beyond the bound when some
 did. Each bound's reason is in its claim text, where `wanbench reproduce --check` prints it.
@@ -17,6 +20,7 @@ import pandas as pd
 
 from clients.validity import KEEP_UP_FRACTION
 from harness.analysis import derive
+from harness.analysis.derive import KERNEL_STACK
 from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
 
 Test = Callable[[Measured], Outcome]
@@ -81,12 +85,14 @@ def ratio_across(metric: str, column: str, low: float | None = None, high: float
     return test
 
 
-def rises_then_falls(metric: str, column: str, rise: float, floor: float,
+def rises_then_falls(metric: str, column: str, rise: float, floor: float, pooled: bool = False,
                      **where: object) -> Test:
     """A curve that "first increases rapidly and then starts decreasing slowly": its peak
     (the level whose within-round ratio to the lowest level is highest) lies inside the
     sweep, at ≥ rise × the lowest level; every level past the peak is below it, and the
-    highest level keeps ≥ floor × the peak (slowly)."""
+    highest level keeps ≥ floor × the peak (slowly), each of these a ratio to the peak
+    within rounds. pooled: the fall as a ratio of the two levels' ratios to the lowest (each
+    a median over rounds), as the check read before (kept to rebuild it, history.py)."""
 
     def test(m: Measured) -> Outcome:
         levels = m.levels(column, recorded=True, **where)
@@ -94,20 +100,26 @@ def rises_then_falls(metric: str, column: str, rise: float, floor: float,
             raise Unmeasured(f"{column}: {len(levels)} level(s) ({levels}): a rise and a fall "
                              "need three")
         first = levels[0]
-        ratio = {level: float(m.round_ratios(metric, {**where, column: level},
-                                             {**where, column: first}).median())
-                 for level in levels[1:]}
+
+        def within(level: object, base: object) -> pd.Series:
+            return m.round_ratios(metric, {**where, column: level}, {**where, column: base})
+
+        ratio = {level: float(within(level, first).median()) for level in levels[1:]}
         ratio[first] = 1.0
         peak = max(levels, key=lambda level: ratio[level])
         after = [level for level in levels if level > peak]
+        to_peak = {level: (pd.Series([ratio[level] / ratio[peak]]) if pooled
+                           else within(level, peak)) for level in after}
         rose = ratio[peak] >= rise
-        fell = bool(after) and all(ratio[level] < ratio[peak] for level in after)
-        slowly = ratio[levels[-1]] >= floor * ratio[peak]
+        fell = bool(after) and all(float(to_peak[level].median()) < 1 for level in after)
+        last = to_peak[levels[-1]] if after else pd.Series([1.0])
+        slowly = float(last.median()) >= floor
         curve = ", ".join(f"{level}: {ratio[level]:.3g}" for level in levels)
         return Outcome(rose and fell and slowly,
                        f"{metric} / at {column}={first}: {curve}; peak at {peak} "
                        f"({ratio[peak]:.3g}× ≥ {rise}{'' if rose else ' ✗'}), "
-                       + (f"then falls to {ratio[levels[-1]] / ratio[peak]:.3g}× the peak "
+                       + (f"then falls to {float(last.median()):.3g}× the peak"
+                          f"{'' if pooled else _spread(last, last >= floor)} "
                           f"(≥ {floor}{'' if slowly else ' ✗'})" if fell else
                           "no fall after it ✗"))
 
@@ -163,17 +175,40 @@ def peak_ratio(column: str, numerator: object, denominator: object, low: float |
     return test
 
 
+KeptUp = Callable[..., bool]  # (measured, offered rate, **point) -> whether it kept up
+
+
+def kept_up_with_sent(m: Measured, rate: float, **where: object) -> bool:
+    """The server kept up at an offered rate: its valid records' median replies per request
+    the generator sent in the window (derive's replies_per_sent) ≥ KEEP_UP_FRACTION, and none
+    had the server saturated (busy, its replies behind the offered rate). Against what was
+    sent, because a Poisson schedule sends more or fewer than the nominal rate in a short
+    window (82-102 a second at 100); not saturated, because a server that falls behind
+    refuses connections, and then the generator sends fewer, which its replies can match."""
+    ratio = m.median("replies_per_sent", **where, offered_rate_rps=rate)
+    rows = m.rows(**where, offered_rate_rps=rate)
+    saturated = rows.get("server_saturated", pd.Series(False, index=rows.index))
+    return ratio >= KEEP_UP_FRACTION and not saturated.astype("boolean").fillna(False).any()
+
+
+def kept_up_with_offered(m: Measured, rate: float, **where: object) -> bool:
+    """The rule before kept_up_with_sent (kept to rebuild those forms, history.py): median
+    replies ≥ KEEP_UP_FRACTION of the nominal offered rate."""
+    return m.median("reply_rate_rps", **where, offered_rate_rps=rate) >= KEEP_UP_FRACTION * rate
+
+
 def below_both_knees(metric: str, column: str, numerator: object, denominator: object,
-                     high: float, strict: bool = False) -> Test:
+                     high: float, strict: bool = False,
+                     kept_up: KeptUp = kept_up_with_sent) -> Test:
     """At every offered rate both series kept up with, metric of one / the other's ≤ high
     (< high when strict: a claim that one is lower, which a tie does not pass)."""
 
-    def kept_up(m: Measured, series: object) -> set:
+    def kept_up_rates(m: Measured, series: object) -> set:
         return {rate for rate in m.levels("offered_rate_rps", **{column: series})
-                if _kept_up(m, rate, **{column: series})}
+                if kept_up(m, rate, **{column: series})}
 
     def test(m: Measured) -> Outcome:
-        rates = sorted(kept_up(m, numerator) & kept_up(m, denominator))
+        rates = sorted(kept_up_rates(m, numerator) & kept_up_rates(m, denominator))
         if not rates:
             raise Unmeasured(f"no offered rate that both {numerator} and {denominator} kept up "
                              "with")
@@ -212,18 +247,14 @@ def server_bound_at_saturation(each: tuple[str, ...], **where: object) -> Test:
     return test
 
 
-def _kept_up(m: Measured, rate: float, **where: object) -> bool:
-    return m.median("reply_rate_rps", **where, offered_rate_rps=rate) >= KEEP_UP_FRACTION * rate
-
-
-def _knee(m: Measured, **where: object) -> float:
-    """The highest offered rate the server kept up with (its valid median reply rate ≥
-    KEEP_UP_FRACTION of it); 0 when it kept up with none."""
-    kept = [rate for rate in m.levels("offered_rate_rps", **where) if _kept_up(m, rate, **where)]
+def _knee(m: Measured, kept_up: KeptUp, **where: object) -> float:
+    """The highest offered rate the server kept up with; 0 when it kept up with none."""
+    kept = [rate for rate in m.levels("offered_rate_rps", **where) if kept_up(m, rate, **where)]
     return max(kept, default=0.0)
 
 
-def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...] = ()) -> Test:
+def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...] = (),
+               kept_up: KeptUp = kept_up_with_sent) -> Test:
     """`later` keeps up with offered rates at least as high as `earlier` does, and at least
     one of them falls behind somewhere in the sweep (else the sweep never reached a knee)."""
 
@@ -231,7 +262,7 @@ def knee_order(column: str, later: object, earlier: object, each: tuple[str, ...
         parts, passed = [], True
         for combo in _combinations(m, each, {}):
             top = max(m.levels("offered_rate_rps", recorded=True, **combo))
-            late, early = (_knee(m, **combo, **{column: s}) for s in (later, earlier))
+            late, early = (_knee(m, kept_up, **combo, **{column: s}) for s in (later, earlier))
             ok = late >= early and min(late, early) < top
             passed &= ok
             label = _label(combo)
@@ -247,7 +278,7 @@ EXHAUSTED_IDLE_PCT = 2.0  # both benchmarks used all of their CPU (or budget): n
 
 
 def idle_lower(column: str, more_idle: object, less_idle: object,
-               each: tuple[str, ...]) -> Test:
+               each: tuple[str, ...], kept_up: KeptUp = kept_up_with_sent) -> Test:
     """At every offered rate both series kept up with, CPU idle is lower for `less_idle`
     (e.g. with cold connections, or the unmodified kernel) than for `more_idle`, unless both
     had none left; and by at least 10 points somewhere."""
@@ -258,7 +289,7 @@ def idle_lower(column: str, more_idle: object, less_idle: object,
             more, less = ({**combo, column: series} for series in (more_idle, less_idle))
             common = set(m.levels("offered_rate_rps", **more)) & set(
                 m.levels("offered_rate_rps", **less))
-            rates = sorted(r for r in common if _kept_up(m, r, **more) and _kept_up(m, r, **less))
+            rates = sorted(r for r in common if kept_up(m, r, **more) and kept_up(m, r, **less))
             if not rates:
                 raise Unmeasured(f"no offered rate that both {more_idle} and {less_idle} kept "
                                  f"up with ({combo})")
@@ -366,27 +397,36 @@ def kernel_regressions(old: str, new: str, min_r: float, each: tuple[str, ...]) 
     return test
 
 
-def overflow_regimes(m: Measured) -> Outcome:
+def overflow_regimes(replied: str = "replies_per_sent", spare_cpu: bool = True) -> Test:
     """CM01 Table 1: no SIGIO overflow below saturation (the server kept up with CPU to
-    spare), overflows past it. A point at the knee, kept up but with all its CPU in use, is
-    in neither. Points past saturation count even when invalid (a generator falling behind
-    there too does not change the server's own counters; figures.py keep_invalid says so)."""
-    points = m.all[(m.all.get("dispatch") == "rtsig")]
-    if points.empty or "sigio_overflows" not in points:
-        raise Unmeasured("no rtsig points with SIGIO counters")
-    busy = points["server_busy"].fillna(False).astype(bool)
-    kept_up = points[(points["reply_ratio"] >= KEEP_UP_FRACTION) & ~busy]
-    behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION)
-                    & points["server_saturated"].astype("boolean").fillna(False)]
-    if kept_up.empty or behind.empty:
-        raise Unmeasured(f"{len(kept_up)} records kept up, {len(behind)} were past a saturated "
-                         "server's capacity: both regimes are needed")
-    below = (kept_up["sigio_overflows"] / kept_up["signals_dequeued"].clip(lower=1)).max()
-    above = int(behind["sigio_overflows"].min())
-    passed = below <= 0.001 and above > 0
-    return Outcome(passed, f"below saturation ({len(kept_up)} records): overflows ≤ "
-                           f"{100 * below:.3f} % "
-                           f"of dequeues; past saturation ({len(behind)}): ≥ {above} overflows")
+    spare: its records' `replied`, replies per request sent, ≥ KEEP_UP_FRACTION and it not
+    busy), overflows past it (the server saturated). A point at the knee, kept up but with all
+    its CPU in use, is in neither. Points past saturation count even when invalid (a generator
+    falling behind there too does not change the server's own counters; figures.py
+    keep_invalid says so). The forms before, rebuilt for history.py: replied="reply_ratio"
+    (replies per nominal offered request), spare_cpu=False (a busy server that kept up counted
+    as below saturation)."""
+
+    def test(m: Measured) -> Outcome:
+        points = m.all[(m.all.get("dispatch") == "rtsig")]
+        if points.empty or "sigio_overflows" not in points:
+            raise Unmeasured("no rtsig points with SIGIO counters")
+        busy = points["server_busy"].fillna(False).astype(bool)
+        saturated = points["server_saturated"].astype("boolean").fillna(False)
+        kept_up = points[(points[replied] >= KEEP_UP_FRACTION) & ~saturated
+                         & (~busy if spare_cpu else True)]
+        behind = points[(points["reply_ratio"] < KEEP_UP_FRACTION) & saturated]
+        if kept_up.empty or behind.empty:
+            raise Unmeasured(f"{len(kept_up)} records kept up, {len(behind)} were past a "
+                             "saturated server's capacity: both regimes are needed")
+        below = (kept_up["sigio_overflows"] / kept_up["signals_dequeued"].clip(lower=1)).max()
+        above = int(behind["sigio_overflows"].min())
+        passed = below <= 0.001 and above > 0
+        return Outcome(passed, f"below saturation ({len(kept_up)} records): overflows ≤ "
+                               f"{100 * below:.3f} % of dequeues; past saturation "
+                               f"({len(behind)}): ≥ {above} overflows")
+
+    return test
 
 
 def by_mechanism(m: Measured) -> Measured:
@@ -476,9 +516,13 @@ def grows_at_every_step(metric: str, column: str, low: float, each: tuple[str, .
     return test
 
 
-def flattens(metric: str, column: str, each: tuple[str, ...] = ()) -> Test:
+def flattens(metric: str, column: str, each: tuple[str, ...] = (), pooled: bool = False
+             ) -> Test:
     """Each increase of metric along column is smaller than the one before (the curve bends
-    over), medians over valid repetitions; per combination of `each`."""
+    over): within each round that measured the whole curve validly, each rise over the one
+    before it, and the median of those ratios over rounds < 1; per combination of `each`.
+    pooled: the rises between medians over all rounds, as the check read before (kept to
+    rebuild it, history.py)."""
 
     def test(m: Measured) -> Outcome:
         parts, passed = [], True
@@ -486,14 +530,26 @@ def flattens(metric: str, column: str, each: tuple[str, ...] = ()) -> Test:
             levels = m.levels(column, recorded=True, **combo)
             if len(levels) < 3:
                 raise Unmeasured(f"{column}: {len(levels)} levels, a bend needs 3 ({combo})")
-            values = [m.median(metric, **combo, **{column: level}) for level in levels]
-            rises = [b - a for a, b in zip(values, values[1:], strict=False)]
-            ok = all(later < earlier for earlier, later in zip(rises, rises[1:], strict=False))
+            if pooled:
+                curves = pd.DataFrame({level: [m.median(metric, **combo, **{column: level})]
+                                       for level in levels})
+            else:
+                curves = pd.DataFrame({level: m.by_round(metric, **combo, **{column: level})
+                                       for level in levels}).dropna()
+                if curves.empty:
+                    raise Unmeasured(f"{metric}: no round measured every level of {column} "
+                                     f"validly ({_label(combo)})")
+            rises = curves.diff(axis=1).iloc[:, 1:]
+            bends = [rises.iloc[:, i + 1] / rises.iloc[:, i] for i in range(rises.shape[1] - 1)]
+            ok = all(float(bend.median()) < 1 for bend in bends)
             passed &= ok
+            values = curves.median()
             parts.append(f"{_label(combo)}: {metric} "
-                         + " → ".join(f"{_fmt(v)} at {level}" for v, level in
-                                      zip(values, levels, strict=True))
-                         + f" (rises {', '.join(_fmt(r) for r in rises)}){'' if ok else ' ✗'}")
+                         + " → ".join(f"{_fmt(v)} at {level}" for level, v in values.items())
+                         + f" (rises {', '.join(_fmt(r) for r in rises.median())}; each over "
+                         f"the one before {', '.join(f'{b.median():.3g}' for b in bends)}"
+                         f"{'' if pooled else f' in {len(curves)} round(s)'})"
+                         f"{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
 
     return test
@@ -521,49 +577,124 @@ def every_level_within(metric: str, column: str, low: float, high: float) -> Tes
     return test
 
 
-def at_least(metric: str, bound: float, **where: object) -> Test:
-    """metric's median over valid repetitions at one point ≥ bound."""
+def _within(value: Any, low: float | None, high: float | None) -> Any:
+    """value (or each of a Series) in [low, high); an absent end bounds nothing."""
+    return (low is None or value >= low) & (high is None or value < high)
+
+
+def _band(low: float | None, high: float | None) -> str:
+    if high is None:
+        return f"≥ {low:.4g} %"
+    return f"< {high:.4g} %" if low is None else f"within [{low:.4g}, {high:.4g}) %"
+
+
+def _idle(m: Measured, where: dict) -> str:
+    """The point's CPU idle as text, context beside a share of the CPU: its absence does not
+    make the share unmeasured."""
+    try:
+        return f"{m.median('server_idle_pct', **where):.3g} %"
+    except Unmeasured:
+        return "not measured"
+
+
+def share_within(metric: str, low: float | None, high: float | None,
+                 paper_idle_pct: float | None = None, **where: object) -> Test:
+    """A share (metric, in %) at one point, the median over its valid repetitions, within
+    [low, high): the paper's number with its tolerance either way, or the paper's own bound
+    where it gives one ("less than 1%"). paper_idle_pct: the paper's idle time at that point,
+    printed beside ours, for a share of the CPU, which depends on how busy the CPU was."""
 
     def test(m: Measured) -> Outcome:
-        value = m.median(metric, **where)
-        ok = value >= bound
+        values = m.values(metric, **where)
+        share = float(values.median())
+        ok = bool(_within(share, low, high))
         at = _label(where)
-        return Outcome(ok, f"{at + ': ' if at else ''}{metric} {_fmt(value)}{'' if ok else ' ✗'} "
-                           f"(≥ {_fmt(bound)})")
+        spread = ("" if len(values) < 2 else
+                  f" ({len(values)} repetitions, {values.min():.3g}-{values.max():.3g} %)")
+        idle = ("" if paper_idle_pct is None else
+                f"; CPU idle {_idle(m, where)} (the paper's {paper_idle_pct:g} %)")
+        return Outcome(ok, f"{at + ': ' if at else ''}{metric} {share:.3g} %{spread}"
+                           f"{'' if ok else ' ✗'} ({_band(low, high)}){idle}")
 
     return test
 
 
-def at_most_share(part: str, whole: str, high_pct: float) -> Test:
-    """part / whole (two metrics of each record), median over valid repetitions, ≤ high_pct."""
+def with_share_of(name: str, part: str, whole: str) -> Callable[[Measured], Measured]:
+    """The records with part / whole (two metrics of each) as a % in column `name`."""
+    return lambda m: m.with_column(name, lambda f: 100 * f[part] / f[whole])
+
+
+def share_below(part: str, bound: str, high: float, **where: object) -> Test:
+    """A share (part, in %) < high: judged on part where the run timed it; elsewhere shown by
+    a measured share that contains it (bound, e.g. accept's in-kernel time around
+    alloc_fd's), which passes the claim when below high. A bound at or above high does not
+    decide it (what lies inside may still be below): not measured, never a fail."""
 
     def test(m: Measured) -> Outcome:
-        shares = m.with_column("share", lambda f: 100 * f[part] / f[whole]).values("share")
-        share = float(shares.median())
-        ok = share <= high_pct
-        return Outcome(ok, f"{part} / {whole} = {share:.3g} %{'' if ok else ' ✗'} "
-                           f"(≤ {high_pct:g} %; {len(shares)} repetitions, "
-                           f"{shares.min():.3g}-{shares.max():.3g} %)")
+        at = _label(where)
+        at = at + ": " if at else ""
+        try:
+            value = m.median(part, **where)
+        except Unmeasured:
+            value = m.median(bound, **where)
+            if value >= high:
+                raise Unmeasured(f"{part} not timed, and {bound} {value:.3g} %, an upper bound, "
+                                 f"is not below {high:g} %") from None
+            return Outcome(True, f"{at}{part} not timed; {bound} {value:.3g} % < {high:g} % "
+                                 "(an upper bound: the part is inside it)")
+        ok = value < high
+        return Outcome(ok, f"{at}{part} {value:.3g} %{'' if ok else ' ✗'} (< {high:g} %)")
 
     return test
 
 
-def dispatch_shares(select_over_epoll: float) -> Test:
-    """Each dispatch call's in-kernel share of its server's CPU (derive's
-    kernel_dispatch_share_pct), both measured, and select's / epoll's within each round ≥
-    select_over_epoll."""
+def no_idle(**where: object) -> Test:
+    """The curve's CPU idle (server_idle_pct, of its CPU or budget) ≤ EXHAUSTED_IDLE_PCT at
+    every offered rate it was measured validly at: "no idle time for all request rates"."""
 
     def test(m: Measured) -> Outcome:
-        share = "kernel_dispatch_share_pct"
-        select, epoll = (m.median(share, dispatch=d) for d in ("select", "epoll"))
-        ratios = m.round_ratios(share, {"dispatch": "select"}, {"dispatch": "epoll"})
+        rates = m.levels("offered_rate_rps", **where)
+        idle = {rate: m.median("server_idle_pct", **where, offered_rate_rps=rate)
+                for rate in rates}
+        none = {rate: value <= EXHAUSTED_IDLE_PCT for rate, value in idle.items()}
+        at = _label(where)
+        return Outcome(all(none.values()), f"{at + ': ' if at else ''}idle at "
+                       + ", ".join(f"{_fmt(r)}: {v:.3g} %{'' if none[r] else ' ✗'}"
+                                   for r, v in idle.items())
+                       + f" (≤ {EXHAUSTED_IDLE_PCT:g} % each)")
+
+    return test
+
+
+# cpp Table 1's System Call share of the Overall Stack, per record
+SYSCALL_SHARE_OF_STACK = with_share_of("syscall_share_of_stack_pct",
+                                       "kernel_syscall_ns_per_packet", KERNEL_STACK)
+
+SHARE_OF = {"kernel_dispatch_cpu_pct": "of the CPU",
+            "kernel_dispatch_share_pct": "of the server's CPU"}
+
+
+def dispatch_shares(select_over_epoll: float, metric: str = "kernel_dispatch_cpu_pct") -> Test:
+    """Each dispatch call's in-kernel share (metric: of the CPU over the window, or, as the
+    check read before, of the server's CPU time), both measured, and select's / epoll's
+    within each round ≥ select_over_epoll."""
+
+    def test(m: Measured) -> Outcome:
+        select, epoll = (m.median(metric, dispatch=d) for d in ("select", "epoll"))
+        ratios = m.round_ratios(metric, {"dispatch": "select"}, {"dispatch": "epoll"})
         ratio = float(ratios.median())
         ok = ratio >= select_over_epoll
-        return Outcome(ok, f"dispatch call's share of the server's CPU: select {select:.3g} %, "
+        return Outcome(ok, f"dispatch call's share {SHARE_OF[metric]}: select {select:.3g} %, "
                            f"epoll {epoll:.3g} %; select / epoll = {ratio:.3g}"
                            f"{_spread(ratios, ratios >= select_over_epoll)}{'' if ok else ' ✗'}")
 
     return test
+
+
+def by_curve(m: Measured) -> Measured:
+    """BM98 Figs 3-6's curves as (dispatch, cold connections) pairs, e.g. epoll@750."""
+    return m.with_column("curve", lambda f: f["dispatch"] + "@"
+                         + f["cold_conns"].astype(int).astype(str))
 
 
 def _claim(text: str, source: str, test: Test, needs: str | None = None, *, quote: str = "",
@@ -573,49 +704,73 @@ def _claim(text: str, source: str, test: Test, needs: str | None = None, *, quot
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "bm98-fig1": (
-        _claim("select's in-kernel share of the server's CPU rises with cold connections at "
-               "every step, and at 2000 cold is ≥ 2× its share at 0, each hot count",
+        _claim("select's in-kernel time as a share of the CPU (the server alone on it, at the "
+               "paper's ~100 req/s) rises with cold connections at every step, and at 2000 "
+               "cold is ≥ 2× its share at 0, each hot count",
                "BM98 §3, Fig. 1",
-               grows_at_every_step("kernel_dispatch_share_pct", "cold_conns", low=2.0,
+               grows_at_every_step("kernel_dispatch_cpu_pct", "cold_conns", low=2.0,
                                    each=("hot_conns",)),
                needs="kernel_trace",
                quote="Figure 1 shows that the costs of both the kernel select() implementation "
                      "and the user-mode select() loop rise significantly with increasing "
                      "numbers of cold connections. [...] up to 53% of the system's CPU time is "
-                     "being spent inside select()",
-               bound="the paper gives words ('rise significantly'); the 2× from 0 to 2000 cold "
-                     "is this target's bound since its first check (then on the whole CPU), "
-                     "now on the dispatch call's in-kernel time over the server's CPU time "
-                     "(derive.kernel_dispatch_share_pct), written before a traced run"),
-        _claim("select's in-kernel share flattens: each rise along cold connections is smaller "
-               "than the one before, each hot count", "BM98 §3, Fig. 1",
-               flattens("kernel_dispatch_share_pct", "cold_conns", each=("hot_conns",)),
+                     "being spent inside select() [...] These numbers were generated with a "
+                     "request load of about 100 requests/second.",
+               bound="the paper's quantity: a share of the machine's CPU time (one CPU, like "
+                     "the CPU our server is pinned to alone) at the paper's load, i.e. the "
+                     "dispatch call's in-kernel time over the window (derive."
+                     "kernel_dispatch_cpu_pct), not over the server's own CPU time, which caps "
+                     "it at 100 %; the paper gives words ('rise significantly'): ≥ 2× from 0 "
+                     "to 2000 cold, this target's bound since its first check. Its 53 % is a "
+                     "400 MHz Alpha's at that load, not a bound for today's CPU"),
+        _claim("select's in-kernel share of the CPU flattens: within each round, each rise "
+               "along cold connections is smaller than the one before, each hot count",
+               "BM98 §3, Fig. 1",
+               flattens("kernel_dispatch_cpu_pct", "cold_conns", each=("hot_conns",)),
                needs="kernel_trace",
                quote="The costs are initially linear in the number of cold connections, but "
-                     "eventually they flatten out.",
+                     "eventually they flatten out. As the number of cold connections "
+                     "increases, the system spends more CPU time in each call to select(), and "
+                     "so the calls to select() come less often.",
                bound="the paper's words restated as a bend (the rise 1000→2000 smaller than "
-                     "0→1000), no tolerance; written before a traced run"),
+                     "0→1000, the median over rounds of their ratio < 1), no tolerance; written "
+                     "before a traced run, on the share of the CPU since the share of the "
+                     "server's CPU flattened by its cap"),
     ),
     "bm98-table1-2": (
-        _claim("select's in-kernel time is ≥ 10 % of the server's CPU at 750 cold, 50 hot, "
-               "220 req/s", "BM98 Table 1",
-               at_least("kernel_dispatch_share_pct", 10.0),
+        _claim("select's in-kernel time is 21.91 % of the CPU, within a factor of 2 either "
+               "way, at the paper's load: 750 cold, 50 hot, 220 req/s", "BM98 Table 1",
+               share_within("kernel_dispatch_cpu_pct", 21.91 / 2, 21.91 * 2,
+                            paper_idle_pct=1.32),
                needs="kernel_trace",
-               quote="21.91% all kernel select functions (Table 1: 750 cold connections, 50 "
-                     "hot connections, 220 requests/second)",
-               bound="the paper's 21.9 % with a tolerance of half; the form of this check "
-                     "before 9169b16 ('≥ 10 % of the CPU'), which a run's 6.0 % and 4.8 % had "
-                     "failed; now the dispatch call's in-kernel time over the server's CPU "
-                     "time, as the paper's machine had no idle time to count"),
-        _claim("ufalloc's (Linux's alloc_fd's) in-kernel time is ≥ 8.9 % of the server's CPU "
-               "at 750 cold, 50 hot, 220 req/s",
-               "BM98 Table 1", at_least("kernel_alloc_fd_share_pct", 17.79 / 2),
-               needs="function_grain",
-               quote="17.79% ufalloc() kernel",
-               bound="the paper's 17.8 % with a tolerance of half, as for select's share; "
-                     "alloc_fd is one function inside accept, timed only at function grain "
-                     "(fentry); today's two-level descriptor bitmap need not reproduce the "
-                     "1998 linear scan"),
+               quote="21.91% all kernel select functions [...] 1.32% idle thread() (Table 1: "
+                     "750 cold connections, 50 hot connections, 220 requests/second)",
+               bound="the paper's 21.91 % of the CPU with a factor of 2 either way, the "
+                     "tolerance of half this check has had since 9169b16 ('≥ 10 %'), now both "
+                     "ways; a share of the CPU over the window at the paper's load (the server "
+                     "alone on its CPU, as on the paper's one-CPU machine), not of the server's "
+                     "own CPU time: the paper's machine had 1.32 % idle at that load, ours has "
+                     "the idle printed beside, so the share is the paper's quantity but not "
+                     "its machine's busyness"),
+        _claim("ufalloc's share of the CPU under the OLD kernel's linear descriptor search: "
+               "17.79 %", "BM98 Table 1", lambda m: Outcome(False, "unreachable"),
+               needs="linear_ufalloc",
+               quote="17.79% ufalloc() kernel (Table 1, unmodified kernel)",
+               bound="not measurable here: Table 1's ufalloc is the linear search, which no "
+                     "kernel here has"),
+        _claim("ufalloc's (Linux's alloc_fd's) share of the CPU is below the smallest share "
+               "Table 2 lists, 0.90 % (where fentry does not time alloc_fd, accept's in-kernel "
+               "share, which contains it, as an upper bound)", "BM98 Table 2; §5.1",
+               share_below("kernel_alloc_fd_cpu_pct", "kernel_accept_cpu_pct", 0.90),
+               needs="kernel_trace",
+               quote="The modified kernel spends 11% of the CPU in select(), and virtually none "
+                     "in ufalloc(). (Table 2, new select and ufalloc, same load as Table 1: "
+                     "ufalloc() is not among its procedures, the smallest of which is 0.90 %)",
+               bound="the paper's own bound: not listed in Table 2, so below its smallest "
+                     "entry, 0.90 %; today's Linux allocates descriptors from a bitmap like "
+                     "the paper's new ufalloc, so Table 2's claim is the one this kernel can "
+                     "test; where fentry (refused in this project's VMs) does not time "
+                     "alloc_fd alone, accept's time bounds it from above"),
     ),
     "bm98-fig3-5": (
         _claim("750 cold connections lower select's saturation throughput (its peak reply "
@@ -628,6 +783,22 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                      "the unmodified kernel relative to the naive benchmark.",
                bound="paper gives words only ('drastically'); bound ≤ 0.8 set before data in "
                      "#31 (its previous forms compared knees, which a tie passed)"),
+        _claim("with 1259-byte files the modified kernel's (epoll's) saturation throughput "
+               "at 750 cold is within 10 % of the naive benchmark's, either way",
+               "BM98 §5.1, Fig. 3",
+               lambda m: peak_ratio("curve", "epoll@750", "select@0", low=0.9, high=1 / 0.9,
+                                    reply_bytes=1259)(by_curve(m)),
+               quote="It also shows that our new implementations of select() and ufalloc() "
+                     "solve this performance problem. The performance of the fully modified "
+                     "kernel is nearly independent of the presence of many slow connections. "
+                     "[...] The results for all kernels on the naive benchmark are effectively "
+                     "identical",
+               bound="paper gives words only ('nearly independent'): within 10 % either way, "
+                     "the band that makes a curve independent of cold connections in this "
+                     "project's checks (BMD99 Fig. 8, set before data in 7c7e009); the naive "
+                     "curve is select's without cold connections, every kernel's in the "
+                     "paper; 1259 bytes only, since for 8 KB the paper says the modified kernel "
+                     "'does not come quite as close' (Fig. 5)"),
         _claim("each select curve's last point is server-bound",
                "BM98 §5.1, Fig. 3",
                among(server_bound_at_saturation(("reply_bytes", "cold_conns")),
@@ -679,6 +850,16 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                      "kernel showed 16% idle time; the modified kernel showed 88% idle time.)",
                bound="paper's 16 % vs 88 % (72 points) for thttpd, words ('greatly') for "
                      "Squid: ≥ 10 points somewhere, never lower, set before data in 4eecaee"),
+        _claim("with 8 KB files the unmodified kernel (select, 750 cold) has no idle time at "
+               "any request rate", "BM98 §5.1, Fig. 6",
+               no_idle(dispatch="select", cold_conns=750, reply_bytes=8192),
+               quote="In these tests, as Figure 6 shows, the unmodified kernel showed no idle "
+                     "time for all request rates, while the new kernel showed some idle time up "
+                     "to 300 requests/sec.",
+               bound="the paper's 'no idle time' as ≤ 2 % (EXHAUSTED_IDLE_PCT, what this "
+                     "project's checks call a CPU used up) at every rate of the curve; idle of "
+                     "the server's CPU budget, the scenario's stand-in for the paper's slower "
+                     "CPU"),
     ),
     "bm98-fig9": (
         _claim("select's saturation throughput at 2000 cold ≤ 0.75× at 0 cold",
@@ -717,17 +898,28 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
     "bm98-ufalloc": (
         _claim("the OLD kernel's linear descriptor search: accept's in-kernel ns per call "
                "rises at every step of open descriptors, ≥ 2× from the fewest to the most, "
-               "each dispatch (today's Linux allocates from a two-level bitmap, like the "
-               "paper's new ufalloc: a FAIL says this kernel does not have the old cost)",
-               "BM98 §2.3, §4.2",
+               "each dispatch", "BM98 §2.3, §4.2",
                grows_at_every_step("kernel_accept_ns_per_call", "cold_conns", low=2.0,
-                                   each=("dispatch",)), needs="kernel_trace",
+                                   each=("dispatch",)), needs="linear_ufalloc",
                quote="all of the UNIX variants that we know of [...] use a linear search of "
                      "the file descriptor table. [...] The cost of this search is roughly "
                      "proportional to the number of open file descriptors",
-               bound="'roughly proportional' restated as a rise at every step and ≥ 2× over "
-                     "~30 to 15,000 open descriptors (a linear search would give hundreds×; "
-                     "accept's fixed cost is beside it), written before a traced run"),
+               bound="not measurable here: no kernel here has the linear search (would be: "
+                     "'roughly proportional' as a rise at every step and ≥ 2× over ~30 to "
+                     "15,000 open descriptors, written before a traced run)"),
+        _claim("the NEW ufalloc's bitmap: accept's in-kernel ns per call flat with open "
+               "descriptors, every count within 2× of the fewest either way, each dispatch",
+               "BM98 §4.2; §5.1, Fig. 7",
+               ratio_across("kernel_accept_ns_per_call", "cold_conns", low=0.5, high=2.0,
+                            every=True, each=("dispatch",)), needs="kernel_trace",
+               quote="We converted this into a logarithmic-time algorithm by adding an "
+                     "auxiliary data structure, a two-level tree of bitmaps. [...] Figure 7 "
+                     "shows that the new ufalloc() almost entirely eliminates the CPU costs of "
+                     "descriptor allocation in all of the tested configurations.",
+               bound="the paper gives words only: within 2× either way at every count, the "
+                     "2× this target took as the linear search's rise (its check before), so "
+                     "that a flat curve is what the old check's cost is not; Linux's alloc_fd "
+                     "searches a two-level bitmap (fs/file.c), like the paper's new ufalloc"),
     ),
     "bmd99-fig8": (
         _claim("select is not independent of cold connections: its reply rate at 2000 cold "
@@ -766,15 +958,37 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                      "7c7e009"),
     ),
     "bmd99-table2": (
-        _claim("the dispatch call's in-kernel share of the server's CPU, each measured: "
-               "select's ≥ 34× epoll's", "BMD99 Table 2",
-               dispatch_shares(select_over_epoll=34.0),
+        _claim("classical select's in-kernel time is 34 % of the CPU, within a factor of 2 "
+               "either way, at the paper's load: 750 cold, 50 hot, 400 req/s", "BMD99 Table 2",
+               share_within("kernel_dispatch_cpu_pct", 34.0 / 2, 34.0 * 2, paper_idle_pct=18.09,
+                            dispatch="select"),
+               needs="kernel_trace",
+               quote="These profiles were made using 750 cold connections, 50 hot "
+                     "connections, and a total load of 400 requests/sec. [...] While the "
+                     "classical select() implementation consumes 34% of the CPU [...] "
+                     "(idle: 18.09 % classical select, 33.01 % improved select, 59.01 % new "
+                     "API)",
+               bound="the paper's 34 % of the CPU with a factor of 2 either way, as BM98 "
+                     "Table 1's select share (since 9169b16); a share of the CPU over the "
+                     "window at the paper's load, the server alone on its CPU, with our idle "
+                     "printed beside the paper's"),
+        _claim("the event API's (epoll's) in-kernel time is less than 1 % of the CPU, at the "
+               "same load", "BMD99 Table 2",
+               share_within("kernel_dispatch_cpu_pct", None, 1.0, paper_idle_pct=59.01,
+                            dispatch="epoll"),
+               needs="kernel_trace",
+               quote="the new API consumes less than 1% of the CPU.",
+               bound="the paper's own bound, < 1 %, no tolerance"),
+        _claim("select's in-kernel share of the CPU ≥ 34× epoll's, within each round",
+               "BMD99 Table 2", dispatch_shares(select_over_epoll=34.0),
                needs="kernel_trace",
                quote="While the classical select() implementation consumes 34% of the CPU, "
                      "and our improved select() implementation consumes 12%, the new API "
                      "consumes less than 1% of the CPU.",
                bound="the paper's own numbers: 34 % against less than 1 % is at least 34×; no "
-                     "floor under epoll's share (both are in-kernel times, measured exactly)"),
+                     "floor under epoll's share (both are in-kernel times, measured exactly); "
+                     "of the CPU since the share of the server's CPU divided each by its own "
+                     "server's time"),
     ),
     "cm01-fig3-5": (
         _claim("rtsig's server CPU is flat with connections: every count within 1.5× of the "
@@ -827,6 +1041,29 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                      "compared only where signals were dequeued more than they overflowed "
                      "since #31 (past that, §4.2: 'identical to that of the multi-accept select "
                      "server')"),
+        _claim("multi-accept select's peak reply rate is similar to the RT-signal server's, "
+               "within 10 % either way, each idle count and size",
+               "CM01 §4.1, Figs. 6-8",
+               lambda m: peak_ratio("mechanism", "select/multi", "rtsig/multi", low=0.9,
+                                    high=1 / 0.9, each=("cold_conns", "reply_bytes"))(
+                   by_mechanism(m)),
+               quote="The interesting observation is that multi-accept select is able to "
+                     "sustain a high throughput, similar to the RT signals, and even manages "
+                     "to achieve a slightly higher peak throughput in the first two cases.",
+               bound="paper gives words only ('similar'): the 10 % set before data in 7c7e009 "
+                     "(≥ 0.9×), both ways: a peak 20 % higher is not similar either; the peaks "
+                     "as the paper's figures show them, the RT-signal server's wherever it ran "
+                     "(past saturation on its fallback, as the paper's did, CM01 §4.2)"),
+        _claim("in the first two cases (252 and 6000 idle, 1-byte replies) multi-accept "
+               "select's peak reply rate is higher than the RT-signal server's: a tie fails",
+               "CM01 §4.1, Figs. 6-7",
+               lambda m: peak_ratio("mechanism", "select/multi", "rtsig/multi", above=1.0,
+                                    each=("cold_conns",), reply_bytes=1)(by_mechanism(m)),
+               quote="...and even manages to achieve a slightly higher peak throughput in the "
+                     "first two cases. (Fig. 6: 252 idle connections, 1B reply size; Fig. 7: "
+                     "6000 idle connections, 1B reply size)",
+               bound="paper gives words only ('slightly higher'): strictly higher (> 1), the "
+                     "'slightly' bounded by the claim above's 10 %"),
         _claim("the sweep drives rtsig past saturation, server-bound, each idle count and size",
                "CM01 §4.2, Table 1",
                server_bound_at_saturation(("cold_conns", "reply_bytes", "accept"),
@@ -844,7 +1081,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
     "cm01-table1": (
         _claim("no SIGIO overflow below saturation (rtsig kept up with CPU to spare); overflows "
                "at every point past saturation",
-               "CM01 §4.2, Table 1", overflow_regimes,
+               "CM01 §4.2, Table 1", overflow_regimes(),
                quote="As can be seen from the table, under low loads, there are no SIGIOs and "
                      "hence, no signal queue overflows. On the other hand, at high loads, all "
                      "the sigwaitinfo() calls result in SIGIOs. (Table 1, 252 idle: 0 SIGIOs at "
@@ -952,15 +1189,18 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                bound="paper gives words only: ≤ 0.9×, set before data in 7c7e009"),
     ),
     "cpp-table1": (
-        _claim("the system-call layer is at most 20 % of the stack's in-kernel time per packet "
-               "(here the receiver's read, the paper's the sender's write)", "cpp Table 1",
-               at_most_share("kernel_syscall_ns_per_packet", "kernel_stack_ns_per_packet",
-                             20.0), needs="kernel_trace",
+        _claim("the system-call layer is 18-20 % of the stack's in-kernel time per packet, "
+               "the paper's range in every row (here the receiver's read, the paper's the web "
+               "server's send)", "cpp Table 1",
+               lambda m: share_within("syscall_share_of_stack_pct", 18.0, 20.0)(
+                   SYSCALL_SHARE_OF_STACK(m)), needs="kernel_trace",
                quote="(C:4) Cycles 1582 1526 2509 571 1049 2064 3812 7720 [User, System Call, "
                      "TCP, IP, Ethernet, Driver, Other, Overall Stack]; System Call 1526 to "
                      "2005 of 7720 to 10402 in every row",
-               bound="the paper's largest System Call share of the Overall Stack, 1526 / 7720 "
-                     "= 19.8 % (C:4, L:0), rounded to 20 %; cycles as in-kernel ns"),
+               bound="the paper's System Call share of the Overall Stack, 18.5 % (C:2048, "
+                     "L:20) to 19.8 % (C:4, L:0) over its four rows, rounded outwards to "
+                     "18-20 %: the paper's own spread is the tolerance; cycles as in-kernel "
+                     "ns. Two-sided since ≤ 20 % let a share of 0 pass"),
         _claim("per-layer instructions per packet from hardware counters",
                "cpp Table 1", lambda m: Outcome(False, "unreachable"),
                needs="hardware_counters",

@@ -181,3 +181,24 @@ def test_idle_under_a_cpu_budget_is_of_the_budget():
     idle = derive.add_derived(points)["server_idle_pct"]
     # half the budget unused; the budget used up (a hair over it clips to 0); no budget: the CPU's
     assert idle.tolist() == [50.0, 0.0, 50.0]
+
+
+def test_replies_are_counted_against_the_requests_sent() -> None:
+    """A Poisson schedule sent 84 requests a second where 100 were nominal: all answered."""
+    points = _points(offered_rate_rps=[100.0, 100.0], request_rate_rps=[84.0, 100.0],
+                     reply_rate_rps=[84.0, 50.0])
+    derived = derive.add_derived(points)
+    assert derived["replies_per_sent"].tolist() == [1.0, 0.5]
+    assert derived["reply_ratio"].tolist() == [0.84, 0.5]
+
+
+def test_accept_and_alloc_fd_as_shares_of_one_cpu() -> None:
+    """In-kernel ns over the traced window, as % of one CPU; null where nothing was timed."""
+    points = _points(kernel_trace_window_s=[2.0, 2.0], kernel_accept_calls=[1000, None],
+                     kernel_accept_ns_per_call=[4000.0, None],
+                     kernel_fn_alloc_fd_calls=[1000, None],
+                     kernel_fn_alloc_fd_ns_per_call=[200.0, None])
+    derived = derive.add_derived(points)
+    assert derived.loc[0, "kernel_accept_cpu_pct"] == pytest.approx(0.2)
+    assert derived.loc[0, "kernel_alloc_fd_cpu_pct"] == pytest.approx(0.01)
+    assert derived.loc[1, ["kernel_accept_cpu_pct", "kernel_alloc_fd_cpu_pct"]].isna().all()

@@ -57,7 +57,7 @@ def test_the_history_renders_a_line_per_change_with_its_verdict():
     assert "- **unchanged**: no change since 7c7e009" in text
     assert "  - b72f9ab (2026-11-26): select's bound 0.6 → 0.75. Reason given: " in text
     assert "The previous form on today's data: FAIL: " in text
-    assert "a593f84 (2026-11-25)" in text and "not judged (the kept-up-only rule" in text
+    assert "a593f84 (2026-11-25)" in text and "not judged (no run)" in text
 
 
 def test_the_reference_summary_is_counted_from_the_runs(tmp_path):
