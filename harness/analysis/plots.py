@@ -65,7 +65,6 @@ PAPER_HATCHES = ("////", "....", "xxxx", "\\\\")
 BAR_GROUP_WIDTH = 0.8  # of one table row's slot on the x axis
 BAR_YLABEL = "share of the CPU's time [%]"
 BAR_TOP = 118  # % of the CPU's time: 100 and a bar's value label above it
-WORDS_WIDTH = 110  # characters per line of the paper's words under the title
 # A response time (ms) whose positive values span more than this factor is drawn on a log
 # axis: on a linear one, every point below saturation sits on zero beside the overloaded ones.
 LOG_SPAN = 30.0
@@ -79,6 +78,9 @@ PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
 UNAVAILABLE_WIDTH = 50  # characters per line of why a panel is empty
 TITLE_FONT_SIZE = 9
+# The paper's words under the title: a line as wide as the panels, at about this many
+# inches per character of the title's font
+TITLE_CHAR_IN = 0.55 * TITLE_FONT_SIZE / 72
 # Figure size: constrained layout fits everything into the figure, so the figure is sized
 # for what sits beside the panels (legends, right axes) from these estimates.
 TITLE_LINE_IN = 0.17
@@ -305,8 +307,11 @@ def _legend(data: FigureData, colors: dict[str, str],
         entries.append((hollow, "hollow: invalid repetitions (see the report)"))
     drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
     for series, read_off in drawn.itertuples(index=False):
+        # on a regression's axes the paper's values are where its idle line meets 0
+        what = ": its idle line's x-intercept" if data.spec.kind == "regression" else ""
         entries.append((Line2D([], [], color=PAPER_COLORS[read_off], marker=markers[series],
-                               linestyle=":", linewidth=0.8), _paper_label(series, read_off)))
+                               linestyle=":", linewidth=0.8),
+                        _paper_label(series, read_off) + what))
     return _wrapped(entries)
 
 
@@ -378,12 +383,6 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
     markers = _paper_markers(data)
-    # One short title: the notes are the report's, written once below the figure. Where the
-    # paper's text gives words, not numbers, for what is drawn, they stand under the title.
-    title = spec.title
-    if spec.words_only:
-        title += "\n" + "\n".join(textwrap.wrap(
-            f"paper, in words only: {spec.words_only}", WORDS_WIDTH))
     if len(facets) == 1 and len(metrics) > WRAP_COLUMNS:
         # many metrics of one facet: rows of WRAP_COLUMNS panels, not one long strip
         rows, cols = math.ceil(len(metrics) / WRAP_COLUMNS), WRAP_COLUMNS
@@ -391,6 +390,13 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
     else:
         rows, cols = len(facets), len(metrics)
         cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
+    # One short title: the notes are the report's, written once below the figure. Where the
+    # paper's text gives words, not numbers, for what is drawn, they stand under the title.
+    title = spec.title
+    if spec.words_only:
+        panels_in = cols * (LOOKS[look].panel_size[0] + PANEL_LABELS_IN[0])
+        title += "\n" + "\n".join(textwrap.wrap(
+            f"paper, in words only: {spec.words_only}", int(panels_in / TITLE_CHAR_IN)))
     with matplotlib.rc_context(LOOKS[look].rc):
         # the keys inside the look: a Line2D takes its marker size and width when made
         handles, labels = _legend(data, colors, markers)
@@ -440,8 +446,9 @@ def _scale_y(ax: Axes, values: pd.Series, log: bool, from_zero: bool) -> None:
 def _draw_paper_line(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
     for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
         group = group.sort_values("x")
+        # unclipped: a value on the axis' edge (an x-intercept, idle = 0) shows whole
         ax.plot(group["x"], group["y"], color=PAPER_COLORS[read_off], marker=markers[series],
-                linestyle=":", linewidth=0.8)
+                linestyle=":", linewidth=0.8, clip_on=False)
 
 
 def _draw_paper_positions(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:

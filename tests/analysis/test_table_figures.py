@@ -104,6 +104,9 @@ def test_the_regression_figure_draws_the_lines_its_check_fits(tmp_path: Path) ->
         # the paper's Table 5 slopes in the metric's own units, beside ours
         assert any(text.startswith("paper (Table 5), select: slope") for text in legend)
         assert any(text.startswith("select: slope") for text in legend)
+    # its x-intercepts (idle = 0) on the idle panels, named as such
+    assert "paper: select, printed: its idle line's x-intercept" in [
+        t.get_text().replace("\n", " ") for t in figure.legends[0].get_texts()]
 
 
 def test_points_past_the_servers_cpu_are_not_drawn_as_fitted(tmp_path: Path) -> None:
