@@ -17,6 +17,7 @@ from harness.analysis.figures import BY_ID, CPU_TIME_SHARE
 from harness.analysis.plots import draw
 from harness.analysis.prepare import FigureData, prepare
 from harness.reproduce.claims import KERNEL_LINES
+from harness.results.format import kernel_column
 from harness.results.runset import read_runs
 
 from .synthetic import make_points, write_run
@@ -69,15 +70,20 @@ def test_a_profile_row_ours_lacks_says_not_measured_beside_the_papers_bar(
     tmp_path: Path,
 ) -> None:
     # BM98 Table 1's ufalloc: the paper's 17.79 % stands, ours says it was not measured
-    data = _prepared(tmp_path, "bm98-table1-2")
     accept = BY_ID["bm98-table1-2"].y[1]
-    assert accept in data.unavailable
+    points = make_points("bm98-table1-profile", repetitions=2)
+    points[[kernel_column("accept", "calls"), kernel_column("accept", "ns_per_call")]] = None
+    data = prepare(BY_ID["bm98-table1-2"], read_runs([write_run(tmp_path, points)]))
+    assert isinstance(data, FigureData) and accept in data.unavailable
     ax = draw(data).axes[0]
     assert "17.79" in _labels(ax) and "not measured" in _labels(ax)
-    assert ax.get_xlabel().startswith("unavailable")
-    # measured, it is a bar with its value and no such label
-    points = make_points("bm98-table1-profile", repetitions=2)
-    points[accept] = 12.5
+    assert ax.get_xlabel().replace("\n", " ") == data.unavailable[accept]
+    # measured (accept's calls over the window: 12.5 % of one CPU), a bar with its value
+    calls = 1000
+    points[kernel_column("accept", "calls")] = calls
+    points[kernel_column("accept", "ns_per_call")] = (
+        0.125 * 1e9 * points["kernel_trace_window_s"] / calls)
+    points[accept] = 12.5  # where derive does not yet give it from those
     measured = prepare(BY_ID["bm98-table1-2"], read_runs([write_run(tmp_path / "m", points)]))
     ax = draw(measured).axes[0]
     assert "12.5" in _labels(ax) and "not measured" not in _labels(ax)
