@@ -15,7 +15,9 @@ column names and units so that it can be drawn beside, and checked against, our 
              paper gives a change, drawn on our axis as our curve's first point times the
              ratio, which is how the check compares (claims.ratio_across); other_units: a
              quantity whose unit differs from ours (counts over a run of another length),
-             drawn on a right axis of its own
+             drawn on a right axis of its own; slope: a least-squares line's slope (the
+             unit of `metric` per unit of x) from a paper's regression table, named beside
+             our fitted lines (x: "slope", no position on the axis)
     source   where in the paper: "§4.2 text", "Table 2", "Fig. 8"
     read_off true when read off a plot (approximate), false when printed in text or a table
     note     anything a reader needs (the paper's own label for the series, its hardware)
@@ -41,7 +43,7 @@ ABSENT_FROM_LINUX = {
 PAPERS_DIR = Path(__file__).with_name("papers")
 COLUMNS = ["figure", "facet", "series", "metric", "x", "value", "scale", "source", "read_off",
            "note"]
-SCALES = ("absolute", "ratio_to_first", "other_units")
+SCALES = ("absolute", "ratio_to_first", "other_units", "slope")
 
 
 class PaperValuesError(ValueError):
@@ -99,10 +101,11 @@ def all_values() -> pd.DataFrame:
 
 
 def for_figure(figure: str) -> pd.DataFrame:
-    """The paper's values for one FigureSpec id; x is numeric where the axis is numeric."""
+    """The paper's values for one FigureSpec id; x is numeric where the axis is numeric
+    (a slope's x, which has no position, is then NaN)."""
     rows = all_values()
     rows = rows[rows["figure"] == figure].copy()
     numeric = pd.to_numeric(rows["x"], errors="coerce")
-    if numeric.notna().all():
+    if numeric[rows["scale"] != "slope"].notna().all():
         rows["x"] = numeric
     return rows.reset_index(drop=True)

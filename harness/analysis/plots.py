@@ -21,6 +21,7 @@ from matplotlib.colors import to_hex, to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.textpath import text_to_path  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FuncFormatter,
@@ -59,6 +60,11 @@ INVALID_ALPHA = 0.6
 # The paper's values: black when printed in its text or a table, grey when read off its plot.
 PAPER_COLORS = {False: "black", True: "#8a8a8a"}
 PAPER_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")  # one per paper series; ours are "o"
+# A paper's table drawn as bars: its series hatched white bars, told apart by the hatch
+PAPER_HATCHES = ("////", "....", "xxxx", "\\\\")
+BAR_GROUP_WIDTH = 0.8  # of one table row's slot on the x axis
+BAR_YLABEL = "share of the CPU's time [%]"
+BAR_TOP = 118  # % of the CPU's time: 100 and a bar's value label above it
 # A response time (ms) whose positive values span more than this factor is drawn on a log
 # axis: on a linear one, every point below saturation sits on zero beside the overloaded ones.
 LOG_SPAN = 30.0
@@ -72,6 +78,9 @@ PANEL_LABELS_IN = (0.8, 0.75)  # its tick labels, axis labels and title
 DPI = 110
 UNAVAILABLE_WIDTH = 50  # characters per line of why a panel is empty
 TITLE_FONT_SIZE = 9
+# The paper's words under the title: a line as wide as the panels, at about this many
+# inches per character of the title's font
+TITLE_CHAR_IN = 0.55 * TITLE_FONT_SIZE / 72
 # Figure size: constrained layout fits everything into the figure, so the figure is sized
 # for what sits beside the panels (legends, right axes) from these estimates.
 TITLE_LINE_IN = 0.17
@@ -170,10 +179,10 @@ def _draw_line(ax: Axes, rows: pd.DataFrame, colors: dict[str, str]) -> None:
 
 
 def _fit_label(series: str, slope: float, r: float) -> str:
-    return f"{series}: slope {slope:.3g}, r {r:.2f}"
+    return f"{readable(series)}: slope {slope:.3g}, r {r:.2f}"
 
 
-def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame,
+def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame, slopes: pd.DataFrame,
                      colors: dict[str, str]) -> None:
     for (name, valid), cloud in rows.groupby(["series", "valid"], sort=False):
         ax.plot(cloud["x"], cloud["median"], markersize=3,
@@ -185,6 +194,55 @@ def _draw_regression(ax: Axes, rows: pd.DataFrame, fits: pd.DataFrame,
         xs = pd.Series([cloud["x"].min(), cloud["x"].max()])
         slope, intercept, r = fit[["slope", "intercept", "r"]].iloc[0]
         ax.plot(xs, intercept + slope * xs, color=colors[name], label=_fit_label(name, slope, r))
+    # The paper's lines fit a 1998 live proxy's 20-100 req/s: their slopes, in the units of
+    # ours, are named in the legend; where they meet idle = 0 is drawn (its x-intercepts)
+    for _, row in slopes.iterrows():
+        ax.plot([], [], color=PAPER_COLORS[bool(row["read_off"])], linestyle=":",
+                label=_paper_slope_label(row))
+
+
+def _draw_bars(ax: Axes, data: FigureData, facet: str, colors: dict[str, str]) -> None:
+    """A paper's table: one group per y column (a row of the table), in it a bar per series
+    of ours (median, min-max bars) and per series of the paper's (hatched, as printed),
+    each labelled with its value; a value of ours not measured says so where its bar would
+    stand."""
+    metrics = list(data.spec.y)
+    rows = data.frame[data.frame["facet"] == facet]
+    # a point's valid repetitions where it has any, else its invalid ones (drawn fainter)
+    ours = rows.sort_values("valid").drop_duplicates(["series", "metric"], keep="last")
+    paper = data.paper_on_axes[data.paper_on_axes["facet"].isin((facet, "all"))]
+    sets = [("ours", name) for name in colors] + [("paper", s) for s in _paper_bar_series(data)]
+    width = BAR_GROUP_WIDTH / len(sets)
+    for i, (whose, key) in enumerate(sets):
+        xs = np.arange(len(metrics)) - BAR_GROUP_WIDTH / 2 + (i + 0.5) * width
+        if whose == "ours":
+            mine = ours[ours["series"] == key].set_index("metric").reindex(metrics)
+            heights = mine["median"].astype(float)
+            errors = [heights - mine["low"].astype(float), mine["high"].astype(float) - heights]
+            bars = ax.bar(xs, heights.fillna(0), width, color=colors[key], yerr=errors,
+                          error_kw={"elinewidth": 0.8, "ecolor": KEY_COLOR})
+            for bar, valid in zip(bars, mine["valid"], strict=True):
+                bar.set_alpha(1.0 if valid is True else INVALID_ALPHA)
+            labels = ["not measured" if math.isnan(h) else f"{h:.3g}" for h in heights]
+        else:
+            series, read_off = key
+            theirs = paper[paper["series"] == series].set_index("metric").reindex(metrics)
+            heights = theirs["y"].astype(float)
+            hatch = PAPER_HATCHES[(i - len(colors)) % len(PAPER_HATCHES)]
+            bars = ax.bar(xs, heights.fillna(0), width, facecolor="white", hatch=hatch,
+                          edgecolor=PAPER_COLORS[read_off])
+            labels = ["" if math.isnan(h) else f"{h:g}" for h in heights]
+        ax.bar_label(bars, labels, fontsize=FIT_FONT_SIZE, rotation=90, padding=2)
+    names = [label(metric).partition(" [")[0] for metric in metrics]
+    ax.set_xticks(np.arange(len(metrics)), ["\n".join(textwrap.wrap(n, 24)) for n in names])
+    ax.grid(axis="x", visible=False)
+    # below the groups: the point measured, or why some value of ours was not
+    why = dict.fromkeys(data.unavailable[m] for m in metrics if m in data.unavailable)
+    at = ", ".join(readable(f"{data.spec.x}={x:g}") for x in sorted(set(rows["x"])))
+    ax.set_xlabel("\n".join(textwrap.wrap("; ".join(why) or at, UNAVAILABLE_WIDTH)))
+    # shares of one CPU's time, idle included: the table's whole, and room for the labels
+    ax.set_ylim(0, BAR_TOP)
+    ax.set_yticks(range(0, 101, 20))
 
 
 def _thousands(value: float, _pos: int) -> str:
@@ -209,10 +267,32 @@ def _paper_markers(data: FigureData) -> dict[str, str]:
     return {name: PAPER_MARKERS[i % len(PAPER_MARKERS)] for i, name in enumerate(series)}
 
 
+def _paper_bar_series(data: FigureData) -> list[tuple[str, bool]]:
+    """(series, read_off) of the paper's table, each a set of bars of its own."""
+    drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
+    return list(drawn.itertuples(index=False, name=None))
+
+
+def _bar_legend(data: FigureData, colors: dict[str, str]) -> list[tuple[Artist, str]]:
+    entries: list[tuple[Artist, str]] = [
+        (Patch(color=color), "ours" if name == "all" else f"ours: {readable(name)}")
+        for name, color in colors.items()]
+    if data.bars:
+        entries.append((Line2D([], [], color=KEY_COLOR, marker="|", markersize=9,
+                               linestyle="none"), data.bars))
+    entries += [(Patch(facecolor="white", edgecolor=PAPER_COLORS[read_off],
+                       hatch=PAPER_HATCHES[i % len(PAPER_HATCHES)]),
+                 _paper_label(series, read_off))
+                for i, (series, read_off) in enumerate(_paper_bar_series(data))]
+    return entries
+
+
 def _legend(data: FigureData, colors: dict[str, str],
             markers: dict[str, str]) -> tuple[list[Artist], list[str]]:
     """Our series, what bars and hollow markers mean, and the paper's series: built from the
     data, so that a series drawn only hollow or in one panel is still named."""
+    if data.spec.kind == "bars":
+        return _wrapped(_bar_legend(data, colors))
     entries: list[tuple[Artist, str]] = [
         (Line2D([], [], marker="o", color=color),
          "ours" if name == "all" else readable(name))
@@ -227,8 +307,15 @@ def _legend(data: FigureData, colors: dict[str, str],
         entries.append((hollow, "hollow: invalid repetitions (see the report)"))
     drawn = data.paper_on_axes[["series", "read_off"]].drop_duplicates()
     for series, read_off in drawn.itertuples(index=False):
+        # on a regression's axes the paper's values are where its idle line meets 0
+        what = ": its idle line's x-intercept" if data.spec.kind == "regression" else ""
         entries.append((Line2D([], [], color=PAPER_COLORS[read_off], marker=markers[series],
-                               linestyle=":", linewidth=0.8), _paper_label(series, read_off)))
+                               linestyle=":", linewidth=0.8),
+                        _paper_label(series, read_off) + what))
+    return _wrapped(entries)
+
+
+def _wrapped(entries: list[tuple[Artist, str]]) -> tuple[list[Artist], list[str]]:
     return ([handle for handle, _ in entries],
             ["\n".join(textwrap.wrap(text, LEGEND_WIDTH)) for _, text in entries])
 
@@ -245,11 +332,21 @@ def _legend_entry_width(labels: list[str], font_size: float) -> float:
     return _text_width(labels, font_size) + LEGEND_HANDLE_IN
 
 
+def _paper_slopes(data: FigureData) -> pd.DataFrame:
+    """The paper's regression slopes (paper_values' scale slope), named beside our fits."""
+    return data.paper[data.paper["scale"] == "slope"]
+
+
+def _paper_slope_label(row: pd.Series) -> str:
+    return f"paper ({row['source']}), {readable(row['series'])}: slope {row['value']:g}"
+
+
 def _fit_labels(data: FigureData) -> list[str]:
     if data.spec.kind != "regression":
         return []
-    return [_fit_label(s, slope, r) for s, slope, r in
-            data.table[["series", "slope", "r"]].itertuples(index=False)]
+    return [*(_fit_label(s, slope, r) for s, slope, r in
+              data.table[["series", "slope", "r"]].itertuples(index=False)),
+            *(_paper_slope_label(row) for _, row in _paper_slopes(data).iterrows())]
 
 
 def _figure_size(data: FigureData, rows: int, cols: int, title: str,
@@ -280,13 +377,12 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
     Constrained layout keeps the legend (outside, below), right axes and titles off the data.
     """
     spec = data.spec
-    metrics = list(spec.y)
+    # a table's rows are groups of bars in one panel, named by its first column's
+    metrics = list(spec.y) if spec.kind != "bars" else [spec.y[0]]
     # Rows arrive sorted by the underlying values: keep that order (2048 after 256).
     facets = list(pd.unique(data.frame["facet"])) or ["all"]
     colors = _colors(list(pd.unique(data.frame["series"])))
     markers = _paper_markers(data)
-    # One short title: the notes are the report's, written once below the figure.
-    title = spec.title
     if len(facets) == 1 and len(metrics) > WRAP_COLUMNS:
         # many metrics of one facet: rows of WRAP_COLUMNS panels, not one long strip
         rows, cols = math.ceil(len(metrics) / WRAP_COLUMNS), WRAP_COLUMNS
@@ -294,6 +390,13 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
     else:
         rows, cols = len(facets), len(metrics)
         cells = [(f, m, r, c) for r, f in enumerate(facets) for c, m in enumerate(metrics)]
+    # One short title: the notes are the report's, written once below the figure. Where the
+    # paper's text gives words, not numbers, for what is drawn, they stand under the title.
+    title = spec.title
+    if spec.words_only:
+        panels_in = cols * (LOOKS[look].panel_size[0] + PANEL_LABELS_IN[0])
+        title += "\n" + "\n".join(textwrap.wrap(
+            f"paper, in words only: {spec.words_only}", int(panels_in / TITLE_CHAR_IN)))
     with matplotlib.rc_context(LOOKS[look].rc):
         # the keys inside the look: a Line2D takes its marker size and width when made
         handles, labels = _legend(data, colors, markers)
@@ -306,7 +409,10 @@ def draw(data: FigureData, look: str = "screen") -> Figure:
             ax.set_visible(False)
         for facet, metric, row, col in cells:
             ax = axes[row][col]
-            if metric in data.unavailable:
+            if spec.kind == "bars" and set(spec.y) <= set(data.unavailable):
+                _unavailable(ax, "; ".join(dict.fromkeys(data.unavailable.values())))
+                continue
+            if metric in data.unavailable and spec.kind != "bars":
                 ax.set_title(label(metric))
                 _unavailable(ax, data.unavailable[metric])
                 continue
@@ -340,8 +446,9 @@ def _scale_y(ax: Axes, values: pd.Series, log: bool, from_zero: bool) -> None:
 def _draw_paper_line(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
     for (series, read_off), group in rows.groupby(["series", "read_off"], sort=False):
         group = group.sort_values("x")
+        # unclipped: a value on the axis' edge (an x-intercept, idle = 0) shows whole
         ax.plot(group["x"], group["y"], color=PAPER_COLORS[read_off], marker=markers[series],
-                linestyle=":", linewidth=0.8)
+                linestyle=":", linewidth=0.8, clip_on=False)
 
 
 def _draw_paper_positions(ax: Axes, rows: pd.DataFrame, markers: dict[str, str]) -> None:
@@ -411,9 +518,15 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
     rows = data.frame[(data.frame["facet"] == facet) & (data.frame["metric"] == metric)]
     ylabel = label(metric) + data.ylabel_suffix.get(metric, "")
     paper = _paper_rows(data, facet, metric)
+    if spec.kind == "bars":
+        _draw_bars(ax, data, facet, colors)
+        ax.set_ylabel(BAR_YLABEL)
+        return
     if spec.kind == "regression":
         fits = data.table[(data.table["facet"] == facet) & (data.table["metric"] == metric)]
-        _draw_regression(ax, rows, fits, colors)
+        slopes = _paper_slopes(data)
+        slopes = slopes[(slopes["metric"] == metric) & slopes["facet"].isin((facet, "all"))]
+        _draw_regression(ax, rows, fits, slopes, colors)
         # Each panel has its own fitted lines: their legend sits right of the panel (and of
         # its right axis), where constrained layout keeps room for it.
         twin = (paper["scale"] == "other_units").any()
@@ -442,7 +555,8 @@ def _panel(ax: Axes, data: FigureData, facet: str, metric: str, colors: dict[str
     ax.set_ylabel(ylabel)
     # a spectrum's tail spans decades whatever the run: always log, one rule for every run
     log = spec.kind == "spectrum" or log_y(metric, data.frame)
-    from_zero = spec.kind == "line"
+    # a line's and a regression's y from 0 where ours are never below (CPU idle and busy %)
+    from_zero = spec.kind in ("line", "regression")
     if spec.kind == "cdf":
         return  # its y axis is the tail's (_tail_axis), not a metric's
     # the paper's values first: a y limit set from ours alone would cut theirs off

@@ -21,9 +21,9 @@ COUNTER_METRICS = ("instructions_per_packet",)
 # Valid and invalid repetitions of one point are summarised apart, so a point may have both.
 FRAME_COLUMNS = ["facet", "series", "metric", "x", "valid", "median", "low", "high"]
 SAMPLE = ["run_id", "point_id", "repetition"]  # one repetition of one point
-# Kinds whose x axis is a number, so the paper's values can sit on it; the others (a symbol,
-# bars per category) get them as a table in the report.
-PAPER_ON_AXES_KINDS = ("line", "regression")
+# Kinds whose x axis is a number, so the paper's values can sit on it, and a paper's table
+# drawn as bars beside ours; the others (a spectrum, a CDF) get them as a table in the report.
+PAPER_ON_AXES_KINDS = ("line", "regression", "bars")
 PAPER_ON_AXES_NOTE = ("paper values on our axes where the units agree (hardware of 1998-2004): "
                       "a change the paper gives (−44 %) starts from our curve's first point, as "
                       "the check compares; a rate it names is a vertical line; counts over runs "
@@ -247,6 +247,9 @@ def _from_points(data: FigureData, runs: RunSet, points: pd.DataFrame, series: l
     present = _measured(data, runs, points, list(spec.y))
     if present:
         data.frame = _summary_rows(data, points, present, series)
+        # a table's in-kernel rows beside measured ones: why they are not, in the report too
+        data.notes += sorted({why for metric, why in data.unavailable.items()
+                              if derive.is_kernel_metric(metric)})
     else:
         _nothing_measured(data)
 
@@ -308,7 +311,9 @@ def _regression(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
                                [*spec.facets, *series])
     if table.empty:
         raise _Skip("fewer than 3 valid points below saturation per curve: no regression")
-    below = points[points["reply_ratio"] >= derive.KEEP_UP_FRACTION]
+    # the points the lines are fitted to (derive.regressions): kept up, and CPU to spare
+    below = points[(points["reply_ratio"] >= derive.KEEP_UP_FRACTION)
+                   & ~points["server_busy"].fillna(False).astype(bool)]
     below = below.sort_values([*spec.facets, *series, spec.x])
     rows = below.melt(id_vars=[spec.x, *spec.facets, *series, "valid"], value_vars=list(spec.y),
                       var_name="metric", value_name="median")
@@ -320,9 +325,9 @@ def _regression(data: FigureData, runs: RunSet, points: pd.DataFrame, series: li
     table["series"] = _labels(table, series)
     data.table = table[["facet", "series", "metric", "slope", "intercept", "r", "x_intercept", "n"]]
     data.notes.append(
-        "dots: one repetition each; regressions use the valid repetitions that kept up with the "
-        "offered rate (hollow dots are left out); the idle x-intercept (idle = 0) is a capacity "
-        "estimate"
+        "dots: one repetition each, where the server kept up with the offered rate and had CPU "
+        "to spare (the points its check fits); the lines use the valid ones (hollow dots are "
+        "left out); the idle x-intercept (idle = 0) is a capacity estimate"
     )
 
 
@@ -466,9 +471,13 @@ def _paper_on_axes(data: FigureData, paper: pd.DataFrame) -> pd.DataFrame:
     if (data.spec.kind not in PAPER_ON_AXES_KINDS or data.frame.empty
             or not pd.api.types.is_numeric_dtype(paper["x"])):
         return paper.iloc[0:0].assign(y=0.0)
-    metrics = (set(data.frame["metric"]) - set(data.unavailable)) | {data.spec.x}
+    # a table's rows are the paper's whether or not ours were measured (its bars say which)
+    measured = set(data.spec.y) if data.spec.kind == "bars" else (
+        set(data.frame["metric"]) - set(data.unavailable))
+    metrics = measured | {data.spec.x}
     facets = {*data.frame["facet"], "all"}
-    shown = paper[paper["metric"].isin(metrics) & paper["facet"].isin(facets)]
+    shown = paper[paper["metric"].isin(metrics) & paper["facet"].isin(facets)
+                  & (paper["scale"] != "slope")]
     ratios = shown["scale"] == "ratio_to_first"
     as_given = shown[~ratios].assign(y=lambda rows: rows["value"])
     return pd.concat([as_given, _from_first_point(shown[ratios], data.frame)], ignore_index=True)

@@ -42,12 +42,12 @@ def test_labels_read_as_a_reader_says_them() -> None:
 
 
 def test_a_figure_has_one_short_title_and_its_notes_stay_in_the_report(tmp_path: Path) -> None:
-    points = make_points("bmd99-fig8-reply-rate-vs-cold", repetitions=2)
-    data = _prepared("bmd99-fig8", _runs(tmp_path, points))
+    points = make_points("bmd99-fig9-resp-time-vs-rate", repetitions=2)
+    data = _prepared("bmd99-fig9", _runs(tmp_path, points))
     assert data.notes  # there is something to say ...
     figure = draw(data)
     title = figure._suptitle.get_text()
-    assert title == BY_ID["bmd99-fig8"].title and "\n" not in title  # ... but not here
+    assert title == BY_ID["bmd99-fig9"].title and "\n" not in title  # ... but not here
     legend = [text.get_text() for text in figure.legends[0].get_texts()]
     assert "select" in legend and not any("dispatch=" in text for text in legend)
 
@@ -143,10 +143,15 @@ def test_a_figure_whose_paper_gives_words_only_says_so(tmp_path: Path) -> None:
     fig8 = _prepared("bmd99-fig8", _runs(tmp_path / "8", make_points(
         "bmd99-fig8-reply-rate-vs-cold", repetitions=1)))
     assert any("words only" in note and "independently" in note for note in fig8.notes)
+    # and in the image, under the title: the paper's words where it gives no number
+    title = draw(fig8)._suptitle.get_text()
+    assert title.startswith(BY_ID["bmd99-fig8"].title + "\npaper, in words only: ")
+    assert "performs independently of the number of cold" in title.replace("\n", " ")
     fig9 = _prepared("bm98-fig9", _runs(tmp_path / "9", make_points(
         "bm98-fig9-saturation-vs-cold", repetitions=1)))
     assert not fig9.paper_on_axes.empty  # -44 % and -14 % drawn
     assert not any("words only" in note for note in fig9.notes)
+    assert draw(fig9)._suptitle.get_text() == BY_ID["bm98-fig9"].title
 
 
 def test_the_paper_style_fits_a_single_column(tmp_path: Path) -> None:

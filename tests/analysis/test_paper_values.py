@@ -80,9 +80,12 @@ def _row_problems(row: pd.Series) -> list[str]:
         problems.append(f"{spec.id}: facet {row['facet']!r} is not in columns {spec.facets}")
     if series and not _in_order(series, (*spec.series, *KERNEL_SERIES)):
         problems.append(f"{spec.id}: series {row['series']!r} is not in columns {spec.series}")
-    if pd.isna(pd.to_numeric(row["x"], errors="coerce")):
+    slope = row["scale"] == "slope"  # a regression table's slope: no place on the x axis
+    if slope and (spec.kind != "regression" or row["x"] != "slope"):
+        problems.append(f"{spec.id}: a slope belongs to a regression figure, its x 'slope'")
+    if not slope and pd.isna(pd.to_numeric(row["x"], errors="coerce")):
         problems.append(f"{spec.id}: x {row['x']!r} is not a number on the {spec.x} axis")
-    if row["value"] < 0 or (row["metric"].endswith("pct") and row["value"] > 100):
+    if (row["value"] < 0 and not slope) or (row["metric"].endswith("pct") and row["value"] > 100):
         problems.append(f"{spec.id}: {row['metric']} {row['value']} is out of range")
     if not PLACE.search(row["source"]):
         problems.append(f"{spec.id}: source {row['source']!r} names no section, table or figure")
