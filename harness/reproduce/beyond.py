@@ -38,10 +38,12 @@ MIB = 2**20
 @dataclass(frozen=True)
 class Bend:
     """A curve against its lowest level: each level's ratio to it (the median of the rounds'),
-    and the first level outside 1 ± band in the direction asked (None: none was)."""
+    the first level outside 1 ± band in the direction asked (None: none was), and the levels
+    swept that no round measured validly beside the lowest."""
 
     ratios: dict[object, float]
     at: object | None
+    unmeasured: tuple = ()
 
     @property
     def levels(self) -> list:
@@ -53,7 +55,9 @@ class Bend:
         return before[-1]
 
     def curve(self) -> str:
-        return ", ".join(f"{_level(level)}: {ratio:.3g}" for level, ratio in self.ratios.items())
+        shown = ", ".join(f"{_level(level)}: {ratio:.3g}" for level, ratio in self.ratios.items())
+        missing = ", ".join(_level(level) for level in self.unmeasured)
+        return shown + (f" (no valid point at {missing})" if missing else "")
 
 
 def _level(value: object) -> str:
@@ -64,19 +68,24 @@ def _level(value: object) -> str:
 
 def bend(m: Measured, metric: str, column: str, direction: Literal["rise", "fall"],
          band: float = BAND, **where: object) -> Bend:
-    """metric at each valid level of column over its value at the lowest, within each round;
-    where it first rises above 1 + band (or falls below 1 - band)."""
-    levels = m.levels(column, **where)
-    if len(levels) < 2:
-        raise Unmeasured(f"{column}: one valid level only ({levels}) where {where or 'anywhere'}")
-    first = levels[0]
-    ratios = {first: 1.0}
-    for level in levels[1:]:
-        ratios[level] = float(m.round_ratios(metric, {**where, column: level},
-                                             {**where, column: first}).median())
+    """metric at each level of column over its value at the sweep's lowest, within each round;
+    where it first rises above 1 + band (or falls below 1 - band). The lowest level is the
+    reference: without a valid point there the curve is unmeasured, not moved up a level."""
+    first, *rest = m.levels(column, recorded=True, **where)
+    ratios, unmeasured = {first: 1.0}, []
+    for level in rest:
+        try:
+            ratios[level] = float(m.round_ratios(metric, {**where, column: level},
+                                                 {**where, column: first}).median())
+        except Unmeasured:
+            m.values(metric, **where, **{column: first})  # raises when the reference is missing
+            unmeasured.append(level)
+    if len(ratios) < 2:
+        raise Unmeasured(f"{column}: no valid level beside {first} where {where or 'anywhere'}")
     outside: Callable[[float], bool] = ((lambda r: r > 1 + band) if direction == "rise"
                                         else (lambda r: r < 1 - band))
-    return Bend(ratios, next((level for level in levels if outside(ratios[level])), None))
+    return Bend(ratios, next((level for level in ratios if outside(ratios[level])), None),
+                tuple(unmeasured))
 
 
 def _state(conns: object, llc_bytes: int | None) -> str:

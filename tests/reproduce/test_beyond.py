@@ -74,10 +74,20 @@ def test_epolls_cold_curve_bends_where_it_leaves_the_band_or_not_at_all():
     assert "does not fall by 10% up to 19,900 cold connections (the sweep's last level)" in flat
 
 
-def test_a_bend_needs_two_valid_levels():
-    one = as_read(points([{"dispatch": "epoll", "cold_conns": 0, "reply_rate_rps": 1.0}]))
-    with pytest.raises(Unmeasured, match="one valid level"):
-        beyond.cold_bend(one)
+def test_a_bend_is_read_from_the_lowest_level_and_names_the_levels_it_lacks():
+    rows = points([{"dispatch": "epoll", "cold_conns": c, "reply_rate_rps": 1.0}
+                   for c in (0, 5000, 10000)])
+    rows.loc[rows["cold_conns"] == 5000, "valid"] = False
+    curve = beyond.bend(as_read(rows), "reply_rate_rps", "cold_conns", "fall")
+    assert curve.ratios == {0: 1.0, 10000: 1.0} and curve.unmeasured == (5000,)
+    assert curve.curve() == "0: 1, 10,000: 1 (no valid point at 5,000)"
+    # no valid reference: unmeasured, not a curve from the next level up
+    rows["valid"] = rows["cold_conns"] != 0
+    with pytest.raises(Unmeasured, match="cold_conns=0: all 3 record"):
+        beyond.cold_bend(as_read(rows))
+    with pytest.raises(Unmeasured, match="no valid level beside 0"):
+        beyond.cold_bend(as_read(points([{"dispatch": "epoll", "cold_conns": 0,
+                                          "reply_rate_rps": 1.0}])))
 
 
 def test_uring_is_read_beside_epoll_level_by_level():
