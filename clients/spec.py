@@ -216,7 +216,7 @@ class LoadSpec:
                                    help="write the result document here")
     max_outstanding: int = option("--max-outstanding", 1, load=False, metavar="N")
     max_connecting: int = option("--max-connecting", 512, load=False, metavar="N",
-                                 help="cold connects in flight at once")
+                                 help="cold and stream connects in flight at once")
     late_us: float | None = option("--late-us", None, load=False, metavar="US",
                                    help="a send later than this is late (default: the "
                                         "late-sends rule's for the generator, "

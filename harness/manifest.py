@@ -96,6 +96,23 @@ def tsc_hz() -> tuple[float | None, str]:
     return None, "unknown"
 
 
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+CACHE_SIZE = re.compile(r"(\d+)([KMG]?)")
+
+
+def last_level_cache_bytes(caches: Path = CACHES) -> int | None:
+    """The size of CPU 0's highest-level cache (a VM's is what its hypervisor reports);
+    None where sysfs has none."""
+    sizes = {}
+    for index in caches.glob("index*"):
+        level, size = read_text(index / "level"), read_text(index / "size")
+        match = CACHE_SIZE.fullmatch(size.strip()) if size else None
+        if level and match:
+            scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+            sizes[int(level)] = max(sizes.get(int(level), 0), int(match.group(1)) * scale)
+    return sizes[max(sizes)] if sizes else None
+
+
 def cpu_info() -> dict[str, Any]:
     cpuinfo = read_text("/proc/cpuinfo") or ""
     model = re.search(r"model name\s*:\s*(.+)", cpuinfo)
@@ -107,6 +124,7 @@ def cpu_info() -> dict[str, Any]:
         "tsc_hz": hz,
         "tsc_hz_source": source,
         "governor": governor.strip() if governor else None,
+        "last_level_cache_bytes": last_level_cache_bytes(),
     }
 
 

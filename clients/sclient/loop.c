@@ -111,6 +111,9 @@ struct loop {
     /* stream */
     struct conn **streams;
     int nstreams, stream_rr;
+    /* streams open in turn, at most --max-connecting at once: a burst of 100,000 SYNs
+     * overflows the listen queue, and its retries back off for seconds */
+    int streams_opened, stream_connecting;
     double stream_budget;
     int64_t stream_last;
     char chunk[STREAM_CHUNK];
@@ -278,6 +281,7 @@ static void conn_fail(struct loop *L, struct conn *c, enum err e) {
         if (was == CONNECTING) L->r->cold_failed++, L->cold_connecting--;
         else L->cold_open--, c->reopened = 1;
     } else {
+        if (was == CONNECTING) L->stream_connecting--;
         count_error(L, e, 1);
     }
     close(c->fd);
@@ -307,6 +311,7 @@ static void conn_connect(struct loop *L, struct conn *c) {
     c->state = CONNECTING;
     c->sent_on_conn = c->pend_head = 0;
     if (c->kind == COLD) L->cold_connecting++;
+    if (c->kind == STREAM) L->stream_connecting++;
     if (c->fd < 0) {
         conn_fail(L, c, errno == EMFILE || errno == ENFILE ? E_NO_DESCRIPTOR : E_OTHER);
         return;
@@ -442,6 +447,8 @@ static void conn_established(struct loop *L, struct conn *c) {
         if (L->o->cold_interval_s > 0) /* random phase: the active set rotates */
             conn_deadline(L, c, L->now + (int64_t)(rng_uniform(&L->rng) * L->o->cold_interval_s * 1e9));
         cold_announce(L);
+    } else if (c->kind == STREAM) {
+        L->stream_connecting--;
     }
 }
 
@@ -690,6 +697,11 @@ static int64_t cold_ramp_next(struct loop *L) {
     return L->start + (int64_t)((double)(L->cold_attempts + 1) / (L->o->cold_ramp / L->s->count) * 1e9);
 }
 
+static void open_streams(struct loop *L) {
+    while (L->streams_opened < L->nstreams && L->stream_connecting < L->o->max_connecting)
+        conn_connect(L, L->streams[L->streams_opened++]);
+}
+
 static void run_streams(struct loop *L) {
     if (!L->nstreams) return;
     double mbps = L->o->stream_mbps / L->s->count;
@@ -833,7 +845,6 @@ static void setup_conns(struct loop *L) {
             c->kind = STREAM;
             c->gidx = (uint32_t)(L->o->hot_conns + L->o->cold_conns + s->stream_first + (i - s->hot - s->cold));
             L->streams[L->nstreams++] = c;
-            conn_deadline(L, c, L->start + 1);
         }
     }
 }
@@ -923,6 +934,7 @@ int run_shard(const struct opts *o, const struct shard *s, struct result *r) {
         run_timers(L);
         if (s->hot && s->rate > 0) run_hot_schedule(L);
         run_cold_ramp(L);
+        open_streams(L);
         run_streams(L);
         /* sleep until the lead before the next deadline, then poll without sleeping: a
            vCPU's slow wake-up stays out of the send time. --spin-us also polls for up to

@@ -44,7 +44,7 @@ static const char usage[] =
     "        --late-us US (sends later count as late; unset: not counted, wanbench\n"
     "        passes its validity rule's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
-    "        --max-connecting N\n"
+    "        --max-connecting N (cold and stream connects in flight at once)\n"
     "stream: --stream N --stream-mbps B (0: unpaced)\n"
     "wb-sclient --describe   (limits and defaults as JSON)\n";
 

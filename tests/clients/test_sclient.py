@@ -499,6 +499,26 @@ def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
         assert sink.snapshot()["bytes_in"] >= doc["stream"]["bytes"]
 
 
+def listen_overflows() -> int:
+    """TcpExt ListenOverflows: SYNs dropped because a listen queue was full."""
+    names, values = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()
+                     if line.startswith("TcpExt:")]
+    return int(values[names.index("ListenOverflows")])
+
+
+def test_streams_open_in_turn_not_all_at_once(sclient, tmp_path):
+    """2,000 streams against a listen queue of 8: opened all at once, about 2,000 SYNs
+    overflowed it here (each then retried a second later); at most 8 at a time, a few."""
+    with running(server_config(tmp_path, sink=True, backlog=8)) as sink:
+        before = listen_overflows()
+        doc = run(spec(sink, tmp_path, stream_conns=2000, stream_mbps=100, max_connecting=8,
+                       duration_s=1))
+        overflows = listen_overflows() - before
+        validate(doc)
+    assert overflows < 200
+    assert doc["stream"]["achieved_mbps"] == pytest.approx(100, rel=0.05)
+
+
 def test_source_addresses_from_a_cidr(server, sclient, tmp_path):
     s = spec(server, tmp_path, cold_conns=40, duration_s=0, warmup_s=0,
              source_addrs="127.77.0.0/29")

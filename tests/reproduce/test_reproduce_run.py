@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.reproduce import beyond
 from harness.reproduce import run as reproduce_run
 from harness.reproduce.run import ReproduceError, plan, quick_overrides, reproduce
 from harness.results.runset import find_runs
@@ -30,7 +31,9 @@ def test_quick_keeps_each_axis_column_at_its_first_level():
 
 def test_every_scenario_fits_the_budget_by_its_own_estimate():
     runs = plan(reproduce_run.scenario_paths(), quick=False)
-    assert len(runs) == 16 and all(r.repetitions >= 3 for r in runs)
+    papers, beyond_papers = runs[:16], runs[16:]
+    assert all(r.repetitions >= 3 for r in papers)
+    assert tuple(r.scenario for r in beyond_papers) == beyond.SCENARIOS
     assert sum(r.estimate_s for r in runs) <= reproduce_run.REPRODUCE_BUDGET_S
 
 
@@ -96,7 +99,7 @@ def test_quick_pipeline_runs_every_scenario_and_judges_every_target(tmp_path):
                           timeout=900)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     summary = json.loads((out / "reproduce.json").read_text())
-    assert summary["finished"] and len(summary["scenarios"]) == 16
+    assert summary["finished"] and len(summary["scenarios"]) == 16 + len(beyond.SCENARIOS)
     verdicts = [ln.split("  ")[0] for ln in done.stdout.splitlines()
                 if re.match(r"^(PASS|FAIL|NOT RUN|NOT POSSIBLE HERE) ", ln)]
     assert len(verdicts) == 19 and "NOT RUN" not in verdicts, done.stdout[-3000:]
