@@ -74,13 +74,19 @@ bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-c
 clean:
 	rm -rf build
 
-.PHONY: bench-analysis bench-runner bench-cluster bench-demo bench-window reproduce reproduce-quick
+.PHONY: bench-analysis bench-runner bench-cluster bench-demo bench-window reproduce reproduce-quick beyond
 # Every reproduction target at the papers' axes, 3 repetitions, from one clean revision, into
 # results/reference (committed); then each target's verdict into REPRODUCTION.md, and figures.
 reproduce: deps all
 	$(VENV)/bin/wanbench reproduce --run --prune-raw --check results/reference \
 	  --write-status REPRODUCTION.md; test $$? -le 1
 	$(VENV)/bin/wanbench plot --figures papers results/reference
+
+# The sweeps beyond the papers (harness/reproduce/beyond.py) into results/reference beside the
+# papers' runs, which they keep; then REPRODUCTION.md's checks and findings, and figures.
+beyond: deps all
+	$(VENV)/bin/wanbench reproduce --run --prune-raw --only cpp-fig5-beyond-llc bm98-fig9-beyond \
+	  --check results/reference --write-status REPRODUCTION.md; test $$? -le 1
 
 # The same pipeline on one short point per scenario (a smoke test, not a reproduction).
 reproduce-quick: deps all

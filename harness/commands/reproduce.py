@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.commands import terminal
 from harness.commands.run import TerminalDisplay
+from harness.reproduce import beyond
 from harness.reproduce.check import check_all, history_all
 from harness.reproduce.run import ReproduceError, prune_raw, reproduce
 from harness.reproduce.status import StatusFileError, lines, write_status
@@ -74,7 +75,7 @@ def handle(args: argparse.Namespace) -> int:
         try:
             summary = reference_summary(Path(args.results[0]), runs) if args.results else None
             write_status(args.write_status, results, " ".join(map(str, args.results)),
-                         history_all(runs), summary)
+                         history_all(runs), summary, beyond.markdown(beyond.findings(runs)))
         except (StatusFileError, OSError) as exc:
             return _fail(str(exc))
         print(f"status table: {args.write_status}")

@@ -2,8 +2,7 @@
 
 Nothing here is judged against a paper (no PASS or FAIL). Each finding says, from the newest
 run of its scenario, where a curve leaves a band around its sweep's lowest level (cpp Fig 5
-continued past the last-level cache, BM98 Fig 9 continued to one process's descriptor limit),
-and how the io_uring server compares, on the papers' own axes, with the epoll one beside it.
+continued past the last-level cache, BM98 Fig 9 continued to one process's descriptor limit).
 Ratios are within rounds (harness.reproduce.verdict.Measured.round_ratios), as the checks'.
 """
 
@@ -14,15 +13,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.analysis import derive
-from harness.reproduce import claims
 from harness.reproduce.verdict import Measured, Unmeasured
 from harness.results.runset import RunSet
 
 LLC_SCENARIO = "cpp-fig5-beyond-llc"
 COLD_SCENARIO = "bm98-fig9-beyond"
-# Run by `wanbench reproduce` after the papers' targets (harness.reproduce.run)
+# Run by `make beyond` (`wanbench reproduce --run --only` them): not by `make reproduce`,
+# whose papers' targets alone fill its budget (harness.reproduce.run)
 SCENARIOS = (LLC_SCENARIO, COLD_SCENARIO)
-URING = "uring"
 
 # A curve bends where a level is more than 10 % off its lowest level: the band within which
 # the checks hold BMD99's epoll "independent" of cold connections (claims, bmd99-fig8).
@@ -124,37 +122,6 @@ def cold_bend(m: Measured) -> str:
     return f"epoll's saturation throughput {said}. Each level / the lowest: {curve.curve()}"
 
 
-def beside(m: Measured, metric: str, column: str, reference: str, **where: object) -> str:
-    """The uring series over the reference dispatch's at each level both measured validly,
-    within rounds."""
-    parts = []
-    for level in m.levels(column, dispatch=URING, **where):
-        try:
-            ratios = m.round_ratios(metric, {**where, "dispatch": URING, column: level},
-                                    {**where, "dispatch": reference, column: level})
-        except Unmeasured:
-            continue
-        parts.append(f"{_level(level)}: {float(ratios.median()):.3g}")
-    if not parts:
-        raise Unmeasured(f"no level where both {URING} and {reference} measured {metric}")
-    return f"{metric}, {URING} / {reference} at {column} " + ", ".join(parts)
-
-
-def _uring_fig9(m: Measured) -> str:
-    peak = claims.peak_ratio("dispatch", URING, "epoll")(m).numbers
-    latency = claims.below_both_knees("resp_time_mean_ms", "dispatch", URING, "epoll",
-                                      high=float("inf"))(m).numbers
-    return f"{peak}; {latency}"
-
-
-def _uring_cm01(m: Measured) -> str:
-    return "; ".join(
-        f"at {_level(rate)} req/s, " + beside(m, metric, "total_conns", "devpoll",
-                                        offered_rate_rps=rate)
-        for rate in m.levels("offered_rate_rps", dispatch=URING)
-        for metric in ("cpu_server_pct", "resp_time_mean_ms"))
-
-
 @dataclass(frozen=True)
 class Finding:
     title: str
@@ -173,13 +140,6 @@ FINDINGS: tuple[tuple[str, str, Callable[[Measured, RunSet], str]], ...] = (
      "cache", LLC_SCENARIO, lambda m, run: connection_state_rise(m, _llc_bytes(run))),
     ("BM98 Fig 9 past 2000 cold connections: where the scalable mechanism's curve bends",
      COLD_SCENARIO, lambda m, run: cold_bend(m)),
-    ("io_uring beside epoll, BMD99 Fig 8 (reply rate vs cold connections)",
-     "bmd99-fig8-reply-rate-vs-cold",
-     lambda m, run: beside(m, "reply_rate_rps", "cold_conns", "epoll")),
-    ("io_uring beside epoll, BMD99 Fig 9 (response time vs request rate, 750 cold)",
-     "bmd99-fig9-resp-time-vs-rate", lambda m, run: _uring_fig9(m)),
-    ("io_uring beside /dev/poll's stand-in (epoll, level-triggered), CM01 Figs 3-5",
-     "cm01-fig3-5-vs-connections", lambda m, run: _uring_cm01(m)),
 )
 
 

@@ -76,9 +76,15 @@ def earlier_runs(out: Path, quick: bool) -> list[ScenarioRun]:
 
 def scenario_paths() -> list[Path]:
     """Each reproduction scenario once, in the order of the targets, then the sweeps beyond
-    the papers (harness.reproduce.beyond)."""
+    the papers (harness.reproduce.beyond): what --only may name and the summary's order."""
     names = dict.fromkeys([*(spec.scenario for spec in SPECS), *beyond.SCENARIOS])
     return [REPO_ROOT / "scenarios" / f"{name}.yaml" for name in names]
+
+
+def papers_paths() -> list[Path]:
+    """What a reproduction runs unless told --only: the papers' targets, which alone fill
+    REPRODUCE_BUDGET_S (the sweeps beyond them are `make beyond`)."""
+    return [path for path in scenario_paths() if path.stem not in beyond.SCENARIOS]
 
 
 def quick_overrides(path: Path) -> list[str]:
@@ -161,12 +167,12 @@ def prune_raw(out: Path) -> None:
 def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
               only: list[str] | None = None, log=print,
               display: RunDisplay | None = None) -> dict:
-    """Runs the scenarios (all, or those named in `only`) into out, each shown on display,
+    """Runs the scenarios (the papers', or those named in `only`) into out, each shown on display,
     and returns the summary written to out/reproduce.json. Older runs are replaced only when
     every scenario exited 0 or 1 (measured, valid or not): an interrupted or refused one
     leaves them all."""
     revision = check_revision(allow_dirty)
-    paths = [p for p in scenario_paths() if not only or p.stem in only]
+    paths = [p for p in scenario_paths() if p.stem in only] if only else papers_paths()
     if only and len(paths) != len(set(only)):
         known = ", ".join(p.stem for p in scenario_paths())
         raise ReproduceError(f"--only {' '.join(only)}: unknown scenario; known: {known}")

@@ -83,7 +83,6 @@ def test_a_profile_row_ours_lacks_says_not_measured_beside_the_papers_bar(
     points[kernel_column("accept", "calls")] = calls
     points[kernel_column("accept", "ns_per_call")] = (
         0.125 * 1e9 * points["kernel_trace_window_s"] / calls)
-    points[accept] = 12.5  # where derive does not yet give it from those
     measured = prepare(BY_ID["bm98-table1-2"], read_runs([write_run(tmp_path / "m", points)]))
     ax = draw(measured).axes[0]
     assert "12.5" in _labels(ax) and "not measured" not in _labels(ax)

@@ -1,5 +1,5 @@
 """The findings beyond the papers say where a curve bends on data that bends, and that it does
-not on flat data; the io_uring series is read beside epoll's, and no paper claim reads it."""
+not on flat data; no paper claim reads a dispatch series it does not name."""
 
 from __future__ import annotations
 
@@ -29,12 +29,9 @@ def stack_sweep(ns_per_packet: list[float]) -> Measured:
         for conns, ns in zip(CONNS, ns_per_packet, strict=True)]))
 
 
-def cold_sweep(epoll_rates: list[float], uring_rates: list[float] | None = None) -> Measured:
+def cold_sweep(epoll_rates: list[float]) -> Measured:
     rows = [{"dispatch": "epoll", "cold_conns": c, "reply_rate_rps": r}
             for c, r in zip(COLD, epoll_rates, strict=True)]
-    if uring_rates:
-        rows += [{"dispatch": "uring", "cold_conns": c, "reply_rate_rps": r}
-                 for c, r in zip(COLD, uring_rates, strict=True)]
     return as_read(points(rows, repetitions=2))
 
 
@@ -90,13 +87,6 @@ def test_a_bend_is_read_from_the_lowest_level_and_names_the_levels_it_lacks():
                                           "reply_rate_rps": 1.0}])))
 
 
-def test_uring_is_read_beside_epoll_level_by_level():
-    m = cold_sweep([10_000] * 5, [12_000, 12_000, 11_000, 11_000, 5_000])
-    text = beyond.beside(m, "reply_rate_rps", "cold_conns", "epoll")
-    assert text == ("reply_rate_rps, uring / epoll at cold_conns 0: 1.2, 5,000: 1.2, "
-                    "10,000: 1.1, 15,000: 1.1, 19,900: 0.5")
-
-
 def test_paper_claims_ignore_the_uring_series():
     """An io_uring series that would break every paper shape leaves the verdicts as they are."""
     rows = [{"dispatch": d, "cold_conns": c, "reply_rate_rps": r, "cpu_server_pct": 99.0}
@@ -130,7 +120,7 @@ def test_findings_read_the_newest_run_and_its_recorded_cache(tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["cpu"]["last_level_cache_bytes"] = 260 * 2**20
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    llc, cold, *uring = beyond.findings(read_runs([tmp_path]))
+    llc, cold = beyond.findings(read_runs([tmp_path]))
     assert llc.run == "llc-run" and "× the 260 MiB last-level cache" in llc.text
     assert "from 4 to 131,072 connections" in llc.text
-    assert cold.run is None and all(f.run is None for f in uring)
+    assert cold.run is None
