@@ -266,6 +266,11 @@ def saturation(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# The lines BM98 Tables 4-5 fit against the request rate (the check and its figure): the
+# server CPU's idle time and the server's kernel-mode time, by the name each is read as
+KERNEL_LINES = {"server_idle_pct": "idle", "cpu_server_sys_pct": "kernel"}
+
+
 def regressions(
     points: pd.DataFrame, x: str, ys: list[str], by: list[str], min_x: float = 0.0
 ) -> pd.DataFrame:

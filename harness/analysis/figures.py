@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.reproduce.claims import KERNEL_LINES
+from harness.analysis.derive import KERNEL_LINES
 
 # The papers' "% of the CPU" (BM98 Fig. 1 and Tables 1-2, BMD99 Table 2): a share of the
 # server machine's CPU time at the paper's load, idle time included, not of the server's own

@@ -28,10 +28,11 @@ from clients.spec import LoadSpec
 from harness.cluster.coordinator import START_MARGIN_S, clock_offsets, judged_merge, split
 from harness.cluster.hosts import PHASE_TIMEOUT_S, HostAgents
 from harness.cluster.placement import HostWorker, Placement
+from harness.monotonic import NS_PER_S
 from harness.runner.launch import Measurement
 from harness.runner.load_side import HOT_FINISH_MARGIN_S, cold_spec, hot_spec
 from harness.runner.processes import PointFailed
-from harness.runner.window import NS_PER_S, Edges, Window
+from harness.runner.window import Edges, Window
 from harness.scenario import Scenario
 
 

@@ -13,7 +13,7 @@ from clients import pinning
 from harness.metrics import cpu, ktrace, net, perf, profile, whoran
 from harness.metrics.interference import Interference
 from harness.metrics.perfctl import ControlledPerf
-from harness.runner.window import sleep_until
+from harness.monotonic import sleep_until
 
 
 @dataclass

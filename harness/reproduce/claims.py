@@ -20,7 +20,7 @@ import pandas as pd
 
 from clients.validity import KEEP_UP_FRACTION
 from harness.analysis import derive
-from harness.analysis.derive import KERNEL_STACK
+from harness.analysis.derive import KERNEL_LINES, KERNEL_STACK
 from harness.reproduce.verdict import Claim, Measured, Outcome, Unmeasured
 
 Test = Callable[[Measured], Outcome]
@@ -348,9 +348,6 @@ def idle_regression(each: tuple[str, ...], within_rounds: bool = True) -> Test:
         return Outcome(passed, "; ".join(parts))
 
     return test
-
-
-KERNEL_LINES = {"server_idle_pct": "idle", "cpu_server_sys_pct": "kernel"}
 
 
 def kernel_regressions(old: str, new: str, min_r: float, each: tuple[str, ...]) -> Test:

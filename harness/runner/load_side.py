@@ -19,8 +19,9 @@ from typing import Any
 import clients
 from clients.spec import NATIVE
 from harness import procs
+from harness.monotonic import NS_PER_S, sleep_until
 from harness.runner.processes import Children, PointFailed, read_line
-from harness.runner.window import NS_PER_S, Edges, Window, generator_edges, sleep_until
+from harness.runner.window import Edges, Window, generator_edges
 from harness.scenario import Point, Scenario
 
 # Time the hot generator may take past its window before the point fails

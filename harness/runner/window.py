@@ -16,12 +16,11 @@ in ns."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-NS_PER_S = 1_000_000_000
+from harness.monotonic import NS_PER_S
 
 
 @dataclass(frozen=True)
@@ -56,11 +55,6 @@ class Window:
         """The same interval as read on a clock offset_s ahead of this one's."""
         shift = round(offset_s * NS_PER_S)
         return Window(self.start_ns + shift, self.end_ns + shift)
-
-
-async def sleep_until(instant_ns: int) -> None:
-    """Until this host's CLOCK_MONOTONIC reads instant_ns (at once if it has)."""
-    await asyncio.sleep(max(0, instant_ns - time.monotonic_ns()) / NS_PER_S)
 
 
 class Edges(NamedTuple):

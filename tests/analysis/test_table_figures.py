@@ -13,10 +13,10 @@ from matplotlib.container import BarContainer
 from matplotlib.patches import Rectangle
 
 from harness.analysis import paper_values
+from harness.analysis.derive import KERNEL_LINES
 from harness.analysis.figures import BY_ID, CPU_TIME_SHARE
 from harness.analysis.plots import draw
 from harness.analysis.prepare import FigureData, prepare
-from harness.reproduce.claims import KERNEL_LINES
 from harness.results.format import kernel_column
 from harness.results.runset import read_runs
 

@@ -9,7 +9,6 @@ import pytest
 
 from clients.spec import sclient_sockets
 from clients.validity import Code, Kind
-from harness.results.format import REASON_SEPARATOR
 from tests.runner.test_run import run_scenario
 
 # The papers' servers were far slower than their clients: held to 3 % of its CPU, the server
@@ -52,23 +51,23 @@ duration_s: 2
     assert sclient["request_rate_rps"] == pytest.approx(offered, rel=0.02)
     assert 0.5 * capacity <= sclient["reply_rate_rps"] <= 1.5 * capacity
     assert sclient["timeouts_total"] > 0.5 * offered * 2  # most attempts could not be served
-    # nothing of the generator's or of the window's steady state; neighbours crowding the
-    # generator's CPU on a shared machine are judged apart (interference, measured again).
-    # The server's stats are read when its event loop turns: held to 3 % of a CPU in 50 ms
-    # periods under six times its capacity, that was 40-85 ms after the edge, over 1 % of
-    # the window (window_disagrees naming the server stats): a limit of that source, not of
-    # the S-Client (docs/bench-window.md)
-    codes = set((sclient["invalid_codes"] or "").split(",")) - {""}
+    # nothing of the generator's, of the window's steady state or of its edges (the server's
+    # counters are read at them, not asked of its event loop, whose answer came 40-85 ms late
+    # when held to 3 % of a CPU under six times its capacity); neighbours crowding the
+    # generator's CPU on a shared machine are judged apart (interference, measured again)
+    codes = set(_codes(sclient)) - {""}
     assert not {c for c in codes if Code(c).kind is Kind.GENERATOR}, sclient["invalid_reason"]
-    assert not codes & {"backlog_drained", "backlog_grew", "no_replies"}, \
+    assert not codes & {"backlog_drained", "backlog_grew", "no_replies", "window_disagrees"}, \
         sclient["invalid_reason"]
-    if "window_disagrees" in codes:
-        disagreeing = [r for r in sclient["invalid_reason"].split(REASON_SEPARATOR)
-                       if "off the" in r and "window's edges" in r]
-        assert all(r.startswith("the server stats ") for r in disagreeing), disagreeing
     # the queue form: sends wait for one of 50 connections in a backlog (expired past the
     # response timeout, so it settles at rate × timeout) that the server drains oldest first:
     # its replies in the window answer sends from before it, and the window is not steady
     queue = points.loc["queue"]
-    assert {"backlog_drained", "backlog_grew"} & set(queue["invalid_codes"].split(",")), \
+    assert {"backlog_drained", "backlog_grew"} & set(_codes(queue)), \
         queue["invalid_reason"]
+
+
+def _codes(point: pd.Series) -> list[str]:
+    """A record's reason codes (none: a valid point's is null)."""
+    codes = point["invalid_codes"]
+    return codes.split(",") if isinstance(codes, str) else []

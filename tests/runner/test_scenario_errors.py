@@ -77,8 +77,8 @@ SCENARIOS = Path(__file__).parents[2] / "scenarios"
 
 @pytest.mark.parametrize(("setting", "blamed"), [
     # a rule over two fields of the file's `cpus:` section, broken by a --set in it
-    ("cpus.server=7", "--set 'cpus.server=7' (in quickstart.yaml:17): cpus: server CPU 7"),
-    ("cpus.generator=0", "--set 'cpus.generator=0' (in quickstart.yaml:17): cpus: server "
+    ("cpus.server=7", "--set 'cpus.server=7' (in quickstart.yaml:21): cpus: server CPU 7"),
+    ("cpus.generator=0", "--set 'cpus.generator=0' (in quickstart.yaml:21): cpus: server "
                          "and generator must be pinned to different CPUs"),
     ("hot.conns=abc", "--set 'hot.conns=abc': hot.conns: wants a whole number (got 'abc')"),
 ])

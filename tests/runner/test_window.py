@@ -8,9 +8,10 @@ import time
 
 import pytest
 
+from harness.monotonic import sleep_until
 from harness.results import format as results_format
 from harness.results import rows
-from harness.runner.window import Edges, Window, generator_edges, sleep_until, wall_edges
+from harness.runner.window import Edges, Window, generator_edges, wall_edges
 
 S = 1_000_000_000
 
