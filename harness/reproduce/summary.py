@@ -30,8 +30,20 @@ def reference_summary(results_dir: Path, runs: RunSet) -> str | None:
                   f"steal on the server's and the generator's CPUs median {steal.median():.1f} "
                   f"%, 95th percentile {steal.quantile(0.95):.1f} %, at most {steal.max():.1f} "
                   "% in one window")
-    return (f"The committed run, from {record['revision'][:7]}, took "
-            f"{record['seconds'] / 60:.1f} minutes for {len(record['scenarios'])} scenarios "
+    # a call with --only (`make beyond`) runs some scenarios and keeps the others' entries:
+    # each revision's scenarios and their own seconds, not the last call's
+    by_revision: dict[str, list[dict]] = {}
+    for scenario in record["scenarios"]:
+        revision = scenario.get("revision") or record["revision"]
+        by_revision.setdefault(revision[:7], []).append(scenario)
+    runs_text = "; ".join(
+        f"from {revision}, {len(ran)} scenarios in "
+        f"{sum(s.get('seconds') or 0 for s in ran) / 60:.1f} minutes"
+        for revision, ran in by_revision.items()) if all(
+        "seconds" in s for s in record["scenarios"]) else (
+        f"from {record['revision'][:7]}, {len(record['scenarios'])} scenarios in "
+        f"{record['seconds'] / 60:.1f} minutes")
+    return (f"The committed runs: {runs_text} "
             f"({'finished' if record['finished'] else 'NOT finished'}); {len(points)} point "
             f"records, {valid} valid ({100 * valid / max(len(points), 1):.1f} %); "
             f"{steal_text}.")
