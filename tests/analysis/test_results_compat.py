@@ -12,6 +12,7 @@ import pytest
 
 from clients import validity
 from harness.analysis import derive
+from harness.results.compat import codes_of_sentences
 from harness.results.runset import read_runs
 
 from .synthetic import make_points, write_run
@@ -107,7 +108,8 @@ def test_valid_rows_have_no_codes(tmp_path: Path):
 @pytest.mark.skipif(not REFERENCE.is_dir(), reason="results/reference not in this checkout")
 def test_the_reference_runs_load_with_codes_whose_kinds_agree_with_what_they_recorded():
     """Every committed invalid record gets codes, and a record its runner measured again for
-    interference alone has interference codes only (the kinds agree with its flag)."""
+    interference alone has interference codes only (the kinds agree with its flag), and a
+    record coded not measured failed before its window: its reason names no rule."""
     points = read_runs([REFERENCE]).points
     invalid = points[~points["valid"].astype(bool)]
     assert not invalid.empty and invalid["invalid_codes"].notna().all()
@@ -115,4 +117,6 @@ def test_the_reference_runs_load_with_codes_whose_kinds_agree_with_what_they_rec
         lambda codes: {validity.Code(c).kind for c in codes.split(",")})
     only_interference = kinds.map(lambda k: k == {validity.Kind.INTERFERENCE})
     assert (only_interference == invalid["interference_only"].astype(bool)).all()
-    assert "not_measured" not in ",".join(invalid["invalid_codes"])
+    not_measured = invalid[invalid["invalid_codes"] == validity.Code.NOT_MEASURED]
+    assert (not_measured["invalid_reason"].map(codes_of_sentences)
+            == validity.Code.NOT_MEASURED).all(), not_measured["invalid_reason"].tolist()

@@ -71,7 +71,8 @@ def test_idle_process_reads_near_zero(tmp_path: Path):
 # 0.5 ms of CPU every 250 ms: 0.2 % and its wake-ups' cost (up to 0.5 ms each beside the
 # suite), well under one 10 ms tick in a 1 s window
 SIPPING = """
-import time
+import sys, time
+print("started", flush=True)
 while True:
     start = time.process_time()
     while time.process_time() - start < 0.0005:
@@ -84,9 +85,11 @@ while True:
 def test_a_server_using_less_than_a_tick_a_second_reads_what_it_used(tmp_path: Path):
     """Before: the total counted 10 ms ticks, and such a server (a few hundred requests a
     second) read 0 % or 1 %; schedstat counts nanoseconds."""
-    sipper = subprocess.Popen([sys.executable, "-c", SIPPING])
+    sipper = subprocess.Popen([sys.executable, "-c", SIPPING], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)  # the interpreter's start-up stays out of the window
+        # The interpreter's start-up (tens of ms of CPU, longer beside the suite) stays out of
+        # the window: it opens once the sipper says it has started.
+        assert sipper.stdout is not None and sipper.stdout.readline() == "started\n"
         totals, _ = _sample(SamplerConfig(server_pid=sipper.pid, server_cpu=0,
                                           workdir=tmp_path, tsc_hz=2e9), 1.0)
     finally:
