@@ -26,7 +26,8 @@ def self_cpu_s() -> float:
 async def sample(pid: int, workdir: Path) -> tuple[float, float, int]:
     hz, _ = tsc_hz()
     sampler = WindowSampler(SamplerConfig(server_pid=pid, server_cpu=0, workdir=workdir,
-                                          generator_pids=[pid], tsc_hz=hz))
+                                          tsc_hz=hz))
+    await sampler.prepare(generator_pids=(pid,))
     await sampler.start()  # its first reading pays one-off import costs: not counted
     cpu0, t0 = self_cpu_s(), time.monotonic()
     await asyncio.sleep(WINDOW_S)

@@ -105,6 +105,18 @@ class HostAgent:
         assert self.server is not None
         self.server.hold_to_budget()
 
+    async def ready_samplers(self) -> None:
+        """The server's samplers and tracers loaded; the run decides the window after."""
+        server = self.server
+        assert server is not None
+
+        async def ready() -> None:
+            tsc_hz, _ = manifest.tsc_hz()
+            counters, _ = perf.hardware_counters()
+            await server.ready_samplers(tsc_hz=tsc_hz, hardware_counters=counters,
+                                        emulator_pids=[])
+        await self._on_loop(ready())
+
     async def measure(self, window: tuple[float, float]) -> ServerWindow:
         """The server's stats and samplers over the window (its edges on this host's
         time.time()), their edges handed back on time.time() too; no generator runs here."""
@@ -112,11 +124,7 @@ class HostAgent:
         assert server is not None
 
         async def measure() -> ServerWindow:
-            tsc_hz, _ = manifest.tsc_hz()
-            counters, _ = perf.hardware_counters()
-            measured = await server.measure(Window.of_wall(*window), tsc_hz=tsc_hz,
-                                            hardware_counters=counters, generator_pids=[],
-                                            emulator_pids=[])
+            measured = await server.measure(Window.of_wall(*window), generator_pids=[])
             measured.edges = {source: wall_edges(e) for source, e in measured.edges.items()}
             return measured
         return await self._on_loop(measure())

@@ -89,6 +89,7 @@ class ClusterPoint:
             self.on_event(f"{cold.cold_conns} cold connections established on "
                           f"{len(shards)} host(s)")
         hosts.wait({server_name: server.hold_to_budget()})
+        hosts.wait({server_name: server.ready_samplers()})  # before the window is decided
         clocks = clock_offsets(self.client, {hw.worker: hw.name
                                              for hw in placement.hosts.values()})
         self.timing = {name: HostTiming(c.offset_s, c.uncertainty_s) for name, c in clocks.items()}

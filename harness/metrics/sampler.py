@@ -21,7 +21,6 @@ class SamplerConfig:
     server_pid: int
     server_cpu: int
     workdir: Path
-    generator_pids: list[int] = field(default_factory=list)
     tsc_hz: float | None = None
     hardware_counters: bool = False
     profile: bool = False
@@ -59,10 +58,12 @@ class WindowSampler:
     the server's CPU it stretched the server's traced in-kernel time; on the generator's CPU
     the trace counts it among the others (docs/validity.md).
 
-    prepare() before the window (perf's start-up), start() at its start, stop() at its end;
-    close() whatever happened. `edges`: the CLOCK_MONOTONIC instants each source of this
-    sampler read at, by the source's name (harness.results.format.WINDOW_SOURCES), once
-    stopped; `server_stats`: the server's counters at both edges (None without them)."""
+    prepare_server() before the window is decided (perf's and the server's tracers' start-up,
+    however long it takes), prepare() once the generators run (their CPU's tracer, within the
+    warm-up), start() at the window's start, stop() at its end; close() whatever happened.
+    `edges`: the CLOCK_MONOTONIC instants each source of this sampler read at, by the source's
+    name (harness.results.format.WINDOW_SOURCES), once stopped; `server_stats`: the server's
+    counters at both edges (None without them)."""
 
     def __init__(self, config: SamplerConfig):
         self.config = config
@@ -73,19 +74,17 @@ class WindowSampler:
         self._first: _Reading | None = None
         self._perf: list[tuple[ControlledPerf, Path]] = []
         self._ktrace: ktrace.KernelTrace | None = None
-        self._who_ran = (
-            whoran.TracedCpu(whoran.GENERATOR, config.generator_pids, config.generator_cpu,
-                             config.workdir, config.late_us, config.who_ran_refused),
-            whoran.TracedCpu(whoran.SERVER, [config.server_pid], config.server_cpu,
-                             config.workdir, refused=config.who_ran_refused))
+        self._server_prepared = False
+        self._server_who_ran = whoran.TracedCpu(whoran.SERVER, [config.server_pid],
+                                                config.server_cpu, config.workdir,
+                                                refused=config.who_ran_refused)
+        self._who_ran = (self._server_who_ran,)  # the generator's joins it in prepare()
         self._server_cpu = cpu.TreeCpu([config.server_pid])
         self._server_ran = cpu.TreeSchedstat(config.server_pid)
-        self._generator_cpu = cpu.TreeCpu(config.generator_pids)
+        self._generator_cpu = cpu.TreeCpu([])
         self._emulator_ran = (cpu.TreeSchedstat(*config.emulator_pids)
                               if config.emulator_pids else None)
-        self._interference = Interference(config.server_pid, config.server_cpu,
-                                          config.generator_pids, config.generator_cpu,
-                                          config.proc_stat)
+        self._interference: Interference | None = None
 
     def _read(self) -> _Reading:
         c = self.config
@@ -103,11 +102,11 @@ class WindowSampler:
             net=counters,
         )
 
-    async def prepare(self, window_start_ns: int | None = None) -> None:
-        """Starts the perfs and wb-ktrace asked for, counting nothing yet (PerfFailed or
-        KernelTraceFailed if one cannot). wb-ktrace --who-ran, a measure of interference only,
-        gets until window_start_ns (CLOCK_MONOTONIC) to be ready on each CPU: the window does
-        not wait for it (a loaded machine can take longer than a short warm-up to load it)."""
+    async def prepare_server(self) -> None:
+        """Starts the perfs and wb-ktrace asked for on the server, counting nothing yet
+        (PerfFailed or KernelTraceFailed if one cannot). The runner decides the window after
+        this returns: what it measures is loaded before it starts, however long loading takes
+        on a loaded machine."""
         c = self.config
         c.workdir.mkdir(parents=True, exist_ok=True)
         # never on the server's CPU (unless it is the only one)
@@ -125,21 +124,42 @@ class WindowSampler:
         if c.kernel_trace:
             self._ktrace = ktrace.KernelTrace.of_server(c.server_pid, c.server_cpu, c.workdir)
             await self._ktrace.prepare()
+        await self._server_who_ran.prepare(None)
+        self._server_prepared = True
+
+    async def prepare(self, window_start_ns: int | None = None,
+                      generator_pids: tuple[int, ...] = ()) -> None:
+        """The generators on this host (generator_pids) watched, the server prepared if it was
+        not. wb-ktrace --who-ran on the generator's CPU, a measure of interference only, gets
+        until window_start_ns (CLOCK_MONOTONIC) to be ready: the window does not wait for it
+        (the generator, told the window as it started, is already in its warm-up)."""
+        c = self.config
+        if not self._server_prepared:
+            await self.prepare_server()
+        pids = list(generator_pids)
+        self._generator_cpu = cpu.TreeCpu(pids)
+        self._interference = Interference(c.server_pid, c.server_cpu, pids, c.generator_cpu,
+                                          c.proc_stat)
+        generator_who_ran = whoran.TracedCpu(whoran.GENERATOR, pids, c.generator_cpu,
+                                             c.workdir, c.late_us, c.who_ran_refused)
+        self._who_ran = (generator_who_ran, self._server_who_ran)
         left = (None if window_start_ns is None
                 else max(0, window_start_ns - time.monotonic_ns()) / 1e9)
-        await asyncio.gather(*(traced.prepare(left) for traced in self._who_ran))
+        await generator_who_ran.prepare(left)
 
     async def start(self, at_ns: int | None = None) -> None:
         """The window starts at at_ns (CLOCK_MONOTONIC; None: now). wb-ktrace's tracers are
         told the instant ahead and switch counting on at it themselves; /proc is read at it
         (then once a second), and perf counts from just after."""
+        interference = self._interference
+        assert interference is not None, "prepare() first"
         tracers = asyncio.gather(*(tracer.start(at_ns) for tracer in self._tracers()))
         try:
             if at_ns is not None:
                 await sleep_until(at_ns)
             self.server_stats = (self._server_counters(), None)
             self._first = self._read()
-            self._interference.start()
+            interference.start()
             for controlled, _ in self._perf:
                 await controlled.enable()
         finally:
@@ -172,6 +192,7 @@ class WindowSampler:
         stop counting at it, /proc is read at it; returns its totals as point-record
         columns."""
         assert self._first is not None and self._task is not None, "start() first"
+        assert self._interference is not None
         stopping = [asyncio.ensure_future(traced.stop(at_ns)) for traced in self._who_ran]
         traced_calls = (asyncio.ensure_future(self._ktrace.stop(at_ns))
                         if self._ktrace is not None else None)

@@ -71,6 +71,9 @@ class PointLauncher:
             await server.confirm_held(cold.cold_conns)
             self.ctx.on_event(f"{cold.cold_conns} cold connections established")
         server.hold_to_budget()
+        await server.ready_samplers(tsc_hz=self.ctx.tsc_hz,
+                                    hardware_counters=self.ctx.hardware_counters,
+                                    emulator_pids=ends.handle.emulator_pids())
         spec = hot_spec(cfg, self.seed, target, ends.sources(ends.hot_host),
                         self.raw / "hot.json")
         hot_load = LoadSide(self.children, ends.prefix(ends.hot_host),
@@ -78,9 +81,7 @@ class PointLauncher:
         window = Window.after(cfg.warmup_s, cfg.duration_s)
         hot = await hot_load.start_hot(spec, window)
         measured = await server.measure(
-            window, tsc_hz=self.ctx.tsc_hz, hardware_counters=self.ctx.hardware_counters,
-            generator_pids=[p.pid for p in (hot.proc, cold_proc) if p is not None],
-            emulator_pids=ends.handle.emulator_pids())
+            window, generator_pids=[p.pid for p in (hot.proc, cold_proc) if p is not None])
         document, counted = await hot_load.hot_document(hot)
         cold_doc = await cold_load.stop_cold(cold_proc, cold)
         edges = dict(measured.edges)

@@ -90,6 +90,7 @@ class ServerSide:
         # read at the edges; in memory, as a guest's results directory (9p) cannot be mapped
         self.counters = servers.Counters.in_memory()
         self.unwritten_mib = 0.0  # dirty pages written out at the start (start)
+        self.sampler: WindowSampler | None = None  # ready_samplers() to close()
         self._stack = contextlib.ExitStack()
         cpus = config.cpus
         # the server's cgroup, when it has a CPU budget
@@ -101,6 +102,8 @@ class ServerSide:
         """Every process stopped, then the budget's group removed (it cannot be while they
         are in it)."""
         try:
+            if self.sampler is not None:  # the point failed between ready_samplers and measure
+                await self.sampler.close()
             await self.children.stop_all()
         finally:
             self.counters.close()
@@ -218,17 +221,16 @@ class ServerSide:
             assert self.server_pid is not None
             self.budget.admit(process_tree(self.server_pid))
 
-    async def measure(self, window: Window, *, tsc_hz: float | None,
-                      hardware_counters: bool, generator_pids: list[int],
-                      emulator_pids: list[int]) -> ServerWindow:
-        """The server's counters, then the samplers, at both edges of the window (this host's
-        CLOCK_MONOTONIC); generator_pids: the generators on this host, if any (a generator
-        given the window stays until the end edge has been read: LoadSide.start_hot)."""
+    async def ready_samplers(self, *, tsc_hz: float | None, hardware_counters: bool,
+                             emulator_pids: list[int]) -> None:
+        """The samplers made and the server's tracers (perf, wb-ktrace) loaded, before the
+        runner decides the window: a tracer that loads slowly delays the window, never
+        misses its start."""
         cfg = self.config
         assert self.server_pid is not None
-        sampler = WindowSampler(SamplerConfig(
+        self.sampler = WindowSampler(SamplerConfig(
             server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
-            generator_pids=generator_pids, tsc_hz=tsc_hz, hardware_counters=hardware_counters,
+            tsc_hz=tsc_hz, hardware_counters=hardware_counters,
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
             # where the machine cannot, the columns stay null (the run said why at its start)
             kernel_trace=cfg.kernel_trace and ktrace.support().tracepoints,
@@ -236,7 +238,19 @@ class ServerSide:
             who_ran_refused=_who_ran_refused(),
             server_counters=self.stats))
         try:
-            await sampler.prepare(window.start_ns)  # during the warm-up
+            await self.sampler.prepare_server()
+        except (PerfFailed, ktrace.KernelTraceFailed) as exc:
+            raise PointFailed(str(exc)) from None
+
+    async def measure(self, window: Window, generator_pids: list[int]) -> ServerWindow:
+        """The server's counters, then the samplers, at both edges of the window (this host's
+        CLOCK_MONOTONIC), with the samplers ready_samplers() made; generator_pids: the
+        generators on this host, if any (a generator given the window stays until the end edge
+        has been read: LoadSide.start_hot)."""
+        sampler = self.sampler
+        assert sampler is not None, "ready_samplers() first"
+        try:
+            await sampler.prepare(window.start_ns, tuple(generator_pids))  # in the warm-up
             # the samplers' tracers told each edge ahead; the server's counters, then /proc,
             # read at it
             await sampler.start(window.start_ns)
@@ -246,10 +260,11 @@ class ServerSide:
             raise PointFailed(str(exc)) from None
         finally:
             await sampler.close()
+            self.sampler = None
         if self.budget and throttled_before:
             sampled.update(throttling_columns(self.budget.throttling().since(throttled_before),
                                               sampled))
         self.check_alive()  # an external server has no stats to fail on
         edges = {source: Edges(*read) for source, read in sampler.edges.items()}
         return ServerWindow(sampled, *sampler.server_stats, sampler.timeseries,
-                            sampler.profile_rows() if cfg.profile else [], edges)
+                            sampler.profile_rows() if self.config.profile else [], edges)

@@ -118,3 +118,26 @@ def test_where_bpf_cannot_run_the_run_completes_with_null_columns_and_says_why_o
     assert "CAP_BPF" in manifest["kernel_trace"]["detail"]
     assert said.count("kernel_trace cannot run here") == 1
     assert "fix: run as root" in said
+
+
+def test_a_server_tracer_slower_to_load_than_the_warm_up_delays_the_window_not_its_start(
+        tmp_path: Path, ktrace_bin: Path):
+    """Before: the window was decided before the server's tracer loaded, and a loader slower
+    than the warm-up (the reference's cpp Fig 4, 0.5 s) counted from up to 716 ms into it:
+    the point was invalid (window_disagrees). Now the tracers load first."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("wb-server", "wb-sclient"):
+        (bin_dir / name).symlink_to(BIN_DIR / name)
+    # the server's call timer (--pid) loads 1.5 s late; its probe and who-ran as they are
+    wrapper = bin_dir / "wb-ktrace"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --pid ] && sleep 1.5\nexec {ktrace_bin} "$@"\n')
+    wrapper.chmod(0o755)
+    points, _, _ = run(tmp_path, SCENARIO + "kernel_trace: true\n",
+                       {"WANBENCH_BIN": str(bin_dir)})
+    traced = points.iloc[0]
+    assert "window_disagrees" not in str(traced["invalid_codes"]), traced["invalid_reason"]
+    assert traced["kernel_select_calls"] > 0
+    # its edges are the window's, give or take the tracer's own wake-up (the rule allows 1 %)
+    assert abs(traced["edge_kernel_trace_start_ms"]) < 10
+    assert abs(traced["edge_kernel_trace_end_ms"]) < 10
