@@ -66,8 +66,8 @@ def upgrade_points(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFra
 
 
 def _from_version_1(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
-    """A version 1 run's points with the verdict columns of version 2, each filled where a
-    row lacks it."""
+    """A version 1 run's points with the columns version 2's recorder writes beside its
+    verdict (the module's list), each filled where a row lacks it."""
     points = points.copy()
     codes = points["invalid_reason"].map(codes_of_sentences) if "invalid_reason" in points \
         else pd.Series(None, index=points.index, dtype=object)
