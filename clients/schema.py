@@ -8,7 +8,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+# The results format's version, defined here alone: the generator documents carry it and
+# harness/results writes it into each run's manifest (docs/results-format.md). wb-sclient is
+# built with it (clients/build.mk reads this line into -DSCHEMA_VERSION); clients/schema.json
+# gets it from json_schema(). Bump it on any change of shape, with the step that upgrades the
+# version before it (harness/results/compat.py: UPGRADES).
+SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
 # The same log-linear bucket layout as clients/sclient/hist.c (HdrHistogram-style):
@@ -242,7 +247,10 @@ def skeleton(generator: str, config: dict[str, Any]) -> dict[str, Any]:
 
 @cache
 def json_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text())
+    """clients/schema.json, its schema_version the one this wanbench writes."""
+    schema = json.loads(SCHEMA_FILE.read_text())
+    schema["properties"]["schema_version"] = {"const": SCHEMA_VERSION}
+    return schema
 
 
 def validate(doc: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.analysis import benchpage
 from harness.analysis.derive import add_derived
+from harness.results import verdict
 from harness.results.format import ResultsFormatError
 from harness.results.runset import RunSet
 
@@ -32,7 +33,7 @@ def points_of(runs: RunSet, scenario: str) -> pd.DataFrame:
 
 
 def valid(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["valid"].astype("boolean").fillna(False).astype(bool)]
+    return rows[verdict.valid(rows)]
 
 
 def num(value: float, digits: int = 0) -> str:

@@ -8,6 +8,12 @@
 
 #include "sclient.h"
 
+/* The results format's version, given by the build from clients/schema.py (clients/build.mk):
+ * one definition for the Python that reads the documents and the C that writes them. */
+#ifndef SCHEMA_VERSION
+#error "build wb-sclient with make (clients/build.mk passes -DSCHEMA_VERSION)"
+#endif
+
 void result_merge(struct result *into, const struct result *from) {
 #define SUM(f) into->f += from->f
     SUM(cpu_window_user_s); SUM(cpu_window_sys_s); SUM(cpu_user_s); SUM(cpu_sys_s); SUM(run_delay_window_s);
@@ -122,8 +128,8 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
     double cpu_s = r->window_s > 0 ? r->cpu_window_user_s + r->cpu_window_sys_s : r->cpu_user_s + r->cpu_sys_s;
     double cpu_wall = r->window_s > 0 ? r->window_s : wall_s;
     double cpu_pct = cpu_wall > 0 ? 100 * cpu_s / cpu_wall : 0;
-    fprintf(f, "{\"schema_version\": 1, \"generator\": \"sclient\", \"generator_version\": \"%s\""
-               ", \"valid\": true, \"invalid_reasons\": [], \"config\": ", SCLIENT_VERSION);
+    fprintf(f, "{\"schema_version\": %d, \"generator\": \"sclient\", \"generator_version\": \"%s\""
+               ", \"valid\": true, \"invalid_reasons\": [], \"config\": ", SCHEMA_VERSION, SCLIENT_VERSION);
     write_config(f, o, nshards);
     fprintf(f, ", \"duration_s\": %.6f, \"warmup_s\": %.6g, \"offered_rate_rps\": ", r->window_s, o->warmup_s);
     if (o->hot_conns && o->rate > 0) fprintf(f, "%.6g", o->rate); else fprintf(f, "null");

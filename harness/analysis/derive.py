@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from clients.validity import KEEP_UP_FRACTION, server_busy
+from harness.results import verdict
 from harness.results.format import (
     KERNEL_DISPATCH_FAMILIES,
     KERNEL_TRACE_COLUMNS,
@@ -214,12 +215,12 @@ def cycles_source(points: pd.DataFrame) -> pd.Series:
 
 def valid_points(points: pd.DataFrame) -> pd.DataFrame:
     """Rows the runner marked valid (a generator that fell behind does not measure the server)."""
-    return points[points["valid"].astype("boolean").fillna(False).astype(bool)]
+    return points[verdict.valid(points)]
 
 
 def with_verdict(points: pd.DataFrame) -> pd.DataFrame:
     """points with `valid` a plain bool: the runner's verdict (a null one is not valid)."""
-    return points.assign(valid=points.index.isin(valid_points(points).index))
+    return points.assign(valid=verdict.valid(points))
 
 
 def shown_repetitions(reps: pd.DataFrame) -> tuple[bool, pd.DataFrame]:

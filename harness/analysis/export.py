@@ -89,8 +89,7 @@ def percentiles(run_dir: Path, summaries: list[PointSummary]) -> pd.DataFrame:
     histograms = pd.read_parquet(path) if path.is_file() else pd.DataFrame()
     rows = []
     for summary in summaries:
-        reps = points[points["point_id"] == summary.point_id].assign(
-            valid=lambda f: f["valid"].astype("boolean").fillna(False).astype(bool))
+        reps = derive.with_verdict(points[points["point_id"] == summary.point_id])
         valid, shown = derive.shown_repetitions(reps)
         counts = (histograms.merge(shown[["run_id", "point_id", "repetition"]])
                   if not histograms.empty else histograms)

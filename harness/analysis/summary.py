@@ -14,7 +14,8 @@ import pandas as pd
 import harness
 from clients.validity import Code, Kind
 from harness.analysis.numbers import point_label
-from harness.results.format import CODE_SEPARATOR, ID_COLUMNS, PARAMETER_COLUMNS
+from harness.results import verdict
+from harness.results.format import ID_COLUMNS, PARAMETER_COLUMNS
 from harness.scenario import Threshold
 
 SUMMARY_FORMAT = 2  # 2: machine_too_busy
@@ -73,7 +74,8 @@ def summarise(frame: pd.DataFrame, sweep_axes: list[str], point_order: list[str]
               thresholds: dict[str, Threshold]) -> list[PointSummary]:
     """One PointSummary per point of frame (points.parquet), in point_order (the scenario's
     sweep order; points it does not list come last)."""
-    valid = frame["valid"].astype("boolean").fillna(False).astype(bool)
+    valid = verdict.valid(frame)
+    stored = pd.Series(verdict.verdicts(frame), index=frame.index, dtype=object)
     metrics = [m for m in metric_columns(frame) if m not in sweep_axes]
     rank = {point_id: i for i, point_id in enumerate(point_order)}
     summaries = []
@@ -81,11 +83,9 @@ def summarise(frame: pd.DataFrame, sweep_axes: list[str], point_order: list[str]
         kept = group[valid[group.index]]
         measured = kept if len(kept) else group
         medians = {m: _number(measured[m].median()) for m in metrics}
-        reasons = [Reason(int(row["repetition"]),
-                          str(row.get("invalid_codes") or "").split(CODE_SEPARATOR)
-                          if row.get("invalid_codes") else [],
-                          str(row.get("invalid_reason") or "no reason recorded"))
-                   for _, row in group[~valid[group.index]].iterrows()]
+        reasons = [Reason(int(repetition), list(stored[i].codes),
+                          stored[i].reason or "no reason recorded")
+                   for i, repetition in group.loc[~valid[group.index], "repetition"].items()]
         checks = [_check(metric, bound, medians.get(metric) if len(kept) else None, len(kept))
                   for metric, bound in thresholds.items()]
         summaries.append(PointSummary(

@@ -15,6 +15,7 @@ from harness.analysis.compare import engine, render
 from harness.analysis.compare.report import Refused, build_report
 from harness.analysis.compare.samples import NotARun
 from harness.guest.record import GuestRecord
+from harness.results import verdict
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
 from harness.results.store import RunDir
@@ -46,7 +47,7 @@ def functional_table(run_dirs: list[Path]) -> Table:
         table.add_column(column, justify="right", min_width=len(column))
     for run_id, manifest in runs.raw_manifests.items():
         frame = runs.points[runs.points["run_id"] == run_id]
-        valid = int(frame["valid"].astype("boolean").fillna(False).sum())
+        valid = int(verdict.valid(frame).sum())
         cells = [str(manifest["kernel"]["release"]), _where(_guest(manifest)), str(len(frame)),
                  f"{valid}/{len(frame)}"]
         cells += [f"{frame[c].sum():,.0f}" if frame[c].notna().any() else "—" for c in counted]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.results import verdict
 from harness.results.runset import RunSet
 
 RECORD = "reproduce.json"
@@ -23,7 +24,7 @@ def reference_summary(results_dir: Path, runs: RunSet) -> str | None:
     record = json.loads(record_path.read_text())
     run_ids = {Path(s["run_dir"]).name for s in record["scenarios"]}
     points = runs.points[runs.points["run_id"].isin(run_ids)]
-    valid = int(points["valid"].astype(bool).sum())
+    valid = int(verdict.valid(points).sum())
     steal = pd.concat([pd.to_numeric(points[c], errors="coerce") for c in STEAL
                        if c in points]).dropna()
     steal_text = ("no steal was sampled" if steal.empty else

@@ -1,24 +1,30 @@
-"""Points rows of runs recorded before the current facts, upgraded once, at load, to the
-current shape (as flent's unserialise_compat upgrades older data files): what a newer
-recorder writes beside its verdict is derived from what they stored, never judged again.
+"""Points rows of runs written in an earlier version of the results format, upgraded once,
+at load, to the current one, a step per version keyed on the version the run stored (as
+flent's unserialise_compat upgrades older data files): what a newer recorder writes beside
+its verdict is derived from what they stored, never judged again.
 
+Version 1 (every run before the version moved, and a run that stored none) to 2: version 1
+covers every recorder before the facts' columns were declared, so each column is filled
+where a row lacks it, its recorded values kept:
 - invalid_codes: from the sentences of invalid_reason (the only place old text is matched);
 - interference_only: from those codes' kinds;
 - server_cpus: the CPUs the server could use, from the run's manifest (clients.validity's
   server_cpus);
 - server_saturated: clients.validity's rule on the row's own columns, where it was not
-  recorded (runs before the rule)."""
+  recorded (runs before the rule; a column a version 1 run never measured counts as not
+  measured)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from clients import validity
 from clients.validity import Code
-from harness.results.format import CODE_SEPARATOR
+from harness.results.format import CODE_SEPARATOR, SCHEMA_VERSION, stored_version
 
 # How each rule's sentence began before codes were stored. A reason starts the text, follows
 # another's "; ", or follows the name of the cluster host it was one shard's ("hot-a: ").
@@ -52,7 +58,16 @@ _CROWDED_LATE = re.compile(r": another task ran on the generator's CPU for [\d.]
 
 
 def upgrade_points(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
-    """points with the columns of today's recorder, each filled where a row lacks it."""
+    """points, stored by the run of manifest, in the shape of the current version: each step
+    from the version it stored on."""
+    for version in range(stored_version(manifest), SCHEMA_VERSION):
+        points = UPGRADES[version](points, manifest)
+    return points
+
+
+def _from_version_1(points: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """A version 1 run's points with the columns version 2's recorder writes beside its
+    verdict (the module's list), each filled where a row lacks it."""
     points = points.copy()
     codes = points["invalid_reason"].map(codes_of_sentences) if "invalid_reason" in points \
         else pd.Series(None, index=points.index, dtype=object)
@@ -130,3 +145,9 @@ def _saturated(points: pd.DataFrame) -> pd.Series:
              column("reply_rate_rps"), column("offered_rate_rps"), column("cpu_server_pct"),
              points["server_cpus"], column("server_wait_pct"), strict=True)],
         index=points.index, dtype="boolean")
+
+
+# The step from each earlier version to the next: a version's bump adds its own.
+UPGRADES: dict[int, Callable[[pd.DataFrame, dict[str, Any]], pd.DataFrame]] = {
+    1: _from_version_1,
+}

@@ -1,19 +1,25 @@
 """What a run directory holds: schema version, run ids, the manifest and its sessions, point
-records, tables, their columns and the kind of value each column holds."""
+records, tables, their columns and the kind of value each column holds, and the columns the
+validity rules read."""
 
 from __future__ import annotations
 
 import functools
 import numbers
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from clients.schema import SCHEMA_VERSION
+
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 1
+# The version of a run that stored none: the first, before the manifest said (each version's
+# shape and its upgrade to the next: harness/results/compat.py).
+UNVERSIONED = 1
 
 ID_COLUMNS = ("run_id", "scenario", "point_id", "repetition", "kernel_release")
 # Every points row has these (harness.scenario.parameter_columns makes them, in this order);
@@ -50,6 +56,41 @@ TABLES = ("points", *LONG_TABLE_COLUMNS)
 # column named neither here nor with a unit (a sweep axis of the scenario's) may hold anything.
 TEXT, INTEGER, NUMBER, BOOLEAN = "text", "an integer", "a number", "true or false"
 UNIT_SUFFIXES = ("_rps", "_pct", "_ms", "_us", "_s", "_mbps", "_mhz")
+
+
+@dataclass(frozen=True)
+class FactColumn:
+    """A points column one of clients.validity's rules reads: the WindowFacts field it is, the
+    kind of value it holds and its unit."""
+
+    name: str
+    fact: str
+    kind: str
+    unit: str
+
+
+# What the runner's samplers and recorder measured over the window, as the rules read it: the
+# recorder builds a point's WindowFacts from these columns (harness.results.facts) and refuses
+# a row without one, so that renaming a column cannot turn its rule off unseen. Every points
+# row of this version holds them (null where not measured) besides WINDOW_COLUMNS, whose edge
+# offsets the window rule reads.
+FACT_COLUMNS = (
+    FactColumn("cpu_generator_pct", "generator_cpu_pct", NUMBER, "% of one CPU"),
+    FactColumn("generator_wait_pct", "generator_wait_pct", NUMBER, "% of the window"),
+    FactColumn("other_generator_cpu_pct", "other_generator_cpu_pct", NUMBER, "% of the window"),
+    FactColumn("generator_wait_others_pct", "generator_wait_others_pct", NUMBER,
+               "% of the window"),
+    FactColumn("cpu_server_pct", "server_cpu_pct", NUMBER, "% of one CPU"),
+    FactColumn("server_wait_pct", "server_wait_pct", NUMBER, "% of the window"),
+    FactColumn("other_server_cpu_pct", "other_server_cpu_pct", NUMBER, "% of the window"),
+    FactColumn("server_wait_others_pct", "server_wait_others_pct", NUMBER, "% of the window"),
+    FactColumn("steal_server_cpu_pct", "steal_server_pct", NUMBER, "% of the CPU's time"),
+    FactColumn("steal_generator_cpu_pct", "steal_generator_pct", NUMBER, "% of the CPU's time"),
+    FactColumn("reply_rate_rps", "reply_rps", NUMBER, "2xx replies per second"),
+    FactColumn("server_cpus", "server_cpus", NUMBER, "CPUs"),
+    FactColumn("cold_held", "cold_held", INTEGER, "connections"),
+    FactColumn("window_s", "window_s", NUMBER, "s"),
+)
 COLUMN_KINDS = {
     **dict.fromkeys(("run_id", "scenario", "point_id", "kernel_release", "server", "dispatch",
                      "accept", "generator", "invalid_reason", "lost_host", "source", "metric",
@@ -59,6 +100,7 @@ COLUMN_KINDS = {
                      "value", "count", "samples", "pct"), NUMBER),
     **dict.fromkeys(("valid", "server_saturated", "interference_only", "cycles_estimated"),
                     BOOLEAN),
+    **{column.name: column.kind for column in FACT_COLUMNS},
 }
 
 # In-kernel time over a point's window (wb-ktrace, eBPF; `kernel_trace: true`), null where it
@@ -128,6 +170,19 @@ WINDOW_COLUMNS = (
     "window_start_ns", "window_end_ns", "window_s",
     *(edge_column(source, edge) for source in WINDOW_SOURCES for edge in ("start", "end")),
 )
+FACT_COLUMN_NAMES = tuple(dict.fromkeys((*(c.name for c in FACT_COLUMNS), *WINDOW_COLUMNS)))
+# A points row's verdict (harness.results.rows: verdict_columns; read back by
+# harness.results.verdict), in every row of this version.
+VERDICT_COLUMNS = ("valid", "invalid_reason", "invalid_codes", "interference_only")
+
+
+# The columns every points table of each version holds as stored (a sweep axis may add more):
+# checked before its rows are upgraded (harness.results.compat), so that a run of this version
+# missing one is refused by the column's name.
+STORED_POINT_COLUMNS = {
+    1: REQUIRED_POINT_COLUMNS,
+    2: tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *VERDICT_COLUMNS, *FACT_COLUMN_NAMES))),
+}
 
 
 class ResultsFormatError(ValueError):
@@ -154,7 +209,7 @@ class _Manifest(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    schema_version: int
+    schema_version: int = UNVERSIONED
     run_id: str
     scenario_name: str
     kernel: dict[str, Any]
@@ -200,17 +255,27 @@ def _problem(model: type[BaseModel], value: Any) -> str | None:
     return None
 
 
+def stored_version(manifest: dict[str, Any]) -> int:
+    """The results format version a checked manifest's run was written in."""
+    return manifest.get("schema_version", UNVERSIONED)
+
+
 def check_manifest(value: Any, where: str) -> dict[str, Any]:
-    """value, the manifest read from where, when this wanbench reads it; else why not."""
-    if isinstance(value, dict) and "schema_version" in value \
-            and value["schema_version"] != SCHEMA_VERSION:
-        raise ResultsFormatError(
-            f"{where}: schema_version {value['schema_version']!r}, this wanbench reads version "
-            f"{SCHEMA_VERSION}; re-run the scenario or use a matching wanbench")
+    """value, the manifest read from where, when this wanbench reads it (its version or an
+    earlier one, which harness.results.compat upgrades); else why not."""
     problem = _problem(_Manifest, value)
     if problem:
         raise ResultsFormatError(f"{where}: {problem}: not the manifest of a wanbench run; "
                                  f"{DAMAGED_MANIFEST}")
+    version = stored_version(value)
+    if version > SCHEMA_VERSION:
+        raise ResultsFormatError(
+            f"{where}: schema_version {version}, newer than this wanbench reads (versions "
+            f"{UNVERSIONED} to {SCHEMA_VERSION}): a newer wanbench wrote it; update this one "
+            f"(git pull, then make deps), or read the run with the one that wrote it")
+    if version < UNVERSIONED:
+        raise ResultsFormatError(f"{where}: schema_version {version}: no such version (the "
+                                 f"first is {UNVERSIONED}); {DAMAGED_MANIFEST}")
     return value
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from clients import validity
 from harness.results.format import (
     CODE_SEPARATOR,
+    FACT_COLUMN_NAMES,
     REASON_SEPARATOR,
     WINDOW_SOURCES,
     edge_column,
@@ -119,17 +120,6 @@ def window_columns(start_ns: int, end_ns: int,
     return row
 
 
-def edge_offsets_s(row: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    """Each source's (start, end) offsets from the runner's edges in s, from a points row's
-    window columns (the sources that ran)."""
-    offsets = {}
-    for source in WINDOW_SOURCES:
-        start, end = row.get(edge_column(source, "start")), row.get(edge_column(source, "end"))
-        if start is not None and end is not None:
-            offsets[source] = (start / 1e3, end / 1e3)
-    return offsets
-
-
 def cold_held(cold_doc: dict[str, Any]) -> int | None:
     """Cold connections still held at the end, from the cold generator's document."""
     return (cold_doc.get("cold") or {}).get("held")
@@ -174,7 +164,8 @@ def verdict_columns(verdict: validity.Verdict) -> dict[str, Any]:
 
 def failed_record(ids: dict[str, Any], scenario: str, parameters: dict[str, Any],
                   reason: validity.Reason) -> dict[str, Any]:
-    """The record of a point that could not be measured: invalid, for this reason."""
-    row = {**identified_row(ids, scenario, parameters),
+    """The record of a point that could not be measured: invalid, for this reason, with the
+    columns every row holds (the facts' columns null: nothing was measured)."""
+    row = {**identified_row(ids, scenario, parameters), **dict.fromkeys(FACT_COLUMN_NAMES),
            **verdict_columns(validity.Verdict((reason,)))}
     return {"point": row, "timeseries": [], "histograms": [], "profiles": []}

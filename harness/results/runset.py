@@ -18,10 +18,11 @@ import pyarrow.parquet as pq
 from harness.results.compat import upgrade_points
 from harness.results.format import (
     LONG_TABLE_COLUMNS,
-    REQUIRED_POINT_COLUMNS,
+    STORED_POINT_COLUMNS,
     TABLES,
     ResultsFormatError,
     column_problem,
+    stored_version,
     topology_backend,
 )
 from harness.results.store import RunDir, foreign_run
@@ -161,8 +162,8 @@ def _read_tables(run: RunDir, manifest: dict) -> tuple[dict[str, pd.DataFrame], 
     else:
         tables = _tables_from_records(run)
     extra = tuple(manifest.get("parameters") or ())
-    required = {"points": tuple(dict.fromkeys((*REQUIRED_POINT_COLUMNS, *extra))),
-                **LONG_TABLE_COLUMNS}
+    stored = STORED_POINT_COLUMNS[stored_version(manifest)]
+    required = {"points": tuple(dict.fromkeys((*stored, *extra))), **LONG_TABLE_COLUMNS}
     for name, frame in tables.items():
         _require_columns(frame, required[name], run.table_path(name))
     _check_run_ids(tables, manifest, run)
@@ -190,7 +191,7 @@ def _manifest_row(manifest: dict, run_dir: Path) -> dict:
     return {
         "run_id": manifest["run_id"],
         "scenario_name": manifest["scenario_name"],
-        "schema_version": manifest["schema_version"],
+        "schema_version": stored_version(manifest),
         "created_at": manifest.get("created_at"),
         "kernel_release": kernel.get("release"),
         "repetitions": manifest.get("repetitions"),

@@ -21,12 +21,14 @@ from harness.results.format import (
     DAMAGED_MANIFEST,
     DAMAGED_RECORD,
     LONG_TABLE_COLUMNS,
+    SCHEMA_VERSION,
     TABLES,
     ResultsFormatError,
     check_manifest,
     check_record,
     column_problem,
     new_run_id,
+    stored_version,
     table_file,
 )
 
@@ -157,7 +159,12 @@ class RunDir:
         run = cls(path)
         if not path.is_dir():
             raise RunDirError(f"{path}: no such run directory")
-        run.read_manifest()
+        version = stored_version(run.read_manifest())
+        if version != SCHEMA_VERSION:  # an earlier one: a newer one is not read at all
+            raise RunDirError(
+                f"{run.manifest_path}: schema_version {version}, an earlier wanbench's: this one "
+                f"would add records of version {SCHEMA_VERSION} beside its records; resume it "
+                f"with the wanbench that started it, or start a new run")
         for inner in (run.records_dir, run.raw_root):
             if (inner.exists() or inner.is_symlink()) \
                     and not inner.resolve().is_relative_to(path.resolve()):

@@ -9,7 +9,7 @@ from typing import Any
 
 from clients import validity
 from harness.metrics import ktrace
-from harness.results import rows
+from harness.results import facts, rows
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.scenario import Point, WbServer
@@ -40,35 +40,25 @@ class PointRecorder:
         row.update(ktrace.per_reply(row))
         row.update(rows.window_columns(measured.interval.start_ns, measured.interval.end_ns,
                                        measured.edges))
-        if cold_doc is not None:
-            row["cold_held"] = rows.cold_held(cold_doc)
+        row["cold_held"] = rows.cold_held(cold_doc) if cold_doc is not None else None
         row["server_cpus"] = self._server_cpus()
-        verdict = validity.judge(dataclasses.replace(measured.facts,
-                                                     window=self._window_facts(row)))
+        window = facts.window_facts(row, self._setup(),
+                                    f"points row of {self.point.point_id} r{self.repetition}")
+        verdict = validity.judge(dataclasses.replace(measured.facts, window=window))
         row["server_saturated"] = verdict.server_saturated
         row.update(rows.verdict_columns(verdict))
         row["attempt"] = self.attempt
         return rows.measured_record(self.ids, row, doc, measured.samples, measured.profile_rows)
 
-    def _window_facts(self, row: dict[str, Any]) -> validity.WindowFacts:
+    def _setup(self) -> validity.WindowFacts:
+        """How the point was set up, the facts no sampler measures."""
         cfg = self.config
         return validity.WindowFacts(
-            generator_cpu_pct=row.get("cpu_generator_pct"),
-            generator_wait_pct=row.get("generator_wait_pct"),
-            other_generator_cpu_pct=row.get("other_generator_cpu_pct"),
-            generator_wait_others_pct=row.get("generator_wait_others_pct"),
-            server_cpu_pct=row.get("cpu_server_pct"), server_wait_pct=row.get("server_wait_pct"),
-            other_server_cpu_pct=row.get("other_server_cpu_pct"),
-            server_wait_others_pct=row.get("server_wait_others_pct"),
-            steal_server_pct=row.get("steal_server_cpu_pct"),
-            steal_generator_pct=row.get("steal_generator_cpu_pct"),
-            reply_rps=row.get("reply_rate_rps"), server_cpus=row["server_cpus"],
             server_cpu=cfg.cpus.server,
             single_process=isinstance(cfg.server, WbServer) and cfg.server.workers == 1,
             stream=cfg.stream is not None, server_bound=cfg.hot.server_bound,
             emulated=self.ctx.guest is not None and self.ctx.guest.emulated,
-            cold_asked=cfg.cold.conns, cold_held=row.get("cold_held"),
-            window_s=row["window_s"], edge_offsets_s=rows.edge_offsets_s(row))
+            cold_asked=cfg.cold.conns)
 
     def _server_cpus(self) -> float:
         cfg = self.config

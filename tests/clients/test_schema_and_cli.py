@@ -6,12 +6,20 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from clients import LoadSpec, run, validate
-from clients.schema import Histogram, bucket_bounds_ns, bucket_of, merge_histograms, skeleton
+from clients.schema import (
+    SCHEMA_VERSION,
+    Histogram,
+    bucket_bounds_ns,
+    bucket_of,
+    merge_histograms,
+    skeleton,
+)
 from tests.clients.conftest import GENERATOR_CPU, wait_line
 
 
@@ -57,6 +65,19 @@ def test_schema_rejects_a_malformed_document():
         validate(doc)
     with pytest.raises(jsonschema.ValidationError):
         validate(skeleton("ab", {}))
+
+
+def test_wb_sclient_is_built_with_the_one_schema_version():
+    """The version is defined once, in clients/schema.py: the build gives it to the C that
+    writes wb-sclient's documents, and the JSON Schema holds a document to it."""
+    repo = Path(__file__).resolve().parents[2]
+    planned = subprocess.run(["make", "-n", "-B", "build/bin/wb-sclient"], cwd=repo,
+                             capture_output=True, text=True, check=True).stdout
+    assert f"-DSCHEMA_VERSION={SCHEMA_VERSION} " in planned
+    doc = skeleton("sclient", {})
+    doc["schema_version"] = SCHEMA_VERSION - 1
+    with pytest.raises(jsonschema.ValidationError):
+        validate(doc)
 
 
 def wanbench(*args: str) -> subprocess.CompletedProcess:

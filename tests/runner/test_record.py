@@ -3,12 +3,17 @@ held to the one validity definition."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 import clients
 from clients import validity
 from clients.validity import EMULATED_CPU
 from harness.guest.record import GuestRecord
+from harness.results.facts import MissingFactColumn
+from harness.results.format import FACT_COLUMNS
 from harness.runner.context import RunContext
 from harness.runner.launch import Measurement
 from harness.runner.record import PointRecorder
@@ -24,15 +29,22 @@ repetitions: 1
 duration_s: 4
 cpus: {server: 0, generator: 1}
 """
+# The facts' columns the samplers write (harness.metrics: sampler, interference), each null
+# where a test does not say
+SAMPLED = ("cpu_generator_pct", "generator_wait_pct", "other_generator_cpu_pct",
+           "generator_wait_others_pct", "cpu_server_pct", "server_wait_pct",
+           "other_server_cpu_pct", "server_wait_others_pct", "steal_server_cpu_pct",
+           "steal_generator_cpu_pct")
 
 
 def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
             generator: str = "sclient", sent: int = 160000,
             guest: GuestRecord | None = None, late_sends: int = 0,
             neighbours: dict | None = None, host: str = "",
-            edges: dict[str, Edges] | None = None) -> dict:
+            edges: dict[str, Edges] | None = None, renamed: dict[str, str] | None = None) -> dict:
     """host: the cluster host whose shard the document is ("" on one machine); edges: what
-    each source measured over (default: the window exactly, for every source)."""
+    each source measured over (default: the window exactly, for every source); renamed: the
+    samplers' columns under other names."""
     scenario = parse(SCENARIO.replace("generator: sclient", f"generator: {generator}"))
     ctx = RunContext(scenario=scenario, scenario_dir=tmp_path, run_dir=None,  # type: ignore
                      run_id="20261125T120000-6.1.0", tsc_hz=None, hardware_counters=False,
@@ -44,8 +56,10 @@ def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
                 "replies": {"total": 160000}, "errors": {}, "invalid_reasons": [],
                 "generator_cpu": {"user_s": 1.0, "sys_s": 3.0, "run_delay_s": 0.0,
                                   "spin_idle_s": spin_idle_s}}
-    window = {"cpu_generator_pct": generator_cpu_pct, "cpu_server_pct": 45.0,
-              "server_wait_pct": 0.0, "sampled_window_s": 3.9, **(neighbours or {})}
+    window = {**dict.fromkeys(SAMPLED), "cpu_generator_pct": generator_cpu_pct,
+              "cpu_server_pct": 45.0, "server_wait_pct": 0.0, "sampled_window_s": 3.9,
+              **(neighbours or {})}
+    window = {(renamed or {}).get(name, name): value for name, value in window.items()}
     if generator == "httperf":  # no schedule count, no CPU accounting of its own
         del document["requests"]["scheduled"], document["generator_cpu"]
     spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
@@ -210,3 +224,18 @@ def test_a_generator_that_counted_a_shifted_window_makes_the_point_invalid(tmp_p
     assert row["invalid_codes"] == validity.Code.WINDOW_DISAGREES
     assert "generator measured from +100.0 ms to +100.0 ms" in row["invalid_reason"]
     assert row["edge_generator_start_ms"] == 100.0
+
+
+def test_a_row_without_a_column_a_rule_reads_is_refused_by_its_name(tmp_path: Path):
+    """A sampler's column renamed (steal_server_cpu_pct to steal_server_pct) would have left
+    the steal rule reading nothing: the record is refused, naming the column."""
+    with pytest.raises(MissingFactColumn, match=r"no column steal_server_cpu_pct\b"):
+        _record(tmp_path, generator_cpu_pct=50.0, spin_idle_s=0.0,
+                renamed={"steal_server_cpu_pct": "steal_server_pct"})
+    row = _record(tmp_path, generator_cpu_pct=50.0, spin_idle_s=0.0)
+    assert row["valid"] and "cold_held" in row and row["cold_held"] is None
+
+
+def test_every_declared_fact_is_one_the_rules_take():
+    fields = {field.name for field in dataclasses.fields(validity.WindowFacts)}
+    assert {column.fact for column in FACT_COLUMNS} <= fields

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from clients.atomic import TEMPORARY_SUFFIX
-from harness.results.format import PARAMETER_COLUMNS, ResultsFormatError
+from harness.results.format import PARAMETER_COLUMNS, SCHEMA_VERSION, ResultsFormatError
 from harness.results.rows import generator_metrics
 from harness.results.store import RunDir
 from harness.scenario import load, points
@@ -25,7 +25,7 @@ def _record(point_id: str, rep: int, rate: float, run_id: str = "r") -> dict:
 def _new_run(tmp_path: Path) -> RunDir:
     """A run of scenario demo with its manifest, its writer's lock held."""
     run = RunDir.create(tmp_path, "demo", "k1")
-    run.begin_run({"schema_version": 1, "run_id": run.run_id, "scenario_name": "demo"},
+    run.begin_run({"schema_version": SCHEMA_VERSION, "run_id": run.run_id, "scenario_name": "demo"},
                   {"kernel": {"release": "k1"}})
     return run
 

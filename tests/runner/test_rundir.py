@@ -113,7 +113,7 @@ def prune_records(run: Path) -> None:
 # damage to a copy of a finished run -> what the refusal must name
 CORRUPT_RUNS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "not a wanbench run": (lambda run: (run / "manifest.json").write_text('{"name": "x"}'),
-                           ("manifest.json", "schema_version")),
+                           ("manifest.json", "run_id")),
     "truncated manifest": (lambda run: (run / "manifest.json").write_text(
         (run / "manifest.json").read_text()[:200]), ("manifest.json", "not valid JSON")),
     "manifest not an object": (lambda run: (run / "manifest.json").write_text("[1, 2]"),

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from harness.monotonic import sleep_until
+from harness.results import facts, rows
 from harness.results import format as results_format
-from harness.results import rows
 from harness.runner.window import Edges, Window, generator_edges, wall_edges
 
 S = 1_000_000_000
@@ -64,6 +64,6 @@ def test_every_source_has_both_edge_columns_declared_and_written():
     assert set(row) == set(results_format.WINDOW_COLUMNS)
     assert row["edge_sampler_start_ms"] == 1.5 and row["edge_sampler_end_ms"] == -500.0
     assert row["edge_generator_start_ms"] is None
-    assert rows.edge_offsets_s(row) == {"sampler": (0.0015, -0.5)}
+    assert facts.edge_offsets_s(row) == {"sampler": (0.0015, -0.5)}
     for column in results_format.WINDOW_COLUMNS:
         assert results_format.column_kind(column) is not None, column
