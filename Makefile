@@ -36,7 +36,7 @@ deps: system-deps python-deps
 
 # The demo prints its table and exits 1 if a point × repetition stays invalid (each listed with
 # its reason). Late sends while other tasks or the hypervisor held the generator's CPU are
-# interference, measured again (wb-ktrace --who-ran traces who held it; docs/validity.md);
+# interference, measured again (wb-whoran traces who held it; docs/validity.md);
 # docs/bench-demo.md shows three fresh clones' runs (make bench-demo).
 demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml

@@ -15,7 +15,7 @@ from clients.drivers.common import INSTALL_FIX
 from clients.paths import BIN_DIR
 from harness.guest import accel, machine
 from harness.manifest import read_text, sysctl
-from harness.metrics import ktrace, perf
+from harness.metrics import ktrace, perf, whoran
 from harness.topology.backend_probe import link_backend_here
 from harness.topology.backends import NETEM
 from harness.topology.model import TopologyError
@@ -142,9 +142,9 @@ def check_perf_record() -> Check:
 
 
 def check_kernel_trace() -> Check:
-    """What `kernel_trace: true` can use here: tracepoints (the kernel_* columns), fentry
-    (function grain), or neither, and why."""
-    name = "kernel tracing (eBPF)"
+    """What `kernel_trace: true` can use here (wb-ktrace): tracepoints (the kernel_* columns),
+    fentry (function grain), or neither, and why."""
+    name = "kernel tracing (eBPF, wb-ktrace)"
     allowed = ktrace.support()
     if not allowed.tracepoints:
         problem, _, fix = allowed.detail.partition("; fix: ")
@@ -157,6 +157,19 @@ def check_kernel_trace() -> Check:
                  f"system calls and softirqs): {allowed.detail.partition('; ')[2]}",
                  "function grain would need fentry: a kernel that does not lock function "
                  "tracing (bare metal and KVM guests usually allow it)")
+
+
+def check_who_ran() -> Check:
+    """Whether who ran on the generator's and the server's CPUs is traced here (wb-whoran), and
+    the fallback where it is not."""
+    name = "who-ran tracing (eBPF, wb-whoran)"
+    why = whoran.cannot_run()
+    if why is None:
+        return Check(name, True, "tracepoints work: other tasks' time on the measured CPUs and "
+                     "the waits behind them are traced")
+    problem, _, fix = why.partition("; fix: ")
+    return Check(name, False, f"{problem}; other tasks' time on the measured CPUs falls back to "
+                 "a lower bound from /proc/stat, and the waits behind them are null", fix)
 
 
 def check_nofile() -> Check:
@@ -218,6 +231,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_counters,
     check_perf_record,
     check_kernel_trace,
+    check_who_ran,
     *(lambda tool=tool: _tool(tool, INSTALL_FIX[tool]) for tool in INSTALL_FIX),
     check_nofile, check_sigpending, check_io_uring, check_somaxconn, check_port_range,
 )

@@ -1,38 +1,48 @@
-# harness/ktrace/: wb-ktrace, the in-kernel timer: an eBPF program (libbpf CO-RE, compiled here with
-# clang -target bpf against a vmlinux.h dumped from this kernel's BTF), its bpftool skeleton
-# and its loader, as bcc's libbpf-tools are built. No BPF compiler at run time: CO-RE
-# relocates the object to whichever kernel loads it. A kernel without BTF cannot run it, so
-# it is built only where /sys/kernel/btf/vmlinux exists (harness/metrics/ktrace.py then says
-# why the kernel columns are null).
+# harness/ktrace/: the in-kernel tracers, two tools built alike, as bcc's libbpf-tools are: each
+# an eBPF program (libbpf CO-RE, compiled here with clang -target bpf against a vmlinux.h dumped
+# from this kernel's BTF), its bpftool skeleton and its loader. wb-ktrace times the measured
+# trees' system calls and the network softirqs; wb-whoran tells who ran on one CPU. They share
+# common.h, common.bpf.h and loader.c. No BPF compiler at run time: CO-RE relocates each object
+# to whichever kernel loads it. A kernel without BTF cannot run them, so they are built only
+# where /sys/kernel/btf/vmlinux exists (harness/metrics/ktrace.py then says why the kernel
+# columns are null).
 VMLINUX_BTF := /sys/kernel/btf/vmlinux
 KTRACE_GEN  := build/ktrace
+KTRACE_DIR  := harness/ktrace
+KTRACE_TOOLS := ktrace whoran
 BPF_ARCH    := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(shell uname -m)))
 BPF_CFLAGS  := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror
 
+KTRACE_BINS := $(KTRACE_TOOLS:%=$(BIN)/wb-%)
+KTRACE_ASAN_BINS := $(KTRACE_TOOLS:%=$(ASANBIN)/wb-%)
+
 ifneq ($(wildcard $(VMLINUX_BTF)),)
-BINARIES += $(BIN)/wb-ktrace $(ASANBIN)/wb-ktrace
+BINARIES += $(KTRACE_BINS) $(KTRACE_ASAN_BINS)
 endif
 
 $(KTRACE_GEN)/vmlinux.h:
 	@mkdir -p $(@D)
 	bpftool btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(KTRACE_GEN)/ktrace.bpf.o: harness/ktrace/ktrace.bpf.c harness/ktrace/ktrace.h $(KTRACE_GEN)/vmlinux.h
-	clang $(BPF_CFLAGS) -I$(KTRACE_GEN) -Iharness/ktrace -c $< -o $@
+$(KTRACE_TOOLS:%=$(KTRACE_GEN)/%.bpf.o): $(KTRACE_GEN)/%.bpf.o: $(KTRACE_DIR)/%.bpf.c \
+		$(KTRACE_DIR)/%.h $(KTRACE_DIR)/common.h $(KTRACE_DIR)/common.bpf.h $(KTRACE_GEN)/vmlinux.h
+	clang $(BPF_CFLAGS) -I$(KTRACE_GEN) -I$(KTRACE_DIR) -c $< -o $@
 	llvm-strip -g $@  # DWARF: CO-RE needs only the object's BTF
 
-$(KTRACE_GEN)/ktrace.skel.h: $(KTRACE_GEN)/ktrace.bpf.o
+$(KTRACE_TOOLS:%=$(KTRACE_GEN)/%.skel.h): $(KTRACE_GEN)/%.skel.h: $(KTRACE_GEN)/%.bpf.o
 	bpftool gen skeleton $< > $@.tmp && mv $@.tmp $@
 
-KTRACE_DEPS := harness/ktrace/ktrace.c harness/ktrace/ktrace.h $(KTRACE_GEN)/ktrace.skel.h
+# a tool's loader (% is the tool): its .c, the shared loader.c, its skeleton
+KTRACE_LOADER_DEPS := $(KTRACE_DIR)/%.c $(KTRACE_DIR)/%.h $(KTRACE_DIR)/loader.c \
+	$(KTRACE_DIR)/loader.h $(KTRACE_DIR)/common.h $(KTRACE_GEN)/%.skel.h
 
-$(BIN)/wb-ktrace: $(KTRACE_DEPS)
+$(KTRACE_BINS): $(BIN)/wb-%: $(KTRACE_LOADER_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -I$(KTRACE_GEN) -Iharness/ktrace -o $@ $< -lbpf
+	$(CC) $(CFLAGS) $(WARN) -I$(KTRACE_GEN) -I$(KTRACE_DIR) -o $@ $(filter %.c,$^) -lbpf
 
-$(ASANBIN)/wb-ktrace: $(KTRACE_DEPS)
+$(KTRACE_ASAN_BINS): $(ASANBIN)/wb-%: $(KTRACE_LOADER_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(ASANFLAGS) $(WARN) -I$(KTRACE_GEN) -Iharness/ktrace -o $@ $< -lbpf
+	$(CC) $(ASANFLAGS) $(WARN) -I$(KTRACE_GEN) -I$(KTRACE_DIR) -o $@ $(filter %.c,$^) -lbpf
 
 # The probe effect: the quickstart's points with kernel_trace off and on, side by side in one
 # run (results/bench/bench-ktrace/, tables and manifest kept), then docs/bench-ktrace.md.

@@ -16,13 +16,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "ktrace.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* The loader sets it once every program is attached and clears it before detaching: the
- * counted window is exactly the one between its two answers. */
-volatile __u32 counting;
-/* CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) when it set counting: no time before it counts */
+/* CLOCK_MONOTONIC (bpf_ktime_get_ns's clock) when the loader set counting: no time before it
+ * counts */
 volatile __u64 counting_since_ns;
 
 /* syscall number -> family + 1 (0: not traced); the loader fills it from <sys/syscall.h> */
@@ -32,14 +31,6 @@ struct {
     __type(key, __u32);
     __type(value, __u32);
 } kt_syscall_family SEC(".maps");
-
-/* tgid -> role: the loader puts the measured trees in, follow_fork their children */
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, KT_MAX_TGIDS);
-    __type(key, __u32);
-    __type(value, __u32);
-} kt_tgids SEC(".maps");
 
 enum membership { UNKNOWN, MEMBER, STRANGER };
 
@@ -91,13 +82,6 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct kt_events);
-} kt_events SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, KT_FUNCTIONS);
     __type(key, __u32);
     __type(value, struct kt_fn);
@@ -111,22 +95,6 @@ struct {
     __type(value, struct kt_fn_stack);
 } kt_fn_stacks SEC(".maps");
 
-static __always_inline struct kt_events *counted_run(void)
-{
-    __u32 zero = 0;
-    if (!counting)
-        return NULL;
-    struct kt_events *e = bpf_map_lookup_elem(&kt_events, &zero);
-    if (e)
-        e->runs++;
-    return e;
-}
-
-static __always_inline void traced(struct kt_events *e)
-{
-    e->traced++;
-}
-
 /* floor(log2(v)), 0 for 0, capped to the histogram */
 static __always_inline __u32 bucket_of(__u64 v)
 {
@@ -138,23 +106,6 @@ static __always_inline __u32 bucket_of(__u64 v)
     if (v >> 2) { v >>= 2; b += 2; }
     if (v >> 1) b += 1;
     return b < KT_HIST_BUCKETS ? b : KT_HIST_BUCKETS - 1;
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(kt_follow_fork, struct task_struct *parent, struct task_struct *child)
-{
-    __u32 parent_tgid = parent->tgid, child_tgid = child->tgid;
-    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &parent_tgid);
-    if (!role || child_tgid == parent_tgid) /* a thread: its process is already in */
-        return 0;
-    __u32 inherited = *role;
-    if (bpf_map_update_elem(&kt_tgids, &child_tgid, &inherited, BPF_NOEXIST) == 0) {
-        __u32 zero = 0;
-        struct kt_events *e = bpf_map_lookup_elem(&kt_events, &zero);
-        if (e)
-            e->followed++;
-    }
-    return 0;
 }
 
 /* The current thread's state if it belongs to a measured tree (learnt once, then kept). */
@@ -174,18 +125,6 @@ static __always_inline struct task_state *member_state(struct kt_events *e)
         state->role = role ? *role : 0;
     }
     return state->membership == MEMBER ? state : NULL;
-}
-
-/* A fair-class task's run since it was last picked (the kernel's own account, set at the pick);
- * 0 for others (real-time, stop, idle), whose picks leave no such mark. */
-static __always_inline __u64 run_since_picked(struct task_struct *task)
-{
-    unsigned int policy = task->policy;
-    if (task->pid == 0 || (policy != 0 /* NORMAL */ && policy != 3 /* BATCH */ &&
-                           policy != 5 /* IDLE */))
-        return 0;
-    __u64 sum = task->se.sum_exec_runtime, at_pick = task->se.prev_sum_exec_runtime;
-    return sum > at_pick ? sum - at_pick : 0;
 }
 
 /* The current thread of a measured tree runs, yet its switch back in went unreported (a kernel
@@ -498,206 +437,3 @@ static __always_inline int function_returned(__u32 fn, enum kt_context context)
         return function_returned(KT_FN_##name, context);     \
     }
 KT_FUNCTION_LIST(KT_FUNCTION_PROGRAMS)
-
-/* --who-ran CPU (the loader sets who_cpu and who_role before loading and attaches only these and
- * follow_fork): who ran on that CPU, and whom the measured tree's threads (who_role's: the
- * generator's, or the server's) waited behind there. */
-const volatile __s32 who_cpu = -1;
-const volatile __u32 who_role = KT_GENERATOR;
-/* --late-us: a wait behind others shorter than this makes no send late */
-const volatile __u64 late_ns = 0;
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct kt_who_cpu);
-} kt_who SEC(".maps");
-
-/* pid -> its time on who_cpu, for tasks of KT_WHO_OTHER */
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, KT_MAX_WHO_TASKS);
-    __type(key, __u32);
-    __type(value, struct kt_who_task);
-} kt_who_tasks SEC(".maps");
-
-/* A measured thread runnable on who_cpu but not running: since when, and the CPU's
- * KT_WHO_OTHER time then. */
-struct who_wait {
-    __u64 since_ns;
-    __u64 others_at_ns;
-};
-
-struct {
-    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __type(key, int);
-    __type(value, struct who_wait);
-} kt_who_waits SEC(".maps");
-
-static __always_inline bool measured(struct task_struct *task)
-{
-    __u32 tgid = task->tgid;
-    __u32 *role = bpf_map_lookup_elem(&kt_tgids, &tgid);
-    return role && *role == who_role;
-}
-
-static __always_inline __u64 who_of(struct task_struct *task)
-{
-    if (task->pid == 0)
-        return KT_WHO_IDLE;
-    if (measured(task))
-        return KT_WHO_MEASURED;
-    /* the CPU's softirq thread does the network work its interrupts leave: the measured
-     * tree's traffic, not a neighbour */
-    if ((task->flags & 0x00200000 /* PF_KTHREAD */) && task->comm[0] == 'k' &&
-        task->comm[1] == 's' && task->comm[2] == 'o' && task->comm[3] == 'f' &&
-        task->comm[4] == 't' && task->comm[5] == 'i' && task->comm[6] == 'r' &&
-        task->comm[7] == 'q' && task->comm[8] == 'd')
-        return KT_WHO_KSOFTIRQD;
-    return KT_WHO_OTHER;
-}
-
-/* Other tasks' time on the CPU up to now, the running slice's part included. */
-static __always_inline __u64 others_until(const struct kt_who_cpu *w, __u64 now)
-{
-    __u64 ran = w->ran_ns[KT_WHO_OTHER];
-    if (w->running == KT_WHO_OTHER && w->slice_since_ns && now > w->slice_since_ns)
-        ran += now - w->slice_since_ns;
-    return ran;
-}
-
-static __always_inline void wait_begins(struct task_struct *task, const struct kt_who_cpu *w,
-                                        __u64 now)
-{
-    struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, task, 0,
-                                                 BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (wait) {
-        wait->since_ns = now;
-        wait->others_at_ns = others_until(w, now);
-    }
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(kt_who_wakeup, struct task_struct *p)
-{
-    __u32 zero = 0;
-    struct kt_who_cpu *w;
-    if (!counting || p->wake_cpu != who_cpu || !measured(p) ||
-        !(w = bpf_map_lookup_elem(&kt_who, &zero)))
-        return 0;
-    wait_begins(p, w, bpf_ktime_get_ns());
-    return 0;
-}
-
-/* ns of the CPU's time to who; a task other than the measured tree's, ksoftirqd and idle also by
- * its pid, under its latest name (a process that ran here before its exec keeps its pid). */
-static __always_inline void credit(struct kt_who_cpu *w, __u64 who, __u32 pid, const char *comm,
-                                   __u64 ns)
-{
-    if (who >= KT_WHOS)
-        return;
-    w->ran_ns[who] += ns;
-    if (who != KT_WHO_OTHER)
-        return;
-    struct kt_who_task *t = bpf_map_lookup_elem(&kt_who_tasks, &pid);
-    if (t) {
-        t->ran_ns += ns;
-        bpf_probe_read_kernel_str(t->comm, sizeof t->comm, comm);
-    } else {
-        struct kt_who_task fresh = {.ran_ns = ns};
-        bpf_probe_read_kernel_str(fresh.comm, sizeof fresh.comm, comm);
-        bpf_map_update_elem(&kt_who_tasks, &pid, &fresh, BPF_NOEXIST);
-    }
-}
-
-/* A measured thread got the CPU at `at`: the wait it was in, if any, ends there. */
-static __always_inline void wait_ends(struct kt_who_cpu *w, struct task_struct *task, __u64 at)
-{
-    struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, task, 0, 0);
-    if (!wait || !wait->since_ns || at <= wait->since_ns)
-        return;
-    w->waited_ns += at - wait->since_ns;
-    /* a wake-up on another CPU may have read a slice this switch just closed */
-    __u64 behind = w->ran_ns[KT_WHO_OTHER] > wait->others_at_ns
-                       ? w->ran_ns[KT_WHO_OTHER] - wait->others_at_ns : 0;
-    w->waited_others_ns += behind;
-    if (behind > late_ns)
-        w->waited_others_late_ns += behind - late_ns;
-    w->waits++;
-    wait->since_ns = 0;
-}
-
-static __always_inline void slice_begins(struct kt_who_cpu *w, __u64 who, __u32 pid,
-                                         const char *comm, __u64 now)
-{
-    w->slice_since_ns = now;
-    w->running = who;
-    w->running_pid = pid;
-    bpf_probe_read_kernel_str(w->running_comm, sizeof w->running_comm, comm);
-}
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(kt_who_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-    __u32 zero = 0;
-    struct kt_who_cpu *w;
-    if (bpf_get_smp_processor_id() != (__u32)who_cpu)
-        return 0;
-    struct kt_events *e = counted_run();
-    if (!e || !(w = bpf_map_lookup_elem(&kt_who, &zero)))
-        return 0;
-    __u64 now = bpf_ktime_get_ns();
-    __u64 prev_who = who_of(prev);
-    if (w->slice_since_ns) {
-        __u64 spent = now - w->slice_since_ns, prevs = spent;
-        if (prev->pid != w->running_pid) {
-            /* the switch into prev went unreported: the slice began with the task recorded
-             * and ended with prev, which ran its own run since its pick */
-            w->untraced_switches++;
-            prevs = run_since_picked(prev);
-            if (prevs > spent)
-                prevs = spent;
-            credit(w, w->running, (__u32)w->running_pid, w->running_comm, spent - prevs);
-            if (prev_who == KT_WHO_MEASURED)
-                wait_ends(w, prev, now - prevs);
-        }
-        credit(w, prev_who, prev->pid, prev->comm, prevs);
-    }
-    if (prev_who == KT_WHO_MEASURED) {
-        if (prev->__state == 0) {
-            /* preempted (still runnable): its wait for the CPU begins now */
-            wait_begins(prev, w, now);
-        } else {
-            /* asleep: a wake-up that found it still running began no wait */
-            struct who_wait *wait = bpf_task_storage_get(&kt_who_waits, prev, 0, 0);
-            if (wait)
-                wait->since_ns = 0;
-        }
-    }
-    __u64 who = who_of(next);
-    if (who == KT_WHO_MEASURED)
-        wait_ends(w, next, now);
-    slice_begins(w, who, next->pid, next->comm, now);
-    traced(e);
-    return 0;
-}
-
-/* The CPU enters an idle state (often, when idle polls: no counting of runs here). A task still
- * recorded as running means its switch to the idle task went unreported: its slice ends now. */
-SEC("tp_btf/cpu_idle")
-int BPF_PROG(kt_who_idle, unsigned int state, unsigned int cpu_id)
-{
-    __u32 zero = 0;
-    struct kt_who_cpu *w;
-    if (!counting || state == (unsigned int)-1 /* PWR_EVENT_EXIT */ ||
-        cpu_id != (__u32)who_cpu || !(w = bpf_map_lookup_elem(&kt_who, &zero)) ||
-        !w->slice_since_ns || w->running_pid == 0)
-        return 0;
-    __u64 now = bpf_ktime_get_ns();
-    w->untraced_switches++;
-    credit(w, w->running, (__u32)w->running_pid, w->running_comm, now - w->slice_since_ns);
-    slice_begins(w, KT_WHO_IDLE, 0, "swapper", now);
-    return 0;
-}

@@ -3,9 +3,7 @@
 #ifndef WB_KTRACE_H
 #define WB_KTRACE_H
 
-#ifndef __VMLINUX_H__
-#include <linux/types.h>
-#endif
+#include "common.h"
 
 /* System-call families. The order is the loader's JSON and harness/results/format.py's
  * KERNEL_TRACE_FAMILIES (tests/ktrace/test_describe.py holds the two together). */
@@ -22,12 +20,8 @@ enum kt_family {
     KT_FAMILIES
 };
 
-/* Whose calls: the measured tree (the server's) and, when asked, the generator's. */
-enum kt_role { KT_SERVER, KT_GENERATOR, KT_ROLES };
-
 #define KT_MAX_SYSCALL 512   /* syscall numbers at or past this are never traced */
 #define KT_HIST_BUCKETS 32   /* [i]: on-CPU ns in [2^i, 2^(i+1)); [0] also 0; the last: the rest */
-#define KT_MAX_TGIDS 4096    /* processes followed */
 
 /* One role's calls of one family, per CPU (the loader sums the CPUs). */
 struct kt_calls {
@@ -60,15 +54,6 @@ struct kt_cpu {
     __u64 net_tx_ns, net_tx_count;
     __u64 rx_packets; /* net:netif_receive_skb */
     __u64 tx_packets; /* net:net_dev_xmit */
-};
-
-/* Program runs (every invocation, matched or not: the probe's cost) and events traced. */
-struct kt_events {
-    __u64 runs;
-    __u64 traced;
-    __u64 untimed;       /* calls not timed: no task storage for the thread (out of memory) */
-    __u64 followed;      /* processes added by fork */
-    __u64 untraced_switches; /* a measured thread's switch back in, unreported (back_on_cpu) */
 };
 
 /* The functions the papers timed (fentry/fexit, where this kernel allows it), in the order of
@@ -112,35 +97,5 @@ struct kt_fn_stack {
     __u64 depth;
     __u64 entered_ns[KT_FN_DEPTH];
 };
-
-/* --who-ran CPU: that CPU's time by who ran there, and the measured tree's waits for it (who
- * held the CPU meanwhile); the measured tree is one role's (who_role: the generator's, or the
- * server's). One entry, written by the programs on that CPU only and read by a wake-up on any
- * CPU. */
-enum kt_who { KT_WHO_IDLE, KT_WHO_MEASURED, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHOS };
-
-struct kt_who_cpu {
-    __u64 slice_since_ns;   /* the running task's slice began (0: no switch seen yet) */
-    __u64 running;          /* enum kt_who of the running task */
-    __u64 running_pid;      /* and its pid (0: the idle task) */
-    char running_comm[16];  /* and its name then */
-    __u64 ran_ns[KT_WHOS];  /* closed slices by who ran them (interrupts inside them included) */
-    __u64 waited_ns;        /* the measured tree's threads runnable there but not running */
-    __u64 waited_others_ns; /* of that, while a KT_WHO_OTHER task ran there */
-    __u64 waited_others_late_ns; /* of that, each wait's part past late_ns (--late-us) */
-    __u64 waits;            /* waits that ended with a measured thread getting the CPU */
-    /* switches the sched_switch tracepoint did not report: a slice that began with one task and
-     * ended with another (some kernels do not report some tasks' switches out: a VM agent's
-     * threads here), or an idle entry while a task was thought to run */
-    __u64 untraced_switches;
-};
-
-/* A task other than the measured tree's, the CPU's ksoftirqd and idle that ran on that CPU. */
-struct kt_who_task {
-    __u64 ran_ns;
-    char comm[16];
-};
-
-#define KT_MAX_WHO_TASKS 1024
 
 #endif

@@ -4,7 +4,7 @@ time and other tasks' time on the generator's CPU and on the server's, and the C
 Read at the window's start and end only, so it costs nothing in between.
 
 Other tasks' time on the generator's CPU and on the server's, and the wait of the tree
-measured there behind them, come from wb-ktrace --who-ran where it runs (harness.metrics.whoran:
+measured there behind them, come from wb-whoran where it runs (harness.metrics.whoran:
 exact, softirq hides nothing); elsewhere other_generator_cpu_pct and other_server_cpu_pct are
 /proc/stat's lower bound and other_generator_measure, other_server_measure say why."""
 
@@ -84,7 +84,7 @@ class Interference:
 
     def stop(self, window_s: float, generator_cpu: Seen = UNTRACED,
              server_cpu: Seen = UNTRACED) -> dict[str, Any]:
-        """generator_cpu, server_cpu: what wb-ktrace --who-ran saw of each over the window, or
+        """generator_cpu, server_cpu: what wb-whoran saw of each over the window, or
         why it did not run."""
         assert self._first is not None, "start() first"
         first, last = self._first, self._snapshot()

@@ -6,7 +6,9 @@ kernel allows fentry, also the functions the papers timed (do_select ... dev_que
 and per packet; where it does not, those columns are null and the layers above stand.
 
 Like perfctl's perf, the loader starts before the window (it loads and verifies its programs
-during the warm-up) and is switched on and off over a control channel, here its stdin."""
+during the warm-up) and is switched on and off over a control channel, here its stdin. The same
+driver (KernelTrace, probe) runs harness/ktrace/'s other tool, wb-whoran
+(harness.metrics.whoran)."""
 
 from __future__ import annotations
 
@@ -34,12 +36,15 @@ from harness.results.format import (
 )
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+# harness/ktrace/'s two tools, built and probed alike: the server's calls and the softirqs, and
+# who ran on one CPU (harness.metrics.whoran)
+CALL_TIMER, WHO_RAN = "wb-ktrace", "wb-whoran"
 # loading and verifying takes 0.1 s here; a CPU shared with a busy generator gives it half
 ANSWER_TIMEOUT_S = 30.0
 
 
 class KernelTraceFailed(RuntimeError):
-    """wb-ktrace did not start or did not answer: the point cannot have what it asked for."""
+    """A tracer did not start or did not answer: the point cannot have what it asked for."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class Support:
 
 @dataclass(frozen=True)
 class WindowEdges:
-    """The CLOCK_MONOTONIC instants (ns) a wb-ktrace document (the calls' or who-ran's)
+    """The CLOCK_MONOTONIC instants (ns) a tracer's document (wb-ktrace's or wb-whoran's)
     counted between: when counting was switched on, and by when it was off. The runner's
     window is on the same clock (time.monotonic_ns)."""
 
@@ -86,36 +91,44 @@ class WindowEdges:
         return cls(document["window"]["start_ns"], document["window"]["end_ns"])
 
 
-def _loader() -> Path:
+def _loader(tool: str) -> Path:
     try:
-        return binary("wb-ktrace")
+        return binary(tool)
     except MissingBinary as exc:
         if not VMLINUX_BTF.exists():  # the build skips it where the kernel has no BTF
-            raise MissingBinary(f"this kernel has no BTF ({VMLINUX_BTF}), so wb-ktrace is not "
+            raise MissingBinary(f"this kernel has no BTF ({VMLINUX_BTF}), so {tool} is not "
                                 f"built; fix: a kernel built with CONFIG_DEBUG_INFO_BTF=y "
                                 f"(Debian's are)") from None
         raise exc
 
 
-@functools.cache
-def support() -> Support:
-    """`wb-ktrace --probe`, once per process: it loads, attaches and detaches its programs,
-    then tries an fentry program."""
+def probe(tool: str) -> tuple[dict[str, Any] | None, str]:
+    """`tool --probe` (CALL_TIMER, WHO_RAN): it loads, attaches and detaches its programs. Its
+    JSON line, or None and why it cannot run here (its one line, with the fix)."""
     try:
-        done = subprocess.run([str(_loader()), "--probe"], capture_output=True, text=True,
+        done = subprocess.run([str(_loader(tool)), "--probe"], capture_output=True, text=True,
                               timeout=ANSWER_TIMEOUT_S)
     except MissingBinary as exc:
-        return Support(False, False, str(exc))
+        return None, str(exc)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Support(False, False, f"wb-ktrace --probe: {exc}")
+        return None, f"{tool} --probe: {exc}"
     if done.returncode != 0:
-        return Support(False, False, _said(done.stderr) or
-                       f"wb-ktrace --probe exited with status {done.returncode}")
+        return None, (_said(tool, done.stderr) or
+                      f"{tool} --probe exited with status {done.returncode}")
     try:
-        probed = json.loads(done.stdout)
+        return json.loads(done.stdout), ""
     except ValueError:
-        return Support(False, False, f"wb-ktrace --probe said {done.stdout.strip()[:200]!r}, "
-                       f"not its JSON line; fix: rebuild it (make)")
+        return None, (f"{tool} --probe said {done.stdout.strip()[:200]!r}, not its JSON line; "
+                      f"fix: rebuild it (make)")
+
+
+@functools.cache
+def support() -> Support:
+    """wb-ktrace's probe, once per process: its programs load, attach and detach, then it tries
+    an fentry program."""
+    probed, why = probe(CALL_TIMER)
+    if probed is None:
+        return Support(False, False, why)
     fentry = "fentry allowed" if probed["fentry"] else f"fentry refused ({probed['fentry_detail']})"
     return Support(True, probed["fentry"], f"tracepoints (tp_btf) work; {fentry}",
                    probed["functions_skipped"], probed["functions_timed_as"])
@@ -128,9 +141,9 @@ def recorded(manifests: Iterable[dict[str, Any]]) -> list[Support]:
 
 
 def loaded_objects() -> list[str]:
-    """wb-ktrace's programs and maps loaded now (kt_ names; its .bss is ktrace_b.bss), and
-    links to its programs, as bpftool lists them (none where bpftool is absent): what a
-    loader that ended, however it ended, must not leave."""
+    """The tracers' programs and maps loaded now (kt_ names; their .bss and .rodata are
+    ktrace_b.* and whoran_b.*), and links to their programs, as bpftool lists them (none where
+    bpftool is absent): what a loader that ended, however it ended, must not leave."""
     if shutil.which("bpftool") is None:
         return []
 
@@ -141,25 +154,26 @@ def loaded_objects() -> list[str]:
 
     progs = {p["id"]: p["name"] for p in listed("prog") if p.get("name", "").startswith("kt_")}
     maps = [m["name"] for m in listed("map")
-            if m.get("name", "").startswith(("kt_", "ktrace_b"))]
+            if m.get("name", "").startswith(("kt_", "ktrace_b", "whoran_b"))]
     links = [f"link to {progs[link['prog_id']]}" for link in listed("link")
              if link.get("prog_id") in progs]
     return sorted(progs.values()) + sorted(maps) + links
 
 
-def _said(stderr: str) -> str:
-    """wb-ktrace's one-line reason, without its name."""
+def _said(tool: str, stderr: str) -> str:
+    """A tracer's one-line reason, without its name."""
     lines = stderr.strip().splitlines()
-    return lines[-1].removeprefix("wb-ktrace: ") if lines else ""
+    return lines[-1].removeprefix(f"{tool}: ") if lines else ""
 
 
 class KernelTrace:
-    """wb-ktrace over one window: prepare() before it, start() at its start, stop() at its end
-    (the document), close() whatever happened. args: what it traces; it runs on cpus (it
-    sleeps through the window); name: its files in workdir."""
+    """A tracer (CALL_TIMER, WHO_RAN) over one window: prepare() before it, start() at its
+    start, stop() at its end (the document), close() whatever happened. args: what it traces;
+    it runs on cpus (it sleeps through the window); name: its files in workdir."""
 
-    def __init__(self, args: list[str], cpus: set[int], workdir: Path, name: str):
-        self.argv = [str(_loader()), *args]
+    def __init__(self, tool: str, args: list[str], cpus: set[int], workdir: Path, name: str):
+        self.tool = tool
+        self.argv = [str(_loader(tool)), *args]
         self.cpus = cpus
         self.stderr = workdir / f"{name}.stderr"
         self.document_path = workdir / f"{name}.json"
@@ -169,8 +183,8 @@ class KernelTrace:
     def of_server(cls, server_pid: int, server_cpu: int, workdir: Path) -> KernelTrace:
         """The server tree's calls and every CPU's softirqs, beside the server, never on its
         CPU (unless that is the only one)."""
-        return cls(["--pid", str(server_pid)], pinning.all_but(server_cpu) or {server_cpu},
-                   workdir, "ktrace")
+        return cls(CALL_TIMER, ["--pid", str(server_pid)],
+                   pinning.all_but(server_cpu) or {server_cpu}, workdir, "ktrace")
 
     async def prepare(self) -> None:
         """Loaded, verified, following the server's forks; counting nothing yet."""
@@ -211,15 +225,16 @@ class KernelTrace:
                 await proc.stdin.drain()
             line = await asyncio.wait_for(proc.stdout.readline(), ANSWER_TIMEOUT_S)
         except (TimeoutError, ConnectionError) as exc:
-            raise KernelTraceFailed(f"wb-ktrace did not answer '{command or 'load'}' "
+            raise KernelTraceFailed(f"{self.tool} did not answer '{command or 'load'}' "
                                     f"({exc or 'timed out'})") from None
         text = line.decode(errors="replace").strip()
         if text and answer in (None, text):
             return text
         if not text:
             await proc.wait()  # it exited: its reason is on stderr
-        said = _said(self.stderr.read_text(errors="replace")) if self.stderr.exists() else ""
-        raise KernelTraceFailed(f"wb-ktrace answered {text!r} to '{command or 'load'}'"
+        said = (_said(self.tool, self.stderr.read_text(errors="replace"))
+                if self.stderr.exists() else "")
+        raise KernelTraceFailed(f"{self.tool} answered {text!r} to '{command or 'load'}'"
                                 + (f": {said}" if said else ""))
 
 

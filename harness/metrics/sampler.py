@@ -52,7 +52,7 @@ class _Reading:
 
 class WindowSampler:
     """Reads /proc once a second (cheap: a few small files), perf and wb-ktrace run beside it
-    when asked, and wb-ktrace --who-ran on the generator's CPU and on the server's where it can
+    when asked, and wb-whoran on the generator's CPU and on the server's where it can
     (whoran: one tracer per CPU). This
     process (the run's Python: these samplers, the progress display) is not pinned: pinned to
     the server's CPU it stretched the server's traced in-kernel time; on the generator's CPU
@@ -148,7 +148,7 @@ class WindowSampler:
         await generator_who_ran.prepare(left)
 
     async def start(self, at_ns: int | None = None) -> None:
-        """The window starts at at_ns (CLOCK_MONOTONIC; None: now). wb-ktrace's tracers are
+        """The window starts at at_ns (CLOCK_MONOTONIC; None: now). The tracers are
         told the instant ahead and switch counting on at it themselves; /proc is read at it
         (then once a second), and perf counts from just after."""
         interference = self._interference
@@ -212,7 +212,7 @@ class WindowSampler:
         before, after = self.server_stats
         if before is not None and after is not None:
             self.edges["server_stats"] = (before["monotonic_ns"], after["monotonic_ns"])
-        # wb-ktrace's and each --who-ran's edges: the window each says it counted over
+        # wb-ktrace's and each wb-whoran's edges: the window each says it counted over
         if traced is not None:
             counted = ktrace.WindowEdges.of(traced)
             self.edges["kernel_trace"] = (counted.start_ns, counted.end_ns)
@@ -223,7 +223,7 @@ class WindowSampler:
         return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
 
     async def close(self) -> None:
-        """No perf or wb-ktrace left running (after stop(), or when the point failed before
+        """No perf or tracer left running (after stop(), or when the point failed before
         it)."""
         for controlled, _ in self._perf:
             await controlled.stop()

@@ -1,6 +1,6 @@
 """Who ran on a measured CPU over a window (the generator's, the server's), and behind whom the
-tree measured there waited for it: `wb-ktrace --who-ran CPU` (sched_switch and sched_wakeup on
-that CPU only, harness/ktrace/).
+tree measured there waited for it: `wb-whoran --cpu CPU` (sched_switch and sched_wakeup on that
+CPU only, harness/ktrace/whoran.bpf.c).
 
 /proc/stat cannot say this where the kernel has no IRQ time accounting: the measured tree's run
 time then includes the softirq work done in its time, which /proc/stat books as softirq, so
@@ -13,6 +13,7 @@ tree's traffic, so it is not counted as another task."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from harness.metrics import ktrace
 
 # tasks named in other_generator_tasks and other_server_tasks, most time first
 NAMED_TASKS = 4
-# whose tree a who-ran tracer measures (wb-ktrace's roles: its --pid, its --generator-pid)
+# whose tree a who-ran tracer measures (wb-whoran's roles: its --pid, its --generator-pid)
 SERVER, GENERATOR = "server", "generator"
 _ROLE_FLAG = {SERVER: "--pid", GENERATOR: "--generator-pid"}
 
@@ -37,7 +38,7 @@ class TaskTime:
 
 @dataclass(frozen=True)
 class WhoRan:
-    """One window on a measured CPU, from wb-ktrace's document: role is whose tree was
+    """One window on a measured CPU, from wb-whoran's document: role is whose tree was
     measured there (SERVER, GENERATOR), measured_s its time there."""
 
     role: str
@@ -73,18 +74,26 @@ class WhoRan:
                          for t in self.tasks[:NAMED_TASKS]) if self.window_s else ""
 
 
+@functools.cache
+def cannot_run() -> str | None:
+    """Why wb-whoran cannot run here (its probe, once per process: its programs load, attach
+    and detach), with the fix; None where it can."""
+    probed, why = ktrace.probe(ktrace.WHO_RAN)
+    return None if probed is not None else why
+
+
 def trace(role: str, pids: list[int], measured_cpu: int, workdir: Path,
           late_us: float | None = None) -> ktrace.KernelTrace:
     """The tracer for one window on measured_cpu, where role's trees (pids) run (prepare,
     start, stop, close as KernelTrace); late_us: the tree's late threshold (the generator's;
     the server has none). Its loader sleeps through the window, off that CPU (unless it is the
     only one)."""
-    args = ["--who-ran", str(measured_cpu), "--late-us", f"{late_us or 0:g}"]
+    args = ["--cpu", str(measured_cpu), "--late-us", f"{late_us or 0:g}"]
     for pid in pids:
         args += [_ROLE_FLAG[role], str(pid)]
     name = "whoran" if role == GENERATOR else f"whoran-{role}"
-    return ktrace.KernelTrace(args, pinning.all_but(measured_cpu) or {measured_cpu}, workdir,
-                              name)
+    return ktrace.KernelTrace(ktrace.WHO_RAN, args,
+                              pinning.all_but(measured_cpu) or {measured_cpu}, workdir, name)
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,7 @@ class Seen:
 
 
 class TracedCpu:
-    """wb-ktrace --who-ran over one window on one measured CPU (role's trees there), where it
+    """wb-whoran over one window on one measured CPU (role's trees there), where it
     can run; else why not, which the measure's fallback says. prepare() before the window,
     start() at its start, stop() at its end, close() whatever happened. refused: why this CPU
     must not be traced here, as the caller knows it (an emulated CPU)."""
@@ -117,7 +126,7 @@ class TracedCpu:
         except TimeoutError:
             # stopped at the window's end (close), not now: a loader stopped mid-load can
             # take as long to go as it took to load
-            self.untraced = "wb-ktrace --who-ran was not ready when the window started"
+            self.untraced = "wb-whoran was not ready when the window started"
             self._tracer, self._unready = None, self._tracer
 
     async def _prepare(self) -> None:
@@ -129,9 +138,9 @@ class TracedCpu:
             return
         # in a thread: the probe loads programs (seconds on a loaded machine), and the
         # window's start must not wait for it
-        support = await asyncio.to_thread(ktrace.support)
-        if not support.tracepoints:
-            self.untraced = support.detail
+        why = await asyncio.to_thread(cannot_run)
+        if why is not None:
+            self.untraced = why
             return
         try:
             self._tracer = trace(self.role, self.pids, self.cpu, self.workdir, self.late_us)

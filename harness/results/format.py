@@ -155,7 +155,7 @@ KERNEL_TRACE_COLUMNS = (
 # The window (harness.runner.window): the runner's, on CLOCK_MONOTONIC, and the edges each
 # source of the point's numbers actually used, as its offset from the runner's edge (ms;
 # null where the source did not run): the hot generator's own count, the server's stats
-# reads, the samplers' readings, wb-ktrace over the server, wb-ktrace --who-ran over the
+# reads, the samplers' readings, wb-ktrace over the server, wb-whoran over the
 # generator's and over the server's CPU.
 WINDOW_SOURCES = ("generator", "server_stats", "sampler", "kernel_trace", "who_ran_generator",
                   "who_ran_server")

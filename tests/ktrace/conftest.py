@@ -1,5 +1,6 @@
-"""wb-ktrace built (where the kernel has BTF) and allowed to run (root, or CAP_BPF), a known
-workload to trace, and the loader driven over its stdin as the harness drives it."""
+"""wb-ktrace and wb-whoran built (where the kernel has BTF) and allowed to run (root, or
+CAP_BPF), a known workload to trace, and a loader driven over its stdin as the harness drives
+it."""
 
 from __future__ import annotations
 
@@ -12,19 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import ktrace
+from harness.metrics import ktrace, whoran
 from harness.metrics.ktrace import loaded_objects
 from tests.conftest import REPO, build
 
 WORKLOAD = Path(__file__).with_name("workload.py")
 
 
+def _built(tool: str) -> Path:
+    if not ktrace.VMLINUX_BTF.exists():
+        pytest.skip(f"this kernel has no BTF ({ktrace.VMLINUX_BTF}): {tool} is not built")
+    return build(f"build/bin/{tool}")
+
+
 @pytest.fixture(scope="session")
 def ktrace_built() -> Path:
-    """The loader, built; what it says needs no BPF."""
-    if not ktrace.VMLINUX_BTF.exists():
-        pytest.skip(f"this kernel has no BTF ({ktrace.VMLINUX_BTF}): wb-ktrace is not built")
-    return build("build/bin/wb-ktrace")
+    """The call timer, built; what it says needs no BPF."""
+    return _built(ktrace.CALL_TIMER)
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +42,22 @@ def ktrace_bin(ktrace_built: Path) -> Path:
     return ktrace_built
 
 
+@pytest.fixture(scope="session")
+def whoran_built() -> Path:
+    """The who-ran tracer, built; what it says needs no BPF."""
+    return _built(ktrace.WHO_RAN)
+
+
+@pytest.fixture(scope="session")
+def whoran_bin(whoran_built: Path) -> Path:
+    """The who-ran tracer, where this machine lets it load and attach its programs."""
+    whoran.cannot_run.cache_clear()
+    why = whoran.cannot_run()
+    if why is not None:
+        pytest.skip(f"BPF tracing cannot run here: {why}")
+    return whoran_built
+
+
 def exchange(proc: subprocess.Popen, line: str | None = None) -> str:
     """Send a line (if any) to a child's stdin; its next line of output."""
     assert proc.stdin is not None and proc.stdout is not None
@@ -47,7 +68,7 @@ def exchange(proc: subprocess.Popen, line: str | None = None) -> str:
 
 
 class Loader:
-    """wb-ktrace under the control protocol: ready at start, then start() and stop()."""
+    """A tracer under the control protocol: ready at start, then start() and stop()."""
 
     def __init__(self, binary: Path, *args: str):
         self.proc = subprocess.Popen([str(binary), *args], stdin=subprocess.PIPE,

@@ -1,12 +1,12 @@
 """`wanbench doctor` says what kernel tracing this machine allows: tracepoints, fentry too, or
-neither (then why, and the fix)."""
+neither (then why, and the fix); and whether who ran on the measured CPUs is traced."""
 
 from __future__ import annotations
 
 import pytest
 
 from harness import doctor
-from harness.metrics import ktrace
+from harness.metrics import ktrace, whoran
 
 
 def checked(monkeypatch: pytest.MonkeyPatch, allowed: ktrace.Support) -> doctor.Check:
@@ -43,3 +43,21 @@ def test_this_machine(ktrace_built: object):
     ktrace.support.cache_clear()
     check = doctor.check_kernel_trace()
     assert check.ok == ktrace.support().tracepoints
+
+
+def test_who_ran_refused_says_why_the_fallback_and_the_fix(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(whoran, "cannot_run", lambda: (
+        "loading BPF programs needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; fix: run as "
+        "root (or setcap cap_bpf,cap_perfmon+ep build/bin/wb-whoran)"))
+    check = doctor.check_who_ran()
+    assert not check.ok
+    assert check.detail.startswith("loading BPF programs needs")
+    assert "lower bound from /proc/stat" in check.detail
+    assert check.fix == "run as root (or setcap cap_bpf,cap_perfmon+ep build/bin/wb-whoran)"
+
+
+def test_who_ran_on_this_machine(whoran_built: object):
+    whoran.cannot_run.cache_clear()
+    check = doctor.check_who_ran()
+    assert check.ok == (whoran.cannot_run() is None)
+    assert doctor.check_who_ran in doctor.CHECKS and doctor.check_kernel_trace in doctor.CHECKS

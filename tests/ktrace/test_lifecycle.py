@@ -1,6 +1,6 @@
-"""Nothing of wb-ktrace stays in the kernel: no program, map or link after a window, after
-SIGTERM, after SIGKILL, of the loader or of the whole run; its sanitizer build runs a window
-cleanly."""
+"""Nothing of wb-ktrace or wb-whoran stays in the kernel: no program, map or link after a
+window, after SIGTERM, after SIGKILL, of the loader or of the whole run, or after either's
+probe; their sanitizer builds run a window cleanly."""
 
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ def test_a_loader_killed_while_counting_leaves_nothing_behind(ktrace_bin: Path, 
     assert not gone_within(5)
 
 
-def test_the_probe_leaves_nothing_behind(ktrace_bin: Path):
-    done = subprocess.run([str(ktrace_bin), "--probe"], capture_output=True, text=True,
-                          timeout=30)
+@pytest.mark.parametrize("tool", ["ktrace_bin", "whoran_bin"])
+def test_the_probe_leaves_nothing_behind(tool: str, request: pytest.FixtureRequest):
+    done = subprocess.run([str(request.getfixturevalue(tool)), "--probe"], capture_output=True,
+                          text=True, timeout=30)
     assert done.returncode == 0 and json.loads(done.stdout)["tracepoints"] is True
     assert not gone_within(5)
 
@@ -56,6 +57,21 @@ def test_the_sanitizer_build_runs_a_window_cleanly(ktrace_bin: Path):
     asan = build("build/asan/bin/wb-ktrace")
     document = traced(asan, "select", 10, 50)  # Loader.stop asserts exit status 0
     assert document["roles"]["server"]["select"]["calls"] == 50
+
+
+def test_the_who_ran_sanitizer_build_runs_a_window_cleanly(whoran_bin: Path):
+    asan = build("build/asan/bin/wb-whoran")
+    workload = Workload("select", 10, 50)
+    loader = Loader(asan, "--cpu", "0", "--pid", str(workload.pid))
+    try:
+        loader.start()
+        workload.run()
+        document = loader.stop()  # asserts exit status 0
+    finally:
+        loader.close()
+        workload.close()
+    assert document["who_ran"]["role"] == "server" and document["events"]["runs"] > 0
+    assert not gone_within(5)
 
 
 LONG_TRACED_POINT = """

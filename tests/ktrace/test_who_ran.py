@@ -1,4 +1,4 @@
-"""wb-ktrace --who-ran CPU: who ran on the generator's CPU and behind whom the generator waited
+"""wb-whoran --cpu CPU: who ran on the generator's CPU and behind whom the generator waited
 there, against tasks whose doings are known: a real-time task that holds the CPU in 5 ms
 stalls (as kdamond, a kernel thread the kernel does not preempt, held CPU 1 in the demo) is
 another task the generator waited behind; a child the generator forked (its own shard) and
@@ -57,7 +57,7 @@ def _generator(started: list[subprocess.Popen], *args: str,
 
 def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5,
             role: str = "--generator-pid", late_us: str = "1000") -> WhoRan:
-    loader = Loader(binary, "--who-ran", str(CPU), role, str(generator.pid), "--late-us", late_us)
+    loader = Loader(binary, "--cpu", str(CPU), role, str(generator.pid), "--late-us", late_us)
     try:
         loader.start()
         subprocess.run(["sleep", str(seconds)], check=True)
@@ -66,7 +66,7 @@ def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5,
         loader.close()
 
 
-def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: Path,
+def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(whoran_bin: Path,
                                                                   started: list):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: the loader and the staller would share the generator's")
@@ -74,7 +74,7 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: P
     staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU), sys.executable,
                                 "-c", STALLER], start_new_session=True)
     started.append(staller)
-    window = _window(ktrace_bin, generator)
+    window = _window(whoran_bin, generator)
     held = next(t for t in window.tasks if t.pid == staller.pid)
     # 5 ms in every 50: about 10 % of the window (the hypervisor may stretch it)
     assert 0.04 < held.ran_s / window.window_s < 0.3, window
@@ -87,14 +87,14 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(ktrace_bin: P
     assert 0.3 * held.ran_s < window.late_behind_others_s < window.waited_behind_others_s
 
 
-def test_the_generators_own_shard_is_not_another_task(ktrace_bin: Path, started: list):
+def test_the_generators_own_shard_is_not_another_task(whoran_bin: Path, started: list):
     """A busy child of the generator's shares its CPU: the generator waits behind it, but that
     is the generator's own work, not another task's."""
     generator = _generator(started, "--busy-child")
     (child,) = map(int, Path(f"/proc/{generator.pid}/task/{generator.pid}/children")
                    .read_text().split())
     before = _ran_s(child)
-    window = _window(ktrace_bin, generator)
+    window = _window(whoran_bin, generator)
     child_ran_s = _ran_s(child) - before
     # all the child's time on the CPU (pinned there) is counted as the generator's
     assert child_ran_s > 0.01, child_ran_s
@@ -104,7 +104,7 @@ def test_the_generators_own_shard_is_not_another_task(ktrace_bin: Path, started:
     assert window.late_behind_others_s <= window.waited_behind_others_s
 
 
-def test_every_slice_is_who_ran_it_when_switches_go_unreported(ktrace_bin: Path, started: list):
+def test_every_slice_is_who_ran_it_when_switches_go_unreported(whoran_bin: Path, started: list):
     """Some kernels do not report some tasks' switches out (here the VM agent's threads, PID 1's
     tokio-rt-worker, which wake on every CPU): the slice that began with such a task then ends
     with another. Credited to the task it began with, the generator's run (or idle time) once
@@ -112,7 +112,7 @@ def test_every_slice_is_who_ran_it_when_switches_go_unreported(ktrace_bin: Path,
     others. Each such slice is split by the kernel's own account of the task that ended it."""
     generator = _generator(started)
     for _ in range(6):  # those threads run here about once a second
-        window = _window(ktrace_bin, generator, seconds=1.0)
+        window = _window(whoran_bin, generator, seconds=1.0)
         pids = {t.pid for t in window.tasks}
         assert generator.pid not in pids and 0 not in pids, window
 
@@ -134,7 +134,7 @@ def _server_window(binary: Path, server: subprocess.Popen) -> tuple[WhoRan, floa
 
 @pytest.mark.parametrize("stalled", [True, False])
 def test_on_the_servers_cpu_a_staller_crowds_the_server_and_others_it_never_waited_for_do_not(
-        ktrace_bin: Path, started: list, stalled: bool):
+        whoran_bin: Path, started: list, stalled: bool):
     """--pid: the server's tree is the measured one. A real-time task holding its CPU 10 ms
     in every 50 (20 %) is whom the server, woken every 250 µs, waited behind: crowded_server
     on the traced wait. The other way, the server itself real-time (above every task the
@@ -149,7 +149,7 @@ def test_on_the_servers_cpu_a_staller_crowds_the_server_and_others_it_never_wait
                                     sys.executable, "-c", STALLER.replace("0.005", "0.010")
                                     .replace("0.045", "0.040")], start_new_session=True)
         started.append(staller)
-    window, waited_pct = _server_window(ktrace_bin, server)
+    window, waited_pct = _server_window(whoran_bin, server)
     assert window.role == "server"
     assert server.pid not in {t.pid for t in window.tasks}, window
     wait_others_pct = 100 * window.late_behind_others_s / window.window_s

@@ -1,6 +1,6 @@
 """Late sends judged from real runs: a task holding the generator's CPU makes them interference
 (measured again), a generator offered more than it can send keeps them its own. The wait
-behind other tasks is traced (wb-ktrace --who-ran) where the machine allows it."""
+behind other tasks is traced (wb-whoran) where the machine allows it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clients import validity
-from harness.metrics import ktrace
+from harness.metrics import ktrace, whoran
 from tests.conftest import STALLER, build
 from tests.runner.test_interference import POINT, _run
 
@@ -25,10 +25,10 @@ def traced() -> None:
     build("build/bin/wb-server")
     build("build/bin/wb-sclient")
     if ktrace.VMLINUX_BTF.exists():
-        build("build/bin/wb-ktrace")
-    ktrace.support.cache_clear()
-    if not ktrace.support().tracepoints:
-        pytest.skip(f"the generator's CPU cannot be traced here: {ktrace.support().detail}")
+        build("build/bin/wb-whoran")
+    whoran.cannot_run.cache_clear()
+    if (why := whoran.cannot_run()) is not None:
+        pytest.skip(f"the generator's CPU cannot be traced here: {why}")
 
 
 def test_a_task_holding_the_generators_cpu_makes_late_sends_interference(tmp_path: Path):
