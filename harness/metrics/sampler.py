@@ -130,7 +130,7 @@ class WindowSampler:
     async def prepare(self, window_start_ns: int | None = None,
                       generator_pids: tuple[int, ...] = ()) -> None:
         """The generators on this host (generator_pids) watched, the server prepared if it was
-        not. wb-ktrace --who-ran on the generator's CPU, a measure of interference only, gets
+        not. wb-whoran on the generator's CPU, a measure of interference only, gets
         until window_start_ns (CLOCK_MONOTONIC) to be ready: the window does not wait for it
         (the generator, told the window as it started, is already in its warm-up)."""
         c = self.config

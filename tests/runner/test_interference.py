@@ -85,7 +85,7 @@ def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
 
 
 def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
-    """Where wb-ktrace --who-ran ran, its document is the measure, whatever /proc/stat's
+    """Where wb-whoran ran, its document is the measure, whatever /proc/stat's
     difference says (it read 0 while kdamond and the run's Python held CPU 1)."""
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")

@@ -150,7 +150,7 @@ def test_late_sends_another_task_explains_are_interference_and_others_are_not(tm
 
 def test_late_sends_behind_other_tasks_traced_are_interference_and_others_are_not(
         tmp_path: Path):
-    """Traced (wb-ktrace --who-ran), the wait behind other tasks is measured, not bounded: the
+    """Traced (wb-whoran), the wait behind other tasks is measured, not bounded: the
     demo's select point, whose generator waited 2.3 % of the window while other tasks held
     its CPU 1.6 % of it, is measured again; one that waited 2.3 % mostly behind its own shard
     or ksoftirqd (0.4 % behind others) keeps its late sends, whatever others ran elsewhere in
