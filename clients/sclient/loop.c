@@ -338,9 +338,9 @@ static void conn_established(struct loop *loop, struct conn *conn) {
         loop->cold_open++;
         if ((uint64_t)loop->cold_open > result->cold_established) result->cold_established = loop->cold_open;
         if (conn->reopened) result->cold_reconnected++, conn->reopened = 0;
-        if (loop->opts->cold_interval_s > 0) /* random phase: the active set rotates */
-            conn_deadline(loop, conn,
-                          loop->now + (int64_t)(rng_uniform(&loop->rng) * loop->opts->cold_interval_s * 1e9));
+        double interval_s = loop->opts->cold_interval_s;
+        if (interval_s > 0) /* random phase: the active set rotates */
+            conn_deadline(loop, conn, loop->now + (int64_t)(rng_uniform(&loop->rng) * interval_s * 1e9));
         cold_announce(loop);
     } else if (conn->kind == STREAM) {
         loop->pacing.connecting--;
@@ -448,7 +448,9 @@ static void on_event(struct loop *loop, struct conn *conn, uint32_t events) {
         socklen_t len = sizeof err;
         if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
         if (err) {
-            conn_fail(loop, conn, err == ECONNREFUSED ? E_REFUSED : err == ETIMEDOUT ? E_CONNECT_TIMEOUT : E_OTHER);
+            conn_fail(loop, conn, err == ECONNREFUSED ? E_REFUSED
+                                  : err == ETIMEDOUT  ? E_CONNECT_TIMEOUT
+                                                      : E_OTHER);
             return;
         }
         if (!(events & (EPOLLOUT | EPOLLIN))) return;
@@ -592,7 +594,8 @@ static void build_requests(struct loop *loop) {
     for (int i = 0; i < opts->ntargets; i++) {
         char host[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &opts->targets[i].sin_addr, host, sizeof host);
-        int n = asprintf(&loop->requests[i], "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: wb-sclient\r\n\r\n",
+        int n = asprintf(&loop->requests[i],
+                         "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: wb-sclient\r\n\r\n",
                          opts->path, host, ntohs(opts->targets[i].sin_port));
         if (n < 0) { perror("wb-sclient"); exit(1); }
         loop->request_len[i] = (size_t)n;
@@ -698,7 +701,8 @@ int run_shard(const struct opts *opts, const struct shard *shard, struct result 
     } else {
         loop->window_start = loop->start + (int64_t)(opts->warmup_s * 1e9);
         int hold_forever = opts->duration_s <= 0;
-        loop->window_end = hold_forever ? INT64_MAX / 2 : loop->window_start + (int64_t)(opts->duration_s * 1e9);
+        loop->window_end =
+            hold_forever ? INT64_MAX / 2 : loop->window_start + (int64_t)(opts->duration_s * 1e9);
     }
     loop->end = loop->window_end;
     lead_init(&loop->lead, opts, loop->start);
@@ -736,7 +740,8 @@ int run_shard(const struct opts *opts, const struct shard *shard, struct result 
             (opts->spin_fixed && loop->hot_awaiting && loop->now - loop->last_hot_send < spin_ns))
             wait = 0;
         else if (wait < (int64_t)opts->coalesce_us * 1000) wait = (int64_t)opts->coalesce_us * 1000;
-        if (wait && wake < due) lead_count_sleep(&loop->lead, window_result(loop)); /* ends early for a send */
+        if (wait && wake < due) /* this sleep ends early for a send */
+            lead_count_sleep(&loop->lead, window_result(loop));
         struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
         int64_t polled = (int64_t)now_ns();
         int n = epoll_pwait2(loop->epoll_fd, events, 1024, &ts, &waitmask);
@@ -745,7 +750,8 @@ int run_shard(const struct opts *opts, const struct shard *shard, struct result 
         /* an empty poll ahead of the deadline is idle time, up to the deadline only */
         if (!wait && !n && polled < due && loop->window_open)
             loop->spin_idle_ns += (loop->now < due ? loop->now : due) - polled;
-        if (wait && !n) lead_wake_observed(&loop->lead, loop->now, loop->now - (polled + wait), window_result(loop));
+        if (wait && !n)
+            lead_wake_observed(&loop->lead, loop->now, loop->now - (polled + wait), window_result(loop));
         if (!wait) lead_poll_returned(&loop->lead, loop->now, polled, window_result(loop));
         for (int i = 0; i < n; i++) {
             on_event(loop, &loop->conns[events[i].data.u32], events[i].events);

@@ -110,9 +110,10 @@ static inline int cold_only(const struct opts *opts) {
 
 /* Every handshake on loopback runs both ends' TCP on the connecting CPU (the receiver's in the
  * sender's softirq), so a ramp kept to --cpu leaves the server's CPU partly idle
- * (docs/bench-clients.md, "Where a million connections' time goes"). A cold-only run opens its connections on every CPU it
- * may use and keeps to --cpu from cold_ready on (cold_announce): nothing is measured before
- * then. Any other run keeps to --cpu from the start (main). */
+ * (docs/bench-clients.md, "Where a million connections' time goes"). A cold-only run opens
+ * its connections on every CPU it may use and keeps to --cpu from cold_ready on
+ * (cold_announce): nothing is measured before then. Any other run keeps to --cpu from the
+ * start (main). */
 static inline int pins_at_ready(const struct opts *opts) {
     return opts->cpu >= 0 && cold_only(opts);
 }
