@@ -91,8 +91,8 @@ static const struct range *range_of(const char *name) {
 
 /* optarg of flag `name`, within its range. */
 static double ranged(const char *name, const char *v) {
-    const struct range *r = range_of(name);
-    return num(name, v, r->lo, r->hi);
+    const struct range *range = range_of(name);
+    return num(name, v, range->lo, range->hi);
 }
 
 /* An instant in ns within its range: digits are read exactly (a double rounds past 2^53 ns of
@@ -112,25 +112,25 @@ static int64_t instant(const char *name, const char *v) {
 
 /* The caller's window replaces --warmup/--duration: both derived from it, for the timeline
  * and the report's config. */
-static void take_window(struct opts *o) {
-    if (!o->window_start_ns != !o->window_end_ns)
+static void take_window(struct opts *opts) {
+    if (!opts->window_start_ns != !opts->window_end_ns)
         die("%s", "--window-start-ns and --window-end-ns go together: give both or neither");
-    if (!o->window_end_ns) return;
-    if (o->window_end_ns <= o->window_start_ns) {
+    if (!opts->window_end_ns) return;
+    if (opts->window_end_ns <= opts->window_start_ns) {
         fprintf(stderr, "wb-sclient: --window-end-ns %lld is not after --window-start-ns %lld\n",
-                (long long)o->window_end_ns, (long long)o->window_start_ns);
+                (long long)opts->window_end_ns, (long long)opts->window_start_ns);
         exit(2);
     }
     int64_t now = (int64_t)now_ns();
-    o->warmup_s = o->window_start_ns > now ? (double)(o->window_start_ns - now) / 1e9 : 0;
-    o->duration_s = (double)(o->window_end_ns - o->window_start_ns) / 1e9;
+    opts->warmup_s = opts->window_start_ns > now ? (double)(opts->window_start_ns - now) / 1e9 : 0;
+    opts->duration_s = (double)(opts->window_end_ns - opts->window_start_ns) / 1e9;
 }
 
 /* With the caller's window, a process that has finished it stays, idle, until its stdin ends
  * (or a stop signal): whoever reads its CPU at the window's end edge still finds it, then
  * closes stdin. */
-static void hold_until_released(const struct opts *o) {
-    if (!o->window_end_ns) return;
+static void hold_until_released(const struct opts *opts) {
+    if (!opts->window_end_ns) return;
     sigset_t waiting;
     sigprocmask(SIG_BLOCK, NULL, &waiting);
     sigdelset(&waiting, SIGTERM);
@@ -141,47 +141,47 @@ static void hold_until_released(const struct opts *o) {
            read(STDIN_FILENO, buf, sizeof buf) > 0) {}
 }
 
-static void add_target(struct opts *o, const char *spec) {
+static void add_target(struct opts *opts, const char *spec) {
     char host[64];
     const char *colon = strrchr(spec, ':');
     if (!colon || (size_t)(colon - spec) >= sizeof host) die("--target %s: expected ADDR:PORT (e.g. 127.0.0.1:8080)", spec);
-    if (o->ntargets == MAX_TARGETS) {
+    if (opts->ntargets == MAX_TARGETS) {
         fprintf(stderr, "wb-sclient: --target %s: at most %d targets\n", spec, MAX_TARGETS);
         exit(2);
     }
     memcpy(host, spec, (size_t)(colon - spec));
     host[colon - spec] = 0;
-    struct sockaddr_in *t = &o->targets[o->ntargets++];
-    t->sin_family = AF_INET;
-    t->sin_port = htons((uint16_t)num("target port", colon + 1, 1, 65535));
-    if (inet_pton(AF_INET, host, &t->sin_addr) != 1)
+    struct sockaddr_in *target = &opts->targets[opts->ntargets++];
+    target->sin_family = AF_INET;
+    target->sin_port = htons((uint16_t)num("target port", colon + 1, 1, 65535));
+    if (inet_pton(AF_INET, host, &target->sin_addr) != 1)
         die("--target %s: the address must be an IPv4 literal (resolve names before calling)", spec);
 }
 
-static void add_source(struct opts *o, struct in_addr a) {
-    if (o->nsources % 256 == 0) {
-        o->sources = realloc(o->sources, (size_t)(o->nsources + 256) * sizeof *o->sources);
-        if (!o->sources) die("%s", "out of memory");
+static void add_source(struct opts *opts, struct in_addr addr) {
+    if (opts->nsources % 256 == 0) {
+        opts->sources = realloc(opts->sources, (size_t)(opts->nsources + 256) * sizeof *opts->sources);
+        if (!opts->sources) die("%s", "out of memory");
     }
-    o->sources[o->nsources++] = a;
+    opts->sources[opts->nsources++] = addr;
 }
 
 /* A CIDR gives its host addresses (network and broadcast left out below /31). */
-static void parse_sources(struct opts *o, const char *spec) {
+static void parse_sources(struct opts *opts, const char *spec) {
     char *copy = strdup(spec), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *slash = strchr(tok, '/');
-        struct in_addr a;
+        struct in_addr addr;
         if (slash) *slash = 0;
-        if (inet_pton(AF_INET, tok, &a) != 1) die("--source %s: expected IPv4 addresses or a CIDR", spec);
+        if (inet_pton(AF_INET, tok, &addr) != 1) die("--source %s: expected IPv4 addresses or a CIDR", spec);
         if (!slash) {
-            add_source(o, a);
+            add_source(opts, addr);
             continue;
         }
         int bits = (int)num("source prefix", slash + 1, 8, 32);
-        uint32_t base = ntohl(a.s_addr) & (bits ? ~0u << (32 - bits) : 0), n = 1u << (32 - bits);
+        uint32_t base = ntohl(addr.s_addr) & (bits ? ~0u << (32 - bits) : 0), n = 1u << (32 - bits);
         uint32_t first = n > 2 ? 1 : 0, last = n > 2 ? n - 2 : n - 1;
-        for (uint32_t i = first; i <= last; i++) add_source(o, (struct in_addr){htonl(base + i)});
+        for (uint32_t i = first; i <= last; i++) add_source(opts, (struct in_addr){htonl(base + i)});
     }
     free(copy);
 }
@@ -189,10 +189,10 @@ static void parse_sources(struct opts *o, const char *spec) {
 /* Loopback answers from all of 127.0.0.0/8: give each PER_SOURCE_CONNS connections their own.
  * The rule is clients/sources.py's (loopback_fallback); tests/clients/test_sources.py holds
  * this copy to it. */
-static void auto_sources(struct opts *o) {
-    int total = o->hot_conns + o->cold_conns + o->stream_conns;
-    for (int i = 0; i < o->ntargets; i++)
-        if ((ntohl(o->targets[i].sin_addr.s_addr) >> 24) != 127) {
+static void auto_sources(struct opts *opts) {
+    int total = opts->hot_conns + opts->cold_conns + opts->stream_conns;
+    for (int i = 0; i < opts->ntargets; i++)
+        if ((ntohl(opts->targets[i].sin_addr.s_addr) >> 24) != 127) {
             if (total > PER_SOURCE_CONNS)
                 fprintf(stderr, "wb-sclient: %d connections to a non-loopback target without --source: "
                                 "the kernel may run out of ports; pass --source CIDR\n", total);
@@ -200,20 +200,20 @@ static void auto_sources(struct opts *o) {
         }
     if (total <= PER_SOURCE_CONNS) return;
     for (int i = 0; i < (total + PER_SOURCE_CONNS - 1) / PER_SOURCE_CONNS; i++)
-        add_source(o, (struct in_addr){htonl(0x7f640001u + (uint32_t)i)}); /* 127.100.0.1 on */
-    o->sources_spec = "auto";
+        add_source(opts, (struct in_addr){htonl(0x7f640001u + (uint32_t)i)}); /* 127.100.0.1 on */
+    opts->sources_spec = "auto";
 }
 
-static void set_defaults(struct opts *o) {
-    *o = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
+static void set_defaults(struct opts *opts) {
+    *opts = (struct opts){.duration_s = 10, .cpu = -1, .path = "/", .connect_timeout_s = 5,
                        .response_timeout_s = 5, .max_outstanding = 1,
                        .max_connecting = 512, .seed = 1, .slice_us = 100};
 }
 
 /* What a caller may ask of this binary, so that no caller keeps a copy of it. */
 static void describe(void) {
-    struct opts o;
-    set_defaults(&o);
+    struct opts opts;
+    set_defaults(&opts);
     printf("{\"program\": \"wb-sclient\", \"version\": \"%s\",\n \"limits\": {\"target\": [1, %d]",
            SCLIENT_VERSION, MAX_TARGETS);
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
@@ -221,11 +221,11 @@ static void describe(void) {
     printf("},\n \"defaults\": {\"duration_s\": %g, \"path\": \"%s\", \"connect_timeout_s\": %g,"
            " \"response_timeout_s\": %g, \"max_outstanding\": %d,"
            " \"max_connecting\": %d, \"seed\": %llu, \"slice_us\": %d}}\n",
-           o.duration_s, o.path, o.connect_timeout_s, o.response_timeout_s, o.max_outstanding,
-           o.max_connecting, (unsigned long long)o.seed, o.slice_us);
+           opts.duration_s, opts.path, opts.connect_timeout_s, opts.response_timeout_s, opts.max_outstanding,
+           opts.max_connecting, (unsigned long long)opts.seed, opts.slice_us);
 }
 
-static void parse_args(struct opts *o, int argc, char **argv) {
+static void parse_args(struct opts *opts, int argc, char **argv) {
     static const struct option longopts[] = {
         {"target", 1, 0, 't'}, {"source", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
         {"warmup", 1, 0, 'w'}, {"seed", 1, 0, 's'}, {"cpu", 1, 0, 'c'},
@@ -238,7 +238,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"window-start-ns", 1, 0, 'T'}, {"window-end-ns", 1, 0, 'E'},
         {"help", 0, 0, 'h'}, {"describe", 0, 0, 'D'}, {0, 0, 0, 0}};
-    set_defaults(o);
+    set_defaults(opts);
     const char *sources = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -248,81 +248,82 @@ static void parse_args(struct opts *o, int argc, char **argv) {
         switch (opt) {
         case 't': {
             char *copy = strdup(optarg), *save = NULL;
-            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) add_target(o, tok);
+            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+                add_target(opts, tok);
             free(copy);
             break;
         }
         case 'S': sources = optarg; break;
-        case 'd': o->duration_s = ranged(name, optarg); break;
-        case 'w': o->warmup_s = ranged(name, optarg); break;
-        case 's': o->seed = (uint64_t)ranged(name, optarg); break;
-        case 'c': o->cpu = (int)ranged(name, optarg); break;
-        case 'H': o->hot_conns = (int)ranged(name, optarg); break;
-        case 'r': o->rate = ranged(name, optarg); break;
+        case 'd': opts->duration_s = ranged(name, optarg); break;
+        case 'w': opts->warmup_s = ranged(name, optarg); break;
+        case 's': opts->seed = (uint64_t)ranged(name, optarg); break;
+        case 'c': opts->cpu = (int)ranged(name, optarg); break;
+        case 'H': opts->hot_conns = (int)ranged(name, optarg); break;
+        case 'r': opts->rate = ranged(name, optarg); break;
         case 'a':
             if (strcmp(optarg, "fixed") && strcmp(optarg, "poisson")) die("--arrivals %s: expected fixed or poisson", optarg);
-            o->poisson = !strcmp(optarg, "poisson");
+            opts->poisson = !strcmp(optarg, "poisson");
             break;
-        case 'n': o->requests_per_conn = (int)ranged(name, optarg); break;
+        case 'n': opts->requests_per_conn = (int)ranged(name, optarg); break;
         case 'P':
             if (strcmp(optarg, "last") && strcmp(optarg, "random")) die("--pick %s: expected last or random", optarg);
-            o->pick_random = !strcmp(optarg, "random");
+            opts->pick_random = !strcmp(optarg, "random");
             break;
         case 'O':
             if (strcmp(optarg, "queue") && strcmp(optarg, "sclient")) die("--overload %s: expected queue or sclient", optarg);
-            o->sclient_overload = !strcmp(optarg, "sclient");
+            opts->sclient_overload = !strcmp(optarg, "sclient");
             break;
         case 'p':
             if (optarg[0] != '/' || strpbrk(optarg, " \r\n\"\\")) die("--path %s: expected an absolute URL path without spaces or quotes", optarg);
-            o->path = optarg;
+            opts->path = optarg;
             break;
-        case 'C': o->connect_timeout_s = ranged(name, optarg); break;
-        case 'R': o->response_timeout_s = ranged(name, optarg); break;
-        case 'm': o->max_outstanding = (int)ranged(name, optarg); break;
-        case 'l': o->late_us = ranged(name, optarg); break;
+        case 'C': opts->connect_timeout_s = ranged(name, optarg); break;
+        case 'R': opts->response_timeout_s = ranged(name, optarg); break;
+        case 'm': opts->max_outstanding = (int)ranged(name, optarg); break;
+        case 'l': opts->late_us = ranged(name, optarg); break;
         case 'x':
-            o->spin_us = (int)ranged(name, optarg);
-            o->spin_fixed = 1;
+            opts->spin_us = (int)ranged(name, optarg);
+            opts->spin_fixed = 1;
             break;
-        case 'L': o->slice_us = (int)ranged(name, optarg); break;
-        case 'z': o->coalesce_us = (int)ranged(name, optarg); break;
-        case 'k': o->cold_conns = (int)ranged(name, optarg); break;
-        case 'K': o->cold_ramp = ranged(name, optarg); break;
-        case 'I': o->cold_interval_s = ranged(name, optarg); break;
-        case 'M': o->max_connecting = (int)ranged(name, optarg); break;
-        case 'b': o->stream_conns = (int)ranged(name, optarg); break;
-        case 'B': o->stream_mbps = ranged(name, optarg); break;
-        case 'j': o->json_path = optarg; break;
-        case 'W': o->workers = (int)ranged(name, optarg); break;
-        case 'T': o->window_start_ns = instant(name, optarg); break;
-        case 'E': o->window_end_ns = instant(name, optarg); break;
+        case 'L': opts->slice_us = (int)ranged(name, optarg); break;
+        case 'z': opts->coalesce_us = (int)ranged(name, optarg); break;
+        case 'k': opts->cold_conns = (int)ranged(name, optarg); break;
+        case 'K': opts->cold_ramp = ranged(name, optarg); break;
+        case 'I': opts->cold_interval_s = ranged(name, optarg); break;
+        case 'M': opts->max_connecting = (int)ranged(name, optarg); break;
+        case 'b': opts->stream_conns = (int)ranged(name, optarg); break;
+        case 'B': opts->stream_mbps = ranged(name, optarg); break;
+        case 'j': opts->json_path = optarg; break;
+        case 'W': opts->workers = (int)ranged(name, optarg); break;
+        case 'T': opts->window_start_ns = instant(name, optarg); break;
+        case 'E': opts->window_end_ns = instant(name, optarg); break;
         case 'h': fputs(usage, stdout); exit(0);
         case 'D': describe(); exit(0);
         default: die("%s", "unknown option");
         }
     }
     if (optind < argc) die("unexpected argument %s", argv[optind]);
-    take_window(o);
-    if (!o->ntargets) die("%s", "--target ADDR:PORT is required");
-    if (!o->hot_conns && !o->cold_conns && !o->stream_conns)
+    take_window(opts);
+    if (!opts->ntargets) die("%s", "--target ADDR:PORT is required");
+    if (!opts->hot_conns && !opts->cold_conns && !opts->stream_conns)
         die("%s", "nothing to do: give --hot-conns, --cold or --stream");
-    if (o->duration_s <= 0 && !cold_only(o))
+    if (opts->duration_s <= 0 && !cold_only(opts))
         die("%s", "--duration 0 (hold until signalled) is only for cold-only runs");
-    if (o->rate > 0 && !o->hot_conns) die("%s", "--rate needs --hot-conns");
-    if (o->sclient_overload && (o->rate <= 0 || o->requests_per_conn != 1))
+    if (opts->rate > 0 && !opts->hot_conns) die("%s", "--rate needs --hot-conns");
+    if (opts->sclient_overload && (opts->rate <= 0 || opts->requests_per_conn != 1))
         die("%s", "--overload sclient opens a socket per scheduled send: give --rate R and "
                   "--requests-per-conn 1");
     if (sources && strcmp(sources, "auto")) {
-        parse_sources(o, sources);
-        o->sources_spec = sources;
+        parse_sources(opts, sources);
+        opts->sources_spec = sources;
     } else {
-        auto_sources(o);
+        auto_sources(opts);
     }
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl); /* raise the soft limit to the hard one */
-    o->nofile_limit = rl.rlim_max > 1u << 30 ? 1 << 30 : (int)rl.rlim_max;
+    opts->nofile_limit = rl.rlim_max > 1u << 30 ? 1 << 30 : (int)rl.rlim_max;
 }
 
 /* Share i of n parts of total, and where it starts. */
@@ -342,20 +343,20 @@ struct sched_attr_v1 {
 
 /* The slice this thread asks of EEVDF, in us (Linux 6.12+ reports it; 0: unknown). */
 static int current_slice(void) {
-    struct sched_attr_v1 a;
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) < 0 || a.policy != 0) return 0;
-    return (int)(a.runtime / 1000);
+    struct sched_attr_v1 attr;
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) < 0 || attr.policy != 0) return 0;
+    return (int)(attr.runtime / 1000);
 }
 
 /* A short slice lets the generator, when woken for a send, preempt a CPU-bound neighbour at
  * once instead of after the neighbour's slice; its share of the CPU stays the same. Keeps the
  * policy and nice value it was started with; older kernels ignore it (reported as null). */
 static int set_slice(int us) {
-    struct sched_attr_v1 a;
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) < 0 || a.policy != 0) return 0;
-    a.size = sizeof a;
-    a.runtime = (uint64_t)us * 1000;
-    if (syscall(SYS_sched_setattr, 0, &a, 0) < 0) return 0;
+    struct sched_attr_v1 attr;
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) < 0 || attr.policy != 0) return 0;
+    attr.size = sizeof attr;
+    attr.runtime = (uint64_t)us * 1000;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) < 0) return 0;
     return current_slice();
 }
 
@@ -373,72 +374,74 @@ int pin_cpu(int cpu) {
 }
 
 int main(int argc, char **argv) {
-    struct opts o;
-    parse_args(&o, argc, argv);
-    if (o.cpu >= 0) {
+    struct opts opts;
+    parse_args(&opts, argc, argv);
+    if (opts.cpu >= 0) {
         /* refused here, not at cold_ready: pinning once proves the CPU may be used (the
            process's affinity is no limit to sched_setaffinity, its cpuset is); a cold-only
            run then ramps on the CPUs it was started with */
         cpu_set_t started_with;
-        int ramp_mask = pins_at_ready(&o) &&
+        int ramp_mask = pins_at_ready(&opts) &&
                         sched_getaffinity(0, sizeof started_with, &started_with) == 0;
-        if (pin_cpu(o.cpu) < 0) {
+        if (pin_cpu(opts.cpu) < 0) {
             fprintf(stderr, "wb-sclient: --cpu %d: %s; fix: pass a CPU this process may use "
                             "(its cpuset: cat /proc/self/status | grep Cpus_allowed_list)\n",
-                    o.cpu, strerror(errno));
+                    opts.cpu, strerror(errno));
             return 2;
         }
         if (ramp_mask) sched_setaffinity(0, sizeof started_with, &started_with);
     }
     prctl(PR_SET_TIMERSLACK, 1UL); /* wake for scheduled sends to the microsecond */
-    o.slice_us_set = o.slice_us ? set_slice(o.slice_us) : current_slice();
+    opts.slice_us_set = opts.slice_us ? set_slice(opts.slice_us) : current_slice();
 
-    long needed = (long)o.hot_conns + o.cold_conns + o.stream_conns;
-    long per_shard = o.nofile_limit - FD_RESERVE;
-    int n = o.workers ? o.workers : (int)((needed + per_shard - 1) / per_shard);
-    if (n < 1) n = 1;
-    if (n > MAX_SHARDS) {
+    long needed = (long)opts.hot_conns + opts.cold_conns + opts.stream_conns;
+    long per_shard = opts.nofile_limit - FD_RESERVE;
+    int nshards = opts.workers ? opts.workers : (int)((needed + per_shard - 1) / per_shard);
+    if (nshards < 1) nshards = 1;
+    if (nshards > MAX_SHARDS) {
         fprintf(stderr, "wb-sclient: %ld connections need %d worker processes, more than %d; "
-                        "fix: ask for fewer connections per generator\n", needed, n, MAX_SHARDS);
+                        "fix: ask for fewer connections per generator\n", needed, nshards, MAX_SHARDS);
         return 2;
     }
-    if (needed / n > per_shard) {
+    if (needed / nshards > per_shard) {
         fprintf(stderr, "wb-sclient: %ld connections over %d worker(s) exceed RLIMIT_NOFILE %d; "
-                        "fix: raise --workers or leave it 0 (automatic)\n", needed, n, o.nofile_limit);
+                        "fix: raise --workers or leave it 0 (automatic)\n",
+                needed, nshards, opts.nofile_limit);
         return 2;
     }
 
-    int tl_len = o.duration_s > 0 ? (int)ceil(o.warmup_s + o.duration_s) + 2 : HOLD_TIMELINE_S;
+    int tl_len = opts.duration_s > 0 ? (int)ceil(opts.warmup_s + opts.duration_s) + 2 : HOLD_TIMELINE_S;
     size_t slot = (sizeof(struct result) + (size_t)tl_len * sizeof(struct timeline_entry) + 4095) & ~4095ul;
-    char *shm = mmap(NULL, slot * (size_t)(n + 1), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char *shm = mmap(NULL, slot * (size_t)(nshards + 1), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) { perror("wb-sclient: mmap"); return 1; }
     struct shard shards[MAX_SHARDS];
-    for (int i = 0; i <= n; i++) {
-        struct result *r = (struct result *)(shm + slot * (size_t)i);
-        r->timeline_len = tl_len;
-        hist_init(&r->corrected);
-        hist_init(&r->uncorrected);
-        hist_init(&r->tcp_srtt);
-        hist_init(&r->wake_late);
+    for (int i = 0; i <= nshards; i++) {
+        struct result *result = (struct result *)(shm + slot * (size_t)i);
+        result->timeline_len = tl_len;
+        hist_init(&result->corrected);
+        hist_init(&result->uncorrected);
+        hist_init(&result->tcp_srtt);
+        hist_init(&result->wake_late);
     }
-    for (int i = 0; i < n; i++) {
-        struct shard *s = &shards[i];
-        s->index = i;
-        s->count = n;
-        s->hot = part(o.hot_conns, i, n, &s->hot_first);
-        s->cold = part(o.cold_conns, i, n, &s->cold_first);
-        s->stream = part(o.stream_conns, i, n, &s->stream_first);
+    for (int i = 0; i < nshards; i++) {
+        struct shard *shard = &shards[i];
+        shard->index = i;
+        shard->nshards = nshards;
+        shard->hot = part(opts.hot_conns, i, nshards, &shard->hot_first);
+        shard->cold = part(opts.cold_conns, i, nshards, &shard->cold_first);
+        shard->stream = part(opts.stream_conns, i, nshards, &shard->stream_first);
         /* each connection offers the same share of the rate, whichever shard holds it */
-        s->rate = o.hot_conns ? o.rate * s->hot / o.hot_conns : 0;
-        s->notify_fd = -1;
+        shard->rate_share = opts.hot_conns ? opts.rate * shard->hot / opts.hot_conns : 0;
+        shard->notify_fd = -1;
     }
 
     uint64_t t0 = now_ns();
-    struct result *total = (struct result *)(shm + slot * (size_t)n);
+    struct result *total = (struct result *)(shm + slot * (size_t)nshards);
     int unfinished = 0;
-    if (n == 1) {
-        if (run_shard(&o, &shards[0], (struct result *)shm)) return 1;
-        hold_until_released(&o);
+    if (nshards == 1) {
+        if (run_shard(&opts, &shards[0], (struct result *)shm)) return 1;
+        hold_until_released(&opts);
         result_merge(total, (struct result *)shm);
     } else {
         int pipefd[2];
@@ -449,21 +452,21 @@ int main(int argc, char **argv) {
         sigaddset(&stop, SIGINT);
         sigprocmask(SIG_BLOCK, &stop, &old);
         fflush(stdout);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < nshards; i++) {
             shards[i].notify_fd = pipefd[1];
             pid_t pid = fork();
             if (pid < 0) { perror("wb-sclient: fork"); forward_signal(SIGKILL); return 1; }
             if (pid == 0) {
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 close(pipefd[0]);
-                int failed = run_shard(&o, &shards[i], (struct result *)(shm + slot * (size_t)i));
-                hold_until_released(&o);
+                int failed = run_shard(&opts, &shards[i], (struct result *)(shm + slot * (size_t)i));
+                hold_until_released(&opts);
                 _exit(failed);
             }
             children[nchildren++] = pid;
         }
         close(pipefd[1]);
-        if (pins_at_ready(&o)) pin_cpu(o.cpu); /* the parent only waits: out of the ramp's way */
+        if (pins_at_ready(&opts)) pin_cpu(opts.cpu); /* the parent only waits: out of the ramp's way */
         struct sigaction sa = {.sa_handler = forward_signal};
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
@@ -475,18 +478,18 @@ int main(int argc, char **argv) {
             if (got < 0 && errno == EINTR) continue;
             if (got != sizeof v) break;
             established += v;
-            if (++reported == n && cold_only(&o)) {
+            if (++reported == nshards && cold_only(&opts)) {
                 printf("{\"event\": \"cold_ready\", \"established\": %ld}\n", established);
                 fflush(stdout);
             }
         }
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < nshards; i++) {
             while (waitpid(children[i], NULL, 0) < 0 && errno == EINTR) {}
-            struct result *r = (struct result *)(shm + slot * (size_t)i);
-            if (!r->finished) unfinished++;
-            result_merge(total, r);
+            struct result *result = (struct result *)(shm + slot * (size_t)i);
+            if (!result->finished) unfinished++;
+            result_merge(total, result);
         }
     }
     double wall_s = (double)(now_ns() - t0) / 1e9;
-    return report_write(&o, total, n, wall_s, unfinished) ? 1 : 0;
+    return report_write(&opts, total, nshards, wall_s, unfinished) ? 1 : 0;
 }

@@ -10,7 +10,7 @@
 #define SCLIENT_VERSION "1.0"
 #define MAX_TARGETS 64
 #define PER_SOURCE_CONNS 5000 /* sources.CONNS_PER_SOURCE: keeps the kernel's port search short */
-#define LEAD_QUANTILE 0.99  /* adaptive lead: covers this share of recent wake-ups (loop.c) */
+#define LEAD_QUANTILE 0.99  /* adaptive lead: covers this share of recent wake-ups (lead.c) */
 #define LEAD_MAX_NS 2000000LL /* at most 2 ms of polling before a send */
 
 struct opts {
@@ -27,7 +27,7 @@ struct opts {
     int cpu; /* -1: not pinned */
     /* hot */
     int hot_conns;
-    double rate; /* 0: closed loop */
+    double rate; /* requests per second offered by all shards together; 0: closed loop */
     int poisson;
     int requests_per_conn; /* 0: persistent */
     /* S-Client (Banga & Druschel, USITS 1997): each scheduled send opens its own socket at
@@ -42,7 +42,7 @@ struct opts {
     double late_us; /* a send whose scheduler slip exceeds this is late; 0: not counted (the
                      * threshold is the validity rule's, clients/validity.py: it is told) */
     int spin_us;    /* busy-poll this close to a scheduled send, and this long after one */
-    int spin_fixed; /* --spin-us given; otherwise the lead before a send adapts (loop.c) */
+    int spin_fixed; /* --spin-us given; otherwise the lead before a send adapts (lead.c) */
     int coalesce_us; /* never sleep for less: fewer wake-ups, up to this much send slip */
     int slice_us;     /* EEVDF slice to ask for (0: leave the kernel's) */
     int slice_us_set; /* what the kernel reports after asking (0: not reported) */
@@ -62,10 +62,10 @@ struct opts {
 
 /* One shard's slice of the work: global connection indices [first, first + n). */
 struct shard {
-    int index, count;
+    int index, nshards;
     int hot, cold, stream;
     int hot_first, cold_first, stream_first;
-    double rate;
+    double rate_share; /* this shard's part of opts.rate: its hot connections' share */
     int notify_fd; /* sharded cold runs: write the established count here; -1 otherwise */
 };
 
@@ -104,22 +104,23 @@ struct result {
 };
 
 /* Cold-only runs announce {"event": "cold_ready"} once every cold connection is open. */
-static inline int cold_only(const struct opts *o) {
-    return o->cold_conns && !o->hot_conns && !o->stream_conns;
+static inline int cold_only(const struct opts *opts) {
+    return opts->cold_conns && !opts->hot_conns && !opts->stream_conns;
 }
 
 /* Every handshake on loopback runs both ends' TCP on the connecting CPU (the receiver's in the
- * sender's softirq), so a ramp kept to --cpu left the server's CPU idle 30 % of a million
- * connections (docs/bench-clients.md). A cold-only run opens its connections on every CPU it
- * may use and keeps to --cpu from cold_ready on (cold_announce): nothing is measured before
- * then. Any other run keeps to --cpu from the start (main). */
-static inline int pins_at_ready(const struct opts *o) {
-    return o->cpu >= 0 && cold_only(o);
+ * sender's softirq), so a ramp kept to --cpu leaves the server's CPU partly idle
+ * (docs/bench-clients.md, "Where a million connections' time goes"). A cold-only run opens
+ * its connections on every CPU it may use and keeps to --cpu from cold_ready on
+ * (cold_announce): nothing is measured before then. Any other run keeps to --cpu from the
+ * start (main). */
+static inline int pins_at_ready(const struct opts *opts) {
+    return opts->cpu >= 0 && cold_only(opts);
 }
 
-int run_shard(const struct opts *o, const struct shard *s, struct result *r);
+int run_shard(const struct opts *opts, const struct shard *shard, struct result *result);
 void result_merge(struct result *into, const struct result *from);
-int report_write(const struct opts *o, const struct result *r, int nshards, double wall_s,
+int report_write(const struct opts *opts, const struct result *result, int nshards, double wall_s,
                  int unfinished);
 
 int pin_cpu(int cpu);
