@@ -94,6 +94,7 @@ def spin_share(doc: dict) -> float:
     return doc["generator_cpu"]["spin_idle_s"] / doc["duration_s"]
 
 
+@pytest.mark.timing
 def test_spin_polls_until_the_reply_is_due(server, sclient, tmp_path):
     # 2 sends per second, each on its own connection: --spin-us 200000 polls 0.2 s before
     # every send, and after it only while the reply is outstanding (briefly, when served)
