@@ -126,7 +126,8 @@ class Claim:
     cannot do without (a key of harness.reproduce.capabilities.PROBES). `quote` is the
     paper's own sentence or number that the claim tests, verbatim; `bound` says where the
     threshold comes from: the paper's number with a stated tolerance, or, where the paper
-    gives only words, the bound written down before the run that tests it (and its commit)."""
+    gives only words, the bound written down before the run that tests it (the check history,
+    harness/reproduce/history.yaml, says when)."""
 
     text: str
     source: str

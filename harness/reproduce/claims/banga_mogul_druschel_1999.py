@@ -17,17 +17,16 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               quote="The results clearly indicate that our new API performs independently of "
                     "the number of cold connections, while select() does not.",
               bound="paper gives words only ('does not'): the negation of the band that makes "
-                    "epoll independent (≥ 0.9), written in #31; 7c7e009's 0.6 and b72f9ab's "
-                    "0.75 had no source in the text"),
+                    "epoll independent (≥ 0.9); the check's earlier bounds, 0.6 and 0.75, had no "
+                    "source in the text"),
         Claim("epoll's reply rate at every cold count ≥ 0.9× its rate at 0 cold",
               "BMD99 §5, Fig. 8",
               ratio_across("reply_rate_rps", "cold_conns", low=0.9, every=True,
                            dispatch="epoll"),
               quote="The results clearly indicate that our new API performs independently of "
                     "the number of cold connections, while select() does not.",
-              bound="paper gives words only ('independently'): within 10 % at every cold "
-                    "count, the band set before data in 7c7e009 (then at 2000 only; every "
-                    "point since #31)"),
+              bound="paper gives words only ('independently'): within 10 % at every cold count, "
+                    "the band set before data"),
     ),
     "bmd99-fig9": (
         Claim("the event API's (epoll's) peak reply rate is higher than select's: a tie "
@@ -36,14 +35,13 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               quote="When using our new API, the proxy system exhibits much lower latency, "
                     "and saturates at a somewhat higher request load (1348 requests/sec., vs. "
                     "1291 request/sec. for the improved select() implementation).",
-              bound="paper's 1348 / 1291 = 1.044: checked as strictly higher (> 1), set "
-                    "before data in #31 (its previous form compared knees: both 4,000 passed)"),
+              bound="paper's 1348 / 1291 = 1.044: checked as strictly higher (> 1), set before "
+                    "data (an earlier form compared knees: both at 4,000 passed)"),
         Claim("at every rate both kept up with, epoll's mean response time ≤ 0.5× select's",
               "BMD99 §5, Fig. 9",
               below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5),
               quote="When using our new API, the proxy system exhibits much lower latency",
-              bound="paper gives words only ('much lower'): ≤ 0.5×, set before data in "
-                    "7c7e009"),
+              bound="paper gives words only ('much lower'): ≤ 0.5×, set before data"),
     ),
     "bmd99-table2": (
         Claim("classical select's in-kernel time is 34 % of the CPU, within a factor of 2 "
@@ -56,10 +54,9 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                     "classical select() implementation consumes 34% of the CPU [...] "
                     "(idle: 18.09 % classical select, 33.01 % improved select, 59.01 % new "
                     "API)",
-              bound="the paper's 34 % of the CPU with a factor of 2 either way, as BM98 "
-                    "Table 1's select share (since 9169b16); a share of the CPU over the "
-                    "window at the paper's load, the server alone on its CPU, with our idle "
-                    "printed beside the paper's"),
+              bound="the paper's 34 % of the CPU with a factor of 2 either way, as BM98 Table 1's "
+                    "select share; a share of the CPU over the window at the paper's load, the "
+                    "server alone on its CPU, with our idle printed beside the paper's"),
         Claim("the event API's (epoll's) in-kernel time is less than 1 % of the CPU, at the "
               "same load", "BMD99 Table 2",
               share_within("kernel_dispatch_cpu_pct", None, 1.0, paper_idle_pct=59.01,

@@ -21,9 +21,8 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                     "number of idle connections. The RT signal based server's CPU usage is "
                     "about 6.67% on average for the 500 req/s case, while it is about 13.25% "
                     "for the 1000 req/s case.",
-              bound="paper gives words only ('insensitive'): within 1.5× at every count, the "
-                    "1.5 set before data in 7c7e009 (then the end only, one-sided; every point "
-                    "both ways since #31)"),
+              bound="paper gives words only ('insensitive'): within 1.5× either way at every "
+                    "count, the 1.5 set before data"),
         Claim("rtsig's mean response time is flat with connections: every count within 2× of "
               "the fewest, each rate",
               "CM01 §3.1.2, Fig. 5",
@@ -32,8 +31,8 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               quote="the RT signal based server shows a very small response time for each of "
                     "the request rates (about 0.3 ms in each case). Further, this response "
                     "time is independent of the number of concurrent connections.",
-              bound="paper gives words only ('independent'): within 2× at every count, the 2 "
-                    "set before data in 7c7e009 (every point both ways since #31)"),
+              bound="paper gives words only ('independent'): within 2× either way at every count, "
+                    "the 2 set before data"),
         Claim("select's server CPU grows with connections: most / fewest ≥ 2, each rate",
               "CM01 §3.1.2, Fig. 4",
               ratio_across("cpu_server_pct", "total_conns", low=2.0, dispatch="select",
@@ -42,7 +41,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                     "of concurrent connections and they become saturated after a certain "
                     "point.",
               bound="paper gives words only ('increases', then saturated: the end, not every "
-                    "step): ≥ 2×, set before data in 7c7e009"),
+                    "step): ≥ 2×, set before data"),
         Claim("/dev/poll's server CPU grows with connections", "CM01 §3.1.2, Fig. 4",
               unreachable, needs="dev_poll",
               quote="the CPU usage for both select() and /dev/poll increases with the number "
@@ -58,10 +57,9 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               quote="The interesting observation is that multi-accept select is able to "
                     "sustain a high throughput, similar to the RT signals, and even manages "
                     "to achieve a slightly higher peak throughput in the first two cases.",
-              bound="paper gives words only ('similar'): ≥ 0.9×, set before data in 7c7e009; "
-                    "compared only where signals were dequeued more than they overflowed "
-                    "since #31 (past that, §4.2: 'identical to that of the multi-accept select "
-                    "server')"),
+              bound="paper gives words only ('similar'): ≥ 0.9×, set before data; compared only "
+                    "where signals were dequeued more than they overflowed (past that, §4.2: "
+                    "'identical to that of the multi-accept select server')"),
         Claim("multi-accept select's peak reply rate is similar to the RT-signal server's, "
               "within 10 % either way, each idle count and size",
               "CM01 §4.1, Figs. 6-8",
@@ -71,10 +69,10 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               quote="The interesting observation is that multi-accept select is able to "
                     "sustain a high throughput, similar to the RT signals, and even manages "
                     "to achieve a slightly higher peak throughput in the first two cases.",
-              bound="paper gives words only ('similar'): the 10 % set before data in 7c7e009 "
-                    "(≥ 0.9×), both ways: a peak 20 % higher is not similar either; the peaks "
-                    "as the paper's figures show them, the RT-signal server's wherever it ran "
-                    "(past saturation on its fallback, as the paper's did, CM01 §4.2)"),
+              bound="paper gives words only ('similar'): the 10 % set before data (≥ 0.9×), both "
+                    "ways: a peak 20 % higher is not similar either; the peaks as the paper's "
+                    "figures show them, the RT-signal server's wherever it ran (past saturation on "
+                    "its fallback, as the paper's did, CM01 §4.2)"),
         Claim("in the first two cases (252 and 6000 idle, 1-byte replies) multi-accept "
               "select's peak reply rate is higher than the RT-signal server's: a tie fails",
               "CM01 §4.1, Figs. 6-7",
@@ -108,8 +106,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                     "hence, no signal queue overflows. On the other hand, at high loads, all "
                     "the sigwaitinfo() calls result in SIGIOs. (Table 1, 252 idle: 0 SIGIOs at "
                     "2800-3000 req/s; as many SIGIOs as sigwaitinfos, 39-40, at 3400-4000)",
-              bound="paper's 0 below saturation (≤ 0.1 % of dequeues) and > 0 above, set "
-                    "before data in 7c7e009; 'below saturation' means with CPU to spare since "
-                    "a593f84"),
+              bound="paper's 0 below saturation (≤ 0.1 % of dequeues) and > 0 above, set before "
+                    "data; 'below saturation' means with CPU to spare"),
     ),
 }

@@ -99,9 +99,8 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
                                floor=0.75, one_way_delay_ms=0),
               quote="Figure 2 shows that as the number of connections increases, the server "
                     "throughput first increases rapidly and then starts decreasing slowly.",
-              bound="paper gives words only: 'rapidly' ≥ 1.5× (set before data in 7c7e009); "
-                    "'decreasing slowly' every count past the peak below it, the last ≥ 0.75× "
-                    "the peak (set before data in #31)"),
+              bound="paper gives words only: 'rapidly' ≥ 1.5×; 'decreasing slowly' every count "
+                    "past the peak below it, the last ≥ 0.75× the peak; both set before data"),
     ),
     "cpp-fig3": (
         Claim("content throughput falls as latency grows, at the most connections: "
@@ -111,7 +110,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               needs="emulated_link_at_load",
               quote="Figure 3 shows that increasing network latencies results in a similar "
                     "effect.",
-              bound="paper gives words only: ≤ 0.9×, set before data in 7c7e009"),
+              bound="paper gives words only: ≤ 0.9×, set before data"),
     ),
     "cpp-table1": (
         Claim("the system-call layer is 18-20 % of the stack's in-kernel time per packet, "
