@@ -698,9 +698,8 @@ def no_replies(hot_conns: int, replies: int | None) -> Reason | None:
 def nothing_sent(hot_conns: int, sent: int | None, keeps_offering: bool = False) -> Reason | None:
     """A point whose generator sent no request of its window measured nothing of the load
     offered in it: no response time, and its replies answer requests from before the window
-    (BM98 Figs 3-6's realistic select at 12,000 req/s: 0 sent and 1,283-2,348 replies/s, all
-    to the warm-up's backlog, yet valid: no rule looked at what was sent). Generators that
-    count their schedule are exempt from rate_shortfall, so this rule stands on its own."""
+    (docs/validity.md tells the run that showed it). Generators that count their schedule are
+    exempt from rate_shortfall, so this rule stands on its own."""
     if not hot_conns or sent is None or sent > 0 or keeps_offering:  # an S-Client never waits
         return None
     return Reason(Code.NOTHING_SENT,

@@ -1,4 +1,4 @@
-"""Several hosts through Dask distributed (issue #17): hosts join a scheduler as workers
+"""Several hosts through Dask distributed: hosts join a scheduler as workers
 whose resources name their role; a load (`wanbench load --cluster`) or a scenario (`wanbench
 run --cluster`) runs on them.
 

@@ -31,7 +31,7 @@ from harness.scenario import Range, Values, load, points
 REPRODUCE_BUDGET_S = 35 * 60  # the reproduction's budget for all targets on this 2-CPU machine
 # What a point × repetition costs beyond warm-up and window (start-up, samplers, stopping),
 # and each of its cold connections (opened, confirmed held, closed): a least-squares fit to
-# the 16 scenarios' times in the 46be0ed `make reproduce` on this machine (29.5 min in all;
+# the 16 scenarios' times in one full `make reproduce` on this machine (29.5 min in all;
 # the fit is within 25 % of each scenario's time but bm98-ufalloc's, +35 %: its 15,000
 # cold connections are local, not across the emulated WAN, and cost less each).
 POINT_OVERHEAD_S = 0.5

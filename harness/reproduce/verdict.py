@@ -90,9 +90,8 @@ class Measured:
 
         A run's repetitions are rounds over its sweep (scenario.order), so the points of one
         curve ran close together in each round, while a slow spell can cover a whole curve of
-        one round (a neighbour's load, the host's own drift: in BMD99 Fig 8's reference run
-        epoll's first round was 20 % slower at every cold count). Side by side in one round,
-        what drifts between rounds cancels."""
+        one round (a neighbour's load, the host's own drift). Side by side in one round, what
+        drifts between rounds cancels."""
         top, bottom = self.by_round(metric, **numerator), self.by_round(metric, **denominator)
         ratios = (top / bottom).dropna()
         if ratios.empty:
@@ -126,7 +125,8 @@ class Claim:
     cannot do without (a key of harness.reproduce.capabilities.PROBES). `quote` is the
     paper's own sentence or number that the claim tests, verbatim; `bound` says where the
     threshold comes from: the paper's number with a stated tolerance, or, where the paper
-    gives only words, the bound written down before the run that tests it (and its commit)."""
+    gives only words, the bound written down before the run that tests it (the check history,
+    harness/reproduce/history.yaml, says when)."""
 
     text: str
     source: str

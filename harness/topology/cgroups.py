@@ -4,8 +4,9 @@ before its generators do, as the papers' servers did beside many client machines
 cgroup v2 (`cpu.max`) and v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`) alike. The runner
 moves the server's processes into its group (`admit`) once its cold connections are held:
 the budget stands for a slower server while it is measured, and setting up thousands of
-idle connections is not measured (a select server accepting 6000 of them took 10 s under
-20 % of a CPU, 2 s without). What the server forks afterwards is in the group too.
+idle connections is not measured and would take several times as long under the budget
+(docs/validity.md, "A server with a CPU budget"). What the server forks afterwards is in the
+group too.
 
 Groups live under `wanbench/` in the CPU hierarchy. Each is recorded, before it exists, in a
 ledger of its own (harness/topology/ledger.py) in the same state directory as topologies'

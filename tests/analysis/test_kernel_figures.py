@@ -18,7 +18,7 @@ from harness.results.runset import read_runs
 from .synthetic import make_points, write_run
 
 # Each kernel-cost target: its scenario, the metric its check judges (harness/reproduce/
-# claims.py) and, for figures by layer, the layers that check compares.
+# claims/) and, for figures by layer, the layers that check compares.
 JUDGED = {
     "bm98-fig1": ("bm98-fig1-select-cpu-vs-cold", CPU_TIME_SHARE, ()),
     "bm98-table1-2": ("bm98-table1-profile", CPU_TIME_SHARE, ()),

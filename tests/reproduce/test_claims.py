@@ -6,13 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.reproduce import claims
+from harness.reproduce import claims, retired
+from harness.reproduce.claims import curves, keeping_up, signals
 from harness.reproduce.verdict import (
     Claim,
     ClaimResult,
     Measured,
     Outcome,
     Status,
+    Unmeasured,
     combine,
     evaluate_claim,
 )
@@ -126,11 +128,11 @@ def rate_sweep(server_cpu_at_top: float, behind_at_top: bool) -> Measured:
 
 
 def test_knee_order_needs_a_knee_inside_the_sweep():
-    test = claims.knee_order("dispatch", "epoll", "select")
+    test = retired.knee_order("dispatch", "epoll", "select")
     assert test(rate_sweep(99.0, behind_at_top=True)).passed
     never_behind = test(rate_sweep(99.0, behind_at_top=False))
     assert not never_behind.passed and "of ≤ 40,000 req/s ✗" in never_behind.numbers
-    reversed_order = claims.knee_order("dispatch", "select", "epoll")
+    reversed_order = retired.knee_order("dispatch", "select", "epoll")
     assert not reversed_order(rate_sweep(99.0, behind_at_top=True)).passed
 
 
@@ -142,14 +144,14 @@ def test_kept_up_is_judged_on_the_requests_sent():
         return as_read(points([{"offered_rate_rps": 100.0, "request_rate_rps": sent,
                                 "reply_rate_rps": replies, "cpu_server_pct": cpu}]))
 
-    assert claims.kept_up_with_sent(point(84.0, 84.0, 10.0), 100.0)
-    assert not claims.kept_up_with_offered(point(84.0, 84.0, 10.0), 100.0)  # the rule before
-    assert not claims.kept_up_with_sent(point(100.0, 80.0, 10.0), 100.0)
-    assert not claims.kept_up_with_sent(point(60.0, 60.0, 99.0), 100.0)
+    assert keeping_up.kept_up_with_sent(point(84.0, 84.0, 10.0), 100.0)
+    assert not retired.kept_up_with_offered(point(84.0, 84.0, 10.0), 100.0)  # the rule before
+    assert not keeping_up.kept_up_with_sent(point(100.0, 80.0, 10.0), 100.0)
+    assert not keeping_up.kept_up_with_sent(point(60.0, 60.0, 99.0), 100.0)
 
 
 def test_saturation_points_must_be_server_bound():
-    test = claims.server_bound_at_saturation(("dispatch",))
+    test = keeping_up.server_bound_at_saturation(("dispatch",))
     assert test(rate_sweep(99.0, behind_at_top=True)).passed
     idle_server = test(rate_sweep(40.0, behind_at_top=True))
     assert not idle_server.passed and "server 40 % CPU, 0/3 saturated ✗" in idle_server.numbers
@@ -185,9 +187,9 @@ def sigio(overflows_below: int, overflows_above: int) -> Measured:
 
 
 def test_sigio_regimes_both_ways():
-    assert claims.overflow_regimes()(sigio(0, 200)).passed
-    assert not claims.overflow_regimes()(sigio(500, 200)).passed  # overflowed with CPU to spare
-    assert not claims.overflow_regimes()(sigio(0, 0)).passed  # never overflowed past saturation
+    assert signals.overflow_regimes()(sigio(0, 200)).passed
+    assert not signals.overflow_regimes()(sigio(500, 200)).passed  # overflowed with CPU to spare
+    assert not signals.overflow_regimes()(sigio(0, 0)).passed  # never overflowed past saturation
 
 
 def test_a_point_at_the_knee_is_neither_regime():
@@ -202,11 +204,11 @@ def test_a_point_at_the_knee_is_neither_regime():
     # the records as the runner wrote them, before what is derived from the budget
     recorded = frame.drop(columns=["server_cpus", "server_saturated", "server_busy"])
     budgeted = as_read(recorded.assign(server_budget_pct=20.0))
-    assert claims.overflow_regimes()(budgeted).passed
+    assert signals.overflow_regimes()(budgeted).passed
     # before a593f84 the knee counted as below saturation, and its overflows failed the claim
-    assert not claims.overflow_regimes(replied="reply_ratio", spare_cpu=False)(budgeted).passed
+    assert not signals.overflow_regimes(replied="reply_ratio", spare_cpu=False)(budgeted).passed
     # the same point with CPU to spare (no budget: 20 % of a whole CPU) fails the claim
-    assert not claims.overflow_regimes()(as_read(recorded)).passed
+    assert not signals.overflow_regimes()(as_read(recorded)).passed
 
 
 def regression_points(idle_at_750: list[float], rates_at_750: tuple[float, ...] = (
@@ -223,7 +225,7 @@ def regression_points(idle_at_750: list[float], rates_at_750: tuple[float, ...] 
 
 
 def test_idle_regression_both_ways():
-    test = claims.idle_regression(("reply_bytes",))
+    test = retired.idle_regression(("reply_bytes",))
     good = test(regression_points([70.0, 45.0, 20.0, 5.0]))  # capacity falls with cold
     assert good.passed, good.numbers
     assert not test(regression_points([90.0, 75.0, 60.0, 45.0])).passed  # capacity rises
@@ -233,7 +235,7 @@ def test_idle_regression_both_ways():
 def test_idle_regression_leaves_out_a_server_that_kept_up_on_its_whole_budget():
     # With 750 cold the budget runs out at 1000 req/s, yet replies keep up to 4000 as each
     # select() returns more events: those points have idle cut off at 0, off the line.
-    test = claims.idle_regression(("reply_bytes",))
+    test = retired.idle_regression(("reply_bytes",))
     linear_then_busy = regression_points([80.0, 55.0, 30.0, 8.0, 2.0, 0.0, 0.0],
                                          (200.0, 400.0, 600.0, 800.0, 1000.0, 2000.0, 4000.0))
     result = test(linear_then_busy)
@@ -241,12 +243,12 @@ def test_idle_regression_leaves_out_a_server_that_kept_up_on_its_whole_budget():
     assert "capacity 5,000 → 840" in result.numbers  # 750 cold: the line through 200-600
     # a busy server's points alone are no line: the claim cannot be measured
     only_busy = regression_points([2.0, 0.0, 0.0, 0.0], (1000.0, 2000.0, 3000.0, 4000.0))
-    with pytest.raises(claims.Unmeasured):
+    with pytest.raises(Unmeasured):
         test(only_busy)
 
 
 def test_below_both_knees_compares_only_rates_both_kept_up_with():
-    test = claims.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5)
+    test = keeping_up.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select", high=0.5)
     good = test(rate_sweep(99.0, behind_at_top=True))  # epoll 0.2 ms, select 5 ms
     assert good.passed and "10,000: 0.04" in good.numbers and "30,000" not in good.numbers
     frame = rate_sweep(99.0, behind_at_top=True).all
@@ -292,7 +294,7 @@ def idle_points(idle_750: list[float], idle_0: list[float] | None = None) -> Mea
 
 
 def test_idle_lower_with_cold_both_ways():
-    test = claims.idle_lower("cold_conns", 0, 750, ("reply_bytes",))
+    test = keeping_up.idle_lower("cold_conns", 0, 750, ("reply_bytes",))
     # lower everywhere, or both exhausted at the top rate
     assert test(idle_points([50.0, 20.0, 0.5])).passed
     assert not test(idle_points([95.0, 20.0, 0.5])).passed  # more idle with cold at 1000
@@ -398,7 +400,7 @@ def test_an_interior_point_breaks_independence():
 
 
 def test_a_flat_curve_is_flat_both_ways_at_every_point():
-    flat = claims.ratio_across("reply_rate_rps", "cold_conns", low=1 / 1.5, high=1.5,
+    flat = curves.ratio_across("reply_rate_rps", "cold_conns", low=1 / 1.5, high=1.5,
                                every=True)
     assert flat(flat_sweep(15_000)).passed
     assert not flat(flat_sweep(30_000)).passed  # an interior bump
@@ -421,7 +423,7 @@ def test_a_tie_never_passes_a_higher_than_claim():
 
 
 def test_lower_response_time_is_strict():
-    lower = claims.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select",
+    lower = keeping_up.below_both_knees("resp_time_mean_ms", "dispatch", "epoll", "select",
                                     high=1.0, strict=True)
     assert lower(rate_sweep(99.0, behind_at_top=True)).passed
     frame = rate_sweep(99.0, behind_at_top=True).all
@@ -463,7 +465,7 @@ def test_cpp_fig2_falls_slowly_within_rounds_not_across_them():
     assert result.status == Status.PASS, result.detail
     assert "then falls to 0.8× the peak (rounds 0.5-0.85, 1 of 3 beyond the bound)" \
         in result.detail
-    pooled = claims.rises_then_falls("content_throughput_mbps", "client_conns", rise=1.5,
+    pooled = curves.rises_then_falls("content_throughput_mbps", "client_conns", rise=1.5,
                                      floor=0.75, pooled=True, one_way_delay_ms=0)(measured)
     assert not pooled.passed and "0.667× the peak" in pooled.numbers
 

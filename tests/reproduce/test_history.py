@@ -11,12 +11,15 @@ import pandas as pd
 import pytest
 
 from harness.analysis.figures import SPECS
-from harness.reproduce.history import HISTORY, judge_history
+from harness.reproduce.forms import FormError, build
+from harness.reproduce.history import judge_history, read_history
 from harness.reproduce.status import history_markdown
 from harness.reproduce.summary import reference_summary
 from harness.reproduce.verdict import Status
 from tests.conftest import REPO
 from tests.reproduce.test_claims import cold_sweep
+
+HISTORY = read_history().changes
 
 
 def test_every_target_has_a_history():
@@ -47,6 +50,20 @@ def test_a_loosened_bound_reads_fail_under_its_previous_form():
     assert dc3b568.result.status == Status.PASS
     steep = judge_history("bmd99-fig8", cold_sweep(select_at_2000=25_000, epoll_at_2000=49_000))
     assert steep[0].result.status == Status.PASS
+
+
+def test_a_form_names_what_it_builds_from():
+    """An earlier form is data: a combinator's name and its arguments, or a test of tests."""
+    form = {"among": {"test": {"ratio_across": {"metric": "reply_rate_rps",
+                                                "column": "cold_conns", "high": 0.75}},
+                      "dispatch": "select"}}
+    today = cold_sweep(select_at_2000=34_500, epoll_at_2000=49_000)
+    assert build(form)(today).numbers.startswith("reply_rate_rps at cold_conns=2000 / at 0 = 0.69")
+    for wrong in ({"ratio_acros": {}}, {"ratio_across": {"metric": "x"}},
+                  {"on_view": {"view": "by_nothing", "test": form}}, {"a": {}, "b": {}},
+                  {"knee_order": {"column": "x", "later": 1, "earlier": 0, "kept_up": "never"}}):
+        with pytest.raises(FormError):
+            build(wrong)
 
 
 def test_the_history_renders_a_line_per_change_with_its_verdict():

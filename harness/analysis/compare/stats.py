@@ -11,7 +11,7 @@ percentage points for CPU):
 
 A run's value is the mean of its repetitions; its variance is tau^2 = sigma_b^2 + V / n. The
 repetitions of one run estimate V only, and with it say nothing about sigma_b: a comparison
-whose noise came from them alone called two runs of one kernel a 25 % regression (issue #29).
+whose noise came from them alone calls two runs of one kernel different (docs/compare.md).
 So tau^2 comes from runs, pooled over (each with its degrees of freedom):
 
   - each side with at least 2 runs: the sample variance of its runs' values (n - 1);
