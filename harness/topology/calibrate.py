@@ -45,7 +45,7 @@ PROBE_PACKET_BYTES = 60  # a SYN with options, or a ping byte with its headers
 FLOOR_DEVICES = ("wbfloora", "wbfloorb")
 FLOOR_ADDRESSES = tuple(str(address) for address in CALIBRATION_NET.hosts())
 FLOOR_PREFIXLEN = CALIBRATION_NET.prefixlen
-START_TIMEOUT_S = 5.0
+START_TIMEOUT_S = 30.0  # an interpreter starts in seconds on an emulated CPU (a TCG guest)
 
 
 class CalibrationError(TopologyError):

@@ -1,8 +1,8 @@
-"""One boot of Debian's 6.12 kernel for two measurements that need it: wb-ktrace's function
-grain (ktrace_inside) and live netem (netem_inside), each into its own file in OUT_DIR. A part
-that fails writes its traceback there instead, so that each test module reports its own
-failure and the other's results stand. One boot, not two: under TCG a boot and the Python
-start inside it cost tens of seconds of the suite."""
+"""One boot of Debian's 6.12 kernel for three things that need it: wb-ktrace's function grain
+(ktrace_inside), live netem (netem_inside) and the run `wanbench run --kernel` gives a guest
+(run_inside), each into its own file in OUT_DIR. A part that fails writes its traceback there
+instead, so that each test reports its own failure and the others' results stand. One boot,
+not three: under TCG a boot and the Python start inside it cost a minute of the suite."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from tests.guest import ktrace_inside, netem_inside
+from tests.guest import ktrace_inside, netem_inside, run_inside
 
 # ktrace first: it needs only loopback, netem_inside brings a topology up and down
-PARTS = {"ktrace.json": ktrace_inside.main, "netem.json": netem_inside.main}
+PARTS = {"ktrace.json": ktrace_inside.main, "netem.json": netem_inside.main,
+         "run.json": run_inside.main}
 
 
 def main(out_dir: Path) -> None:

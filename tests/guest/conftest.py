@@ -71,8 +71,10 @@ def no_guest_left(monkeypatch):
 @pytest.fixture(scope="session")
 def kernel_6_12_measured(guest_kernel, tmp_path_factory) -> Path:
     """One boot of the 6.12 guest running tests/guest/both_inside.py (wb-ktrace's function
-    grain, then live netem): the folder holding ktrace.json and netem.json."""
-    build("build/bin/wb-ktrace")
+    grain, live netem, then a guest's run): the folder holding ktrace.json, netem.json and
+    run.json."""
+    for target in ("build/bin/wb-ktrace", "build/bin/wb-server", "build/bin/wb-sclient"):
+        build(target)
     out = tmp_path_factory.mktemp("guest-6.12")
     mode = accel.probe(guest_kernel)
     start = time.monotonic()
