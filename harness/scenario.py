@@ -502,6 +502,12 @@ class Scenario(Strict):
     # Before each point × repetition, wait up to this long for the server's and the
     # generator's CPUs to be free of other tasks (harness/runner/quiet.py); 0: do not wait
     quiet_wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
+    # Keep the server and its cold connections running from one point to the next of the
+    # same round when the two differ only in hot.* (harness/runner/held.py): a sweep of hot
+    # rates over thousands of cold connections then opens them once per server, not once
+    # per rate (their ramp is slow over a WAN). Each point still has its own hot generator,
+    # window, samplers and check that the cold connections are held.
+    hold_server_across_hot: bool = False
     # `wanbench run --kernel IMAGE`'s virtual machine; None: the defaults of Guest
     guest: Guest | None = None
     # metric column -> bound each point's median over valid repetitions must keep, checked
@@ -523,6 +529,15 @@ class Scenario(Strict):
                 and not swept & {"hot", "hot.rate_rps"}):
             raise ValueError("hot.overload: sclient opens one socket per scheduled send: give "
                              "hot.rate_rps (or sweep it)")
+        return self
+
+    @model_validator(mode="after")
+    def _held_in_rounds(self) -> Scenario:
+        if self.hold_server_across_hot and self.order != "interleaved":
+            raise ValueError(f"hold_server_across_hot: true keeps a server for the next point "
+                             f"of its round that differs only in hot.*, and order: "
+                             f"{self.order} does not run such points one after another; fix: "
+                             f"order: interleaved, or hold_server_across_hot: false")
         return self
 
 
@@ -562,6 +577,12 @@ class Point:
     @property
     def topology_key(self) -> str:
         return json.dumps(self.config.topology.model_dump(), sort_keys=True)
+
+    @property
+    def server_key(self) -> str:
+        """The point's configuration less its hot load: points with the same one may run on
+        one server and its cold connections (hold_server_across_hot)."""
+        return json.dumps(self.config.model_dump(mode="json", exclude={"hot"}), sort_keys=True)
 
 
 def parameter_columns(config: Scenario, extra: dict[str, Any]) -> dict[str, Any]:

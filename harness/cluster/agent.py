@@ -113,8 +113,8 @@ class HostAgent:
         async def ready() -> None:
             tsc_hz, _ = manifest.tsc_hz()
             counters, _ = perf.hardware_counters()
-            await server.ready_samplers(tsc_hz=tsc_hz, hardware_counters=counters,
-                                        emulator_pids=[])
+            await server.ready_samplers(workdir=server.raw, tsc_hz=tsc_hz,
+                                        hardware_counters=counters, emulator_pids=[])
         await self._on_loop(ready())
 
     async def measure(self, window: tuple[float, float]) -> ServerWindow:

@@ -29,6 +29,7 @@ from harness.cluster.coordinator import START_MARGIN_S, clock_offsets, judged_me
 from harness.cluster.hosts import PHASE_TIMEOUT_S, HostAgents
 from harness.cluster.placement import HostWorker, Placement
 from harness.monotonic import NS_PER_S
+from harness.results.rows import cold_held
 from harness.runner.launch import Measurement
 from harness.runner.load_side import HOT_FINISH_MARGIN_S, cold_spec, hot_spec
 from harness.runner.processes import PointFailed
@@ -125,7 +126,7 @@ class ClusterPoint:
         # connections are open before it
         merged, facts = judged_merge(documents, dict(zip(hot_names, hot, strict=True)), clocks,
                                      sampler_host=server_name)
-        return Measurement(merged, facts, _merged_cold(cold_docs), window, edges,
+        return Measurement(merged, facts, _cold_held(cold_docs), window, edges,
                            measured.window, measured.stats_before, measured.stats_after,
                            measured.samples, measured.profile_rows)
 
@@ -160,6 +161,8 @@ def _furthest(counted: list[Edges], window: Window) -> Edges:
                  max((e.end_ns for e in counted), key=lambda t: abs(t - window.end_ns)))
 
 
-def _merged_cold(documents: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
+def _cold_held(documents: dict[str, dict[str, Any] | None]) -> int | None:
+    """The cold connections every cold host's generator held to the end, from their
+    documents merged; None without any."""
     kept = {name: doc for name, doc in documents.items() if doc is not None}
-    return merge_documents(kept) if kept else None
+    return cold_held(merge_documents(kept)) if kept else None

@@ -111,5 +111,6 @@ class ClusterPoints:
             self.ctx.cluster["points"][f"{name}/{attempt}" if attempt else name] = {
                 host: dataclasses.asdict(t) for host, t in cluster_point.timing.items()}
 
-    def close(self) -> None:
-        """Nothing stays up between points: each point's agents are stopped with it."""
+    async def close(self) -> None:
+        """Nothing stays up between points: each point's agents are stopped with it (a
+        scenario's hold_server_across_hot is not applied across a cluster)."""

@@ -98,8 +98,8 @@ COLUMN_KINDS = {
     **dict.fromkeys(("repetition", "attempt", "window_start_ns", "window_end_ns"), INTEGER),
     **dict.fromkeys(("reply_bytes", "workers", "hot_conns", "cold_conns", "stream_conns",
                      "value", "count", "samples", "pct"), NUMBER),
-    **dict.fromkeys(("valid", "server_saturated", "interference_only", "cycles_estimated"),
-                    BOOLEAN),
+    **dict.fromkeys(("valid", "server_saturated", "interference_only", "cycles_estimated",
+                     "server_carried_over"), BOOLEAN),
     **{column.name: column.kind for column in FACT_COLUMNS},
 }
 

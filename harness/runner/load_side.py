@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 import clients
 from clients.spec import NATIVE
 from harness import procs
+from harness.metrics.cpu import process_tree
 from harness.monotonic import NS_PER_S, sleep_until
 from harness.runner.processes import Children, PointFailed, read_line
 from harness.runner.window import Edges, Window, generator_edges
@@ -154,6 +156,20 @@ class LoadSide:
             return document, counted
         ran_s = document.get("duration_s")
         return document, Edges(opened, opened + round(ran_s * NS_PER_S) if ran_s else exited)
+
+    async def established(self, proc: asyncio.subprocess.Process,
+                          spec: clients.LoadSpec) -> int:
+        """The connections to spec's target that proc (and its shards) holds established
+        now, counted from their sockets: a cold generator kept running for the next point
+        writes its document only when it stops."""
+        port = spec.targets[0].rpartition(":")[2]
+        probe = await asyncio.create_subprocess_exec(
+            *self.prefix, "ss", "-Htnp", "state", "established", f"dport = :{port}",
+            stdout=asyncio.subprocess.PIPE)
+        out, _ = await probe.communicate()
+        ours = set(process_tree(proc.pid))
+        return sum(1 for line in out.decode(errors="replace").splitlines()
+                   if ours.intersection(map(int, re.findall(r"pid=(\d+)", line))))
 
     async def stop_cold(self, proc: asyncio.subprocess.Process | None,
                         spec: clients.LoadSpec | None) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ class PointRecorder:
         return record
 
     def record(self, measured: Measurement) -> dict[str, Any]:
-        doc, cold_doc = measured.document, measured.cold
+        doc = measured.document
         rtsig = isinstance(self.config.server, WbServer) and self.config.server.dispatch == "rtsig"
         row = rows.measured_row(
             self.ids, self.config.name, self.point.columns, doc, measured.window,
@@ -40,7 +40,8 @@ class PointRecorder:
         row.update(ktrace.per_reply(row))
         row.update(rows.window_columns(measured.interval.start_ns, measured.interval.end_ns,
                                        measured.edges))
-        row["cold_held"] = rows.cold_held(cold_doc) if cold_doc is not None else None
+        row["cold_held"] = measured.cold_held
+        row["server_carried_over"] = measured.carried_over
         row["server_cpus"] = self._server_cpus()
         window = facts.window_facts(row, self._setup(),
                                     f"points row of {self.point.point_id} r{self.repetition}")

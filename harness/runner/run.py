@@ -22,6 +22,7 @@ from harness.results.format import SCHEMA_VERSION
 from harness.results.store import STORAGE_FIXES, RunDir
 from harness.runner import quiet
 from harness.runner.context import Endpoints, RunContext, endpoints
+from harness.runner.held import HeldServer, hold_key
 from harness.runner.launch import Measurement, PointLauncher
 from harness.runner.processes import PointFailed
 from harness.runner.record import PointRecorder
@@ -170,6 +171,16 @@ def _place_network(handle: Any, cpus: Cpus) -> None:
         pinning.pin_running(pid, pinning.all_but(cpus.server) or {cpus.generator})
 
 
+def _in_round(round_: list[Point], hold: bool) -> Callable[[Point], tuple[str, int]]:
+    """The sort key of a round in order: points sharing a topology stay together (one
+    bring-up each per round); held across hot loads, so do those sharing a server, in the
+    sweep's order (a stable sort keeps it within each group)."""
+    first: dict[str, int] = {}
+    for point in round_:
+        first.setdefault(point.server_key, point.index)
+    return lambda point: (point.topology_key, first[point.server_key] if hold else 0)
+
+
 def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
     """The point × repetitions still to measure, in the scenario's order (scenario.order)."""
     grid = points(scenario)
@@ -181,8 +192,8 @@ def pending(scenario: Scenario, done: set[str]) -> list[tuple[Point, int]]:
             round_ = list(grid)
             if scenario.order == "shuffled":
                 random.Random(f"{scenario.order_seed}/{rep}").shuffle(round_)
-            else:  # points sharing a topology stay together: one bring-up each per round
-                round_.sort(key=lambda point: point.topology_key)
+            else:
+                round_.sort(key=_in_round(round_, scenario.hold_server_across_hot))
             todo += [(point, rep) for point in round_]
     return [(point, rep) for point, rep in todo
             if RunDir.record_name(point.point_id, rep) not in done]
@@ -194,22 +205,29 @@ class PointSource(Protocol):
 
     async def measure(self, point: Point, repetition: int, attempt: int) -> Measurement: ...
 
-    def close(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 class LocalPoints:
-    """On this machine, in the topologies brought up here."""
+    """On this machine, in the topologies brought up here, on servers held across points
+    that differ only in their hot load when the scenario says so (harness.runner.held)."""
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         self.cache = TopologyCache(ctx)
+        self.held = HeldServer()
 
     async def measure(self, point: Point, repetition: int, attempt: int) -> Measurement:
+        key = hold_key(self.ctx.scenario, point, repetition)
+        await self.held.release_unless(key)  # before its topology may be taken down
         return await PointLauncher(self.ctx, self.cache.get(point), point, repetition,
-                                   attempt).run()
+                                   attempt).run(self.held, key)
 
-    def close(self) -> None:
-        self.cache.close()
+    async def close(self) -> None:
+        try:
+            await self.held.release()
+        finally:
+            self.cache.close()
 
 
 async def measure_point(ctx: RunContext, source: PointSource, point: Point, repetition: int,
@@ -252,4 +270,4 @@ async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
             raise
         raise ctx.run_dir.unwritable(exc) from None  # a raw log, while measuring
     finally:
-        source.close()
+        await source.close()

@@ -10,6 +10,7 @@ import contextlib
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from clients import validity
@@ -109,11 +110,16 @@ class ServerSide:
             self.counters.close()
             self._stack.close()
 
+    async def write_out(self) -> None:
+        """This host's dirty pages written out (unwritten_mib: how many there were), so that
+        writeback is not in the window: before a point, on a server started or kept for it."""
+        self.unwritten_mib = await writeback.write_out()
+
     async def start(self) -> str:
         """The server started and checked; its ADDR:PORT. This host's dirty pages are written
-        out first (unwritten_mib: how many there were), so that writeback is not in the window."""
+        out first (write_out)."""
         cfg = self.config
-        self.unwritten_mib = await writeback.write_out()
+        await self.write_out()
         if isinstance(cfg.server, WbServer):
             port = 0 if self.shared_host else cfg.server.port
             server = servers.ServerConfig(
@@ -221,15 +227,16 @@ class ServerSide:
             assert self.server_pid is not None
             self.budget.admit(process_tree(self.server_pid))
 
-    async def ready_samplers(self, *, tsc_hz: float | None, hardware_counters: bool,
-                             emulator_pids: list[int]) -> None:
+    async def ready_samplers(self, *, workdir: Path, tsc_hz: float | None,
+                             hardware_counters: bool, emulator_pids: list[int]) -> None:
         """The samplers made and the server's tracers (perf, wb-ktrace) loaded, before the
         runner decides the window: a tracer that loads slowly delays the window, never
-        misses its start."""
+        misses its start. workdir: the point's raw directory, which a server kept from an
+        earlier point (harness.runner.held) does not log in."""
         cfg = self.config
         assert self.server_pid is not None
         self.sampler = WindowSampler(SamplerConfig(
-            server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=self.raw,
+            server_pid=self.server_pid, server_cpu=cfg.cpus.server, workdir=workdir,
             tsc_hz=tsc_hz, hardware_counters=hardware_counters,
             profile=cfg.profile, generator_cpu=cfg.cpus.generator, emulator_pids=emulator_pids,
             # where the machine cannot, the columns stay null (the run said why at its start)

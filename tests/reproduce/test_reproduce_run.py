@@ -108,3 +108,25 @@ def test_quick_pipeline_runs_every_scenario_and_judges_every_target(tmp_path):
                              text=True, timeout=600)
     assert plotted.returncode == 0, plotted.stderr[-3000:]
     assert (out / "index.html").is_file()
+
+
+RAMPED = """
+name: ramped
+topology: {file: topologies/loopback.yaml}
+hot: {conns: 2}
+cold: {conns: 6000, ramp_rps: 1000}
+sweep:
+  hot.rate_rps: [100, 200, 300]
+warmup_s: 1
+duration_s: 1
+"""
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_the_estimate_charges_each_cold_ramp_once_per_server(tmp_path: Path, held: bool):
+    path = tmp_path / "ramped.yaml"
+    path.write_text(RAMPED + f"hold_server_across_hot: {str(held).lower()}\n")
+    (run,) = plan([path], quick=False)
+    opened = 6000 * reproduce_run.COLD_CONN_S + 6000 / 1000  # its connections and its ramp
+    points = 3 * (1 + 1 + reproduce_run.POINT_OVERHEAD_S)
+    assert run.estimate_s == pytest.approx(points + opened * (1 if held else 3))

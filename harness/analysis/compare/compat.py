@@ -17,10 +17,13 @@ from typing import Any
 
 from harness.results.format import topology_backend
 
-# Scenario fields that may differ: they change how many samples there are, or what is
-# checked after the run (thresholds), not what is measured.
+# Scenario fields that may differ: they change how many samples there are, the order and
+# lifetime of what measures them (a server held across hot loads: each point's
+# server_carried_over says), or what is checked after the run (thresholds), not what is
+# measured.
 FREE_SCENARIO_FIELDS = ("description", "repetitions", "order", "order_seed",
-                        "interference_retries", "quiet_wait_s", "thresholds")
+                        "interference_retries", "quiet_wait_s", "hold_server_across_hot",
+                        "thresholds")
 # perf is versioned with the kernel (linux-perf / tools/perf), so it follows the kernel.
 KERNEL_SIDE_TOOLS = ("perf",)
 TSC_TOLERANCE = 0.005
