@@ -41,14 +41,14 @@ deps: system-deps python-deps
 demo: deps all
 	$(VENV)/bin/wanbench run scenarios/quickstart.yaml
 
-# tests/analysis reads recorded and synthetic runs (figures, compare, notebooks, the browser):
-# no load and no timing, so it runs on both CPUs; the rest one test at a time, as real loads,
-# namespaces and `timing` tests need the machine to themselves. Both parts run; either fails it.
+# Tests that start no load and measure no time (the `beside` mark: tests/conftest.py's BESIDE)
+# run on both CPUs; the rest one test at a time, as real loads, namespaces and `timing` tests
+# need the machine to themselves. Both parts run; either fails it.
 test: deps all
 	@bash scripts/setup-system.sh test
 	@status=0; \
-	$(PY) -m pytest -q -n 2 --durations=10 tests/analysis || status=$$?; \
-	$(PY) -m pytest -q --durations=25 --ignore=tests/analysis tests || status=$$?; \
+	$(PY) -m pytest -q -n 2 --durations=10 -m beside tests || status=$$?; \
+	$(PY) -m pytest -q --durations=25 -m "not beside" tests || status=$$?; \
 	exit $$status
 
 # Every `timing` test 20 times beside the rest of the suite: each must pass 20 of 20.

@@ -48,3 +48,43 @@ def port() -> int:
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, rlimits)")
+
+
+# Files whose tests start no load, measure no time and bring no topology up: `make test` runs
+# them two at a time (the `beside` mark), and the rest one at a time, as real loads, namespaces
+# and `timing` tests need the machine to themselves. A file not named here runs alone.
+BESIDE = (
+    "tests/analysis/",
+    "tests/reproduce/test_beyond.py",
+    "tests/reproduce/test_capabilities.py",
+    "tests/reproduce/test_claims.py",
+    "tests/reproduce/test_history.py",
+    "tests/reproduce/test_kernel_claims.py",
+    "tests/reproduce/test_reproduce_command.py",
+    "tests/reproduce/test_status_is_generated.py",
+    "tests/runner/test_damaged_runs.py",
+    "tests/runner/test_hostile_input.py",
+    "tests/runner/test_manifest.py",
+    "tests/runner/test_scenario.py",
+    "tests/runner/test_scenario_errors.py",
+    "tests/runner/test_scenario_limits.py",
+    "tests/runner/test_window.py",
+    "tests/clients/test_validity.py",
+    "tests/clients/test_bench_clients_page.py",
+    "tests/ktrace/test_bench_report.py",
+    "tests/ktrace/test_columns.py",
+    "tests/ktrace/test_compare.py",
+    "tests/ktrace/test_figures.py",
+    "tests/ktrace/test_functions.py",
+    "tests/guest/test_comparison.py",
+    "tests/topology/test_address_policy.py",
+    "tests/test_layers.py",
+    "tests/test_yamlfile.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.fspath).relative_to(REPO).as_posix()
+        if path.startswith(BESIDE) and item.get_closest_marker("timing") is None:
+            item.add_marker(pytest.mark.beside)
