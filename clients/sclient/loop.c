@@ -41,6 +41,7 @@ struct loop {
     struct rusage ru_window;
     uint64_t run_delay_window;
     int64_t spin_idle_ns; /* polls that found nothing to do: spinning, not work */
+    int64_t spun_until;   /* the end of the last such poll, if the loop has spun since (else 0) */
     struct lead lead;
     uint32_t hot_awaiting; /* hot requests sent and not yet answered */
     int64_t last_hot_send;
@@ -747,9 +748,15 @@ int run_shard(const struct opts *opts, const struct shard *shard, struct result 
         int n = epoll_pwait2(loop->epoll_fd, events, 1024, &ts, &waitmask);
         if (n < 0 && errno != EINTR) { perror("wb-sclient: epoll_pwait2"); return 1; }
         loop->now = (int64_t)now_ns();
-        /* an empty poll ahead of the deadline is idle time, up to the deadline only */
-        if (!wait && !n && polled < due && loop->window_open)
-            loop->spin_idle_ns += (loop->now < due ? loop->now : due) - polled;
+        /* an empty poll ahead of the deadline is idle time, up to the deadline only; and so is
+           the loop's own pass since the last empty poll: before the deadline it did no work */
+        if (!wait && !n && polled < due && loop->window_open) {
+            int64_t from = loop->spun_until ? loop->spun_until : polled;
+            loop->spin_idle_ns += (loop->now < due ? loop->now : due) - from;
+            loop->spun_until = loop->now;
+        } else {
+            loop->spun_until = 0;
+        }
         if (wait && !n)
             lead_wake_observed(&loop->lead, loop->now, loop->now - (polled + wait), window_result(loop));
         if (!wait) lead_poll_returned(&loop->lead, loop->now, polled, window_result(loop));
