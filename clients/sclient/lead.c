@@ -24,13 +24,7 @@
 #define WAKE_CHECK_NS 100000LL
 
 uint64_t run_delay_ns(void) {
-    FILE *f = fopen("/proc/self/schedstat", "r");
-    unsigned long long run = 0, wait = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &run, &wait) != 2) wait = 0;
-        fclose(f);
-    }
-    return wait;
+    return proc_self_second("/proc/self/schedstat"); /* on the CPU, then waiting for it */
 }
 
 /* The same as run_delay_ns, cheaply enough for the loop: one pread on a descriptor kept open

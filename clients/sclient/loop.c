@@ -71,14 +71,18 @@ uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t rss_kb(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
+uint64_t proc_self_second(const char *path) {
+    FILE *f = fopen(path, "r");
+    unsigned long long first = 0, second = 0;
     if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+        if (fscanf(f, "%llu %llu", &first, &second) != 2) second = 0;
         fclose(f);
     }
-    return resident * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
+    return second;
+}
+
+uint64_t rss_kb(void) {
+    return proc_self_second("/proc/self/statm") * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
 }
 
 static int in_window(const struct loop *loop, int64_t t) {

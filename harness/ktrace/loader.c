@@ -47,13 +47,19 @@ void keep_libbpf_warnings(void)
     libbpf_set_print(keep_warning);
 }
 
+/* One line on standard error, after the tool's name. */
+static void say(const char *format, va_list args)
+{
+    fprintf(stderr, "%s: ", TOOL_NAME);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+}
+
 void die(enum kt_exit status, const char *format, ...)
 {
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "%s: ", TOOL_NAME);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    say(format, args);
     va_end(args);
     exit(status);
 }
@@ -62,9 +68,7 @@ void usage_error(const char *format, ...)
 {
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "%s: ", TOOL_NAME);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    say(format, args);
     va_end(args);
     fputs(TOOL_USAGE, stderr);
     exit(EXIT_USAGE);
