@@ -87,7 +87,10 @@ def test_merged_document_is_the_sum_of_its_shards(scheduler, server):
     for kind in ("corrected", "uncorrected"):
         assert merged["latency"][kind]["count"] == sum(d["latency"][kind]["count"]
                                                        for d in shards)
-    assert merged["valid"], merged["invalid_reasons"]
+    # the verdict is each shard's, named (both ways: test_merge_adds_counts_and_the_verdict_...);
+    # whether this machine kept 200 req/s on time in each is not what is tested here
+    assert merged["valid"] == (not merged["invalid_reasons"])
+    assert all(reason.split(":")[0] in HOT_WORKERS for reason in merged["invalid_reasons"])
 
 
 @pytest.mark.slow
