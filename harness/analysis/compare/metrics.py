@@ -16,8 +16,8 @@ from harness.results.format import (
 # A CPU percentage is compared as a difference in percentage points, never as a relative
 # change: its run-to-run noise is additive (CPU time the server is charged for whatever its
 # load: timer ticks, the samplers, a neighbour's cache traffic), so the disturbance that is
-# 2 % of 50 % CPU reads +25 % at 5 % (issue #29: an A/A pair went 4.89 -> 6.14). CPU per reply
-# would not help: at a fixed offered rate it is the CPU divided by a constant, with the same
+# 2 % of 50 % CPU reads +25 % at 5 % (docs/compare.md, "CPU: percentage points"). CPU per
+# reply would not help: at a fixed offered rate it is the CPU divided by a constant, with the same
 # relative swing. A difference in points has about the same noise at every load.
 POINTS_MIN_EFFECT = 1.0  # pp: smaller differences are never a regression (2 % of half a CPU)
 POINTS_DETECT = 2.5  # pp: what `~` promises would have been seen (5 % of half a CPU)
