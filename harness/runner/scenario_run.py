@@ -225,6 +225,7 @@ def until_stopped(work: Callable[[], Coroutine[Any, Any, None]]) -> Stop | None:
 
         for sig in interrupts.STOP_SIGNALS:
             loop.add_signal_handler(sig, stop, sig)
+        interrupts.raise_if_heard()  # a signal before these handlers whose Interrupted was lost
         await work()
 
     previous = {sig: signal.getsignal(sig) for sig in interrupts.STOP_SIGNALS}

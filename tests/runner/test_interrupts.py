@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import interrupts
+from harness.runner.scenario_run import until_stopped
 from tests.conftest import REPO
 
 
@@ -59,6 +60,47 @@ def test_a_second_stop_signal_does_not_cut_the_teardown_short():
                 torn_down.append(True)
                 raise
     assert torn_down == [True]
+
+
+def _discarded(sig: int) -> None:
+    """A stop signal whose Interrupted is discarded where it is raised, as C code that clears
+    the error of the Python it called (PyObject_HasAttr, a dict lookup's __eq__) discards it."""
+    try:
+        signal.raise_signal(sig)
+    except interrupts.Interrupted:
+        pass
+
+
+def test_a_stop_signal_whose_interrupted_was_discarded_stops_the_next_bring_up():
+    with pytest.raises(interrupts.Interrupted) as stopped:
+        with interrupts.raising():
+            _discarded(signal.SIGTERM)
+            with interrupts.raising():
+                pytest.fail("the bring-up went on after a stop signal")
+    assert stopped.value.signum == signal.SIGTERM
+    # the other way: the signal belonged to that scope; a new one starts with none heard
+    entered = []
+    with interrupts.raising():
+        with interrupts.raising():
+            entered.append(True)
+    assert entered == [True] and interrupts.heard() is None
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["no signal", "signal discarded"])
+def test_the_runs_event_loop_stops_for_a_signal_whose_interrupted_was_discarded(lost: bool):
+    ran: list[bool] = []
+
+    async def work() -> None:
+        ran.append(True)
+
+    with interrupts.raising():
+        if lost:
+            _discarded(signal.SIGTERM)
+        stop = until_stopped(work)
+    if lost:
+        assert stop is not None and stop.status == 143 and not ran
+    else:
+        assert stop is None and ran == [True]
 
 
 def catches(pid: int, sig: int) -> bool:
