@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -16,14 +17,20 @@ from tests.guest import ktrace_inside, netem_inside, run_inside
 # ktrace first: it needs only loopback, netem_inside brings a topology up and down
 PARTS = {"ktrace.json": ktrace_inside.main, "netem.json": netem_inside.main,
          "run.json": run_inside.main}
+TOOK = "took.json"
 
 
 def main(out_dir: Path) -> None:
+    took = {}
     for name, measure in PARTS.items():
+        start = time.monotonic()
         try:
             measure(out_dir / name)
         except Exception:  # noqa: BLE001 - the test that reads this file reports it
             (out_dir / name).write_text(json.dumps({"error": traceback.format_exc()}))
+        took[name] = round(time.monotonic() - start, 1)
+    # what each part cost inside the guest: the suite's longest setup, printed by its fixture
+    (out_dir / TOOK).write_text(json.dumps(took))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from harness.guest import accel, machine
 from harness.guest.accel import QEMU
 from harness.scenario import Guest
 from tests.conftest import build
+from tests.guest import both_inside
 
 GUEST_PROCESSES = (QEMU, "virtiofsd")
 OWNER = "WANBENCH_TEST_GUEST"  # in the environment of the guests a test starts
@@ -83,7 +84,9 @@ def kernel_6_12_measured(guest_kernel, tmp_path_factory) -> Path:
                                         str(out)],
                          Guest(cpus=2, memory_mb=1024, timeout_s=900), mode, [out],
                          ["sch_netem", "veth"])
-    print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s")
+    took = out / both_inside.TOOK
+    print(f"guest ({mode.mode}) booted and measured in {time.monotonic() - start:.0f} s; "
+          f"inside: {took.read_text() if took.exists() else 'no times'}")
     assert result.status == 0, result.console[-3000:]
     return out
 
