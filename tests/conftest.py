@@ -50,9 +50,10 @@ def port() -> int:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, rlimits)")
 
 
-# Files whose tests start no load, measure no time and bring no topology up: `make test` runs
-# them two at a time (the `beside` mark), and the rest one at a time, as real loads, namespaces
-# and `timing` tests need the machine to themselves. A file not named here runs alone.
+# Files whose tests start no load, measure no time and bring no topology up (at most one
+# wb-server answering a few requests): `make test` runs them two at a time (the `beside`
+# mark), and the rest one at a time, as real loads, namespaces and `timing` tests need the
+# machine to themselves. A file not named here runs alone.
 BESIDE = (
     "tests/analysis/",
     "tests/reproduce/test_beyond.py",
@@ -78,6 +79,27 @@ BESIDE = (
     "tests/ktrace/test_functions.py",
     "tests/guest/test_comparison.py",
     "tests/topology/test_address_policy.py",
+    "tests/topology/test_model.py",
+    "tests/topology/test_calibrate.py",
+    "tests/topology/test_commands.py",
+    "tests/topology/test_bench_wan_report.py",
+    "tests/runner/test_summary.py",
+    "tests/runner/test_external_files.py",
+    "tests/runner/test_lateness.py",
+    "tests/runner/test_record.py",
+    "tests/runner/test_results.py",
+    "tests/runner/test_callers.py",
+    "tests/runner/test_quiet.py",
+    "tests/clients/test_limits.py",
+    "tests/clients/test_overload_rules.py",
+    "tests/ktrace/test_describe.py",
+    "tests/ktrace/test_doctor.py",
+    # wb-server's protocol, command line and limits, one server per test: what they assert
+    # (replies, counters, refusals, an idle server's own CPU) no neighbour's load changes
+    "tests/servers/test_http.py",
+    "tests/servers/test_cli.py",
+    "tests/servers/test_limits.py",
+    "tests/servers/test_bench_report.py",
     "tests/test_layers.py",
     "tests/test_yamlfile.py",
 )
