@@ -1,14 +1,27 @@
 """CLOCK_MONOTONIC, the clock every window is decided on (harness.runner.window) and every
-source reads its edges by: waiting for an instant of it, from any layer."""
+source reads its edges by: waiting for an instant of it, or at most a while, from any layer."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 NS_PER_S = 1_000_000_000
+T = TypeVar("T")
 
 
 async def sleep_until(instant_ns: int) -> None:
     """Until this host's CLOCK_MONOTONIC reads instant_ns (at once if it has)."""
     await asyncio.sleep(max(0, instant_ns - time.monotonic_ns()) / NS_PER_S)
+
+
+async def within(awaitable: Awaitable[T], timeout_s: float | None) -> T:
+    """awaitable's result; TimeoutError after timeout_s (None: no limit). Not asyncio.wait_for:
+    on Python 3.11 a cancellation that comes as the awaited one finishes (the run's stop
+    signal, as a server answers) is dropped and the result returned, and the run goes on with
+    its stop spent. Awaited here, a cancellation is raised at the next step whatever else
+    finished."""
+    async with asyncio.timeout(timeout_s):
+        return await awaitable

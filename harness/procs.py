@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from harness import monotonic
+
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -74,7 +76,7 @@ async def stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM,
         return proc.returncode
     _signal_group(proc.pid, sig)
     try:
-        status = await asyncio.wait_for(proc.wait(), timeout)
+        status = await monotonic.within(proc.wait(), timeout)
     except TimeoutError:
         status = None
     _signal_group(proc.pid, signal.SIGKILL)

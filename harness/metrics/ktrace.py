@@ -24,7 +24,7 @@ from typing import Any
 
 from clients import pinning
 from clients.paths import MissingBinary, binary
-from harness import procs
+from harness import monotonic, procs
 from harness.results.format import (
     KERNEL_DIRECTIONS,
     KERNEL_FAMILIES,
@@ -223,7 +223,7 @@ class KernelTrace:
             if command is not None:
                 proc.stdin.write(f"{command}\n".encode())
                 await proc.stdin.drain()
-            line = await asyncio.wait_for(proc.stdout.readline(), ANSWER_TIMEOUT_S)
+            line = await monotonic.within(proc.stdout.readline(), ANSWER_TIMEOUT_S)
         except (TimeoutError, ConnectionError) as exc:
             raise KernelTraceFailed(f"{self.tool} did not answer '{command or 'load'}' "
                                     f"({exc or 'timed out'})") from None

@@ -20,6 +20,7 @@ from typing import Any
 
 from clients import pinning
 from clients.paths import MissingBinary
+from harness import monotonic
 from harness.metrics import ktrace
 
 # tasks named in other_generator_tasks and other_server_tasks, most time first
@@ -122,7 +123,7 @@ class TracedCpu:
         """Loaded within left_s (None: however long it takes): the window does not wait for a
         measure of interference (a loaded machine can take longer than a short warm-up)."""
         try:
-            await asyncio.wait_for(self._prepare(), left_s)
+            await monotonic.within(self._prepare(), left_s)
         except TimeoutError:
             # stopped at the window's end (close), not now: a loader stopped mid-load can
             # take as long to go as it took to load

@@ -21,7 +21,7 @@ import clients
 from clients.spec import NATIVE
 from harness import procs
 from harness.metrics.cpu import process_tree
-from harness.monotonic import NS_PER_S, sleep_until
+from harness.monotonic import NS_PER_S, sleep_until, within
 from harness.runner.processes import Children, PointFailed, read_line
 from harness.runner.window import Edges, Window, generator_edges
 from harness.scenario import Point, Scenario
@@ -142,8 +142,8 @@ class LoadSide:
         opened = await hot.opened if hot.opened is not None else None
         if proc.stdin is not None:
             proc.stdin.close()  # releases it (communicate() without input leaves stdin open)
-        out, _ = await asyncio.wait_for(proc.communicate(),
-                                        spec.warmup_s + spec.duration_s + HOT_FINISH_MARGIN_S)
+        out, _ = await within(proc.communicate(),
+                              spec.warmup_s + spec.duration_s + HOT_FINISH_MARGIN_S)
         exited = time.monotonic_ns()
         (self.raw / "hot.stdout").write_bytes(out)
         if proc.returncode != 0:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from clients import validity
-from harness import procs
+from harness import monotonic, procs
 
 
 class PointFailed(RuntimeError):
@@ -53,7 +53,7 @@ class Children:
 
 async def read_line(stream: asyncio.StreamReader, timeout: float, what: str) -> str:
     try:
-        line = await asyncio.wait_for(stream.readline(), timeout)
+        line = await monotonic.within(stream.readline(), timeout)
     except TimeoutError:
         raise PointFailed(f"{what}: no answer within {timeout:.0f} s") from None
     if not line:

@@ -3,6 +3,7 @@ Python ignores exceptions; and `wanbench` exits 130/143 on one from its first li
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import interrupts
+from harness.monotonic import within
 from harness.runner.scenario_run import until_stopped
 from tests.conftest import REPO
 
@@ -101,6 +103,42 @@ def test_the_runs_event_loop_stops_for_a_signal_whose_interrupted_was_discarded(
         assert stop is not None and stop.status == 143 and not ran
     else:
         assert stop is None and ran == [True]
+
+
+async def _cancelled_as_it_finishes(wait) -> str:
+    """A task waiting through `wait` is cancelled (a stop signal) in the loop iteration in
+    which what it waits for gets its result, as a stop can land as a server answers."""
+    answer = asyncio.get_running_loop().create_future()
+
+    async def waiting() -> str:
+        await wait(answer, 10)
+        await asyncio.sleep(0)
+        return "went on"
+
+    task = asyncio.create_task(waiting())
+    await asyncio.sleep(0)  # the task now waits
+    answer.set_result("line")
+    task.cancel()
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return "stopped"
+
+
+def test_a_stop_that_lands_as_the_awaited_finishes_is_kept():
+    assert asyncio.run(_cancelled_as_it_finishes(within)) == "stopped"
+    if sys.version_info < (3, 12):  # what the runner used to wait with dropped it
+        assert asyncio.run(_cancelled_as_it_finishes(asyncio.wait_for)) == "went on"
+
+
+def test_within_gives_the_result_or_times_out():
+    async def answered() -> str:
+        return "line"
+
+    assert asyncio.run(within(answered(), 1)) == "line"
+    assert asyncio.run(within(answered(), None)) == "line"
+    with pytest.raises(TimeoutError):
+        asyncio.run(within(asyncio.sleep(10), 0.01))
 
 
 def catches(pid: int, sig: int) -> bool:
