@@ -1,7 +1,8 @@
 """The link backends, one table (libevent's eventop): each backend's name, what it joins a
 link's two ends with, the kernel modules it needs, the binary it runs and how it is probed.
 Every other module asks this table (by name: BACKENDS[name]); backend_probe chooses among
-its rows."""
+its rows: netem where the kernel has it, else the userspace emulator over AF_XDP, else the
+same emulator over TUN devices."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ from harness.topology.model import TopologyError
 if TYPE_CHECKING:
     from harness.topology.model import Link
 
-# What joins a link's two ends: a veth pair, a veth pair with netem qdiscs, or the
-# userspace emulator between two TUN devices (LinkBackend.wiring decides which).
-Wiring = Literal["veth", "netem", "wb-linkem"]
+# What joins a link's two ends: a veth pair, a veth pair with netem qdiscs, the userspace
+# emulator between two TUN devices, or the emulator between the far ends of two veth pairs
+# over AF_XDP (LinkBackend.wiring decides which).
+Wiring = Literal["veth", "netem", "wb-linkem", "wb-linkem-xdp"]
+# wb-linkem's I/O back end (its --io) under each wiring that runs it
+EMULATOR_IO: dict[str, str] = {"wb-linkem": "tun", "wb-linkem-xdp": "xdp"}
 Probe = Callable[[Ledger | None], dict]
+# The scratch veth pair the AF_XDP probe opens (inside a namespace of its own)
+XDP_PROBE_DEVICES = ("wbxdpa", "wbxdpb")
 
 
 def probe_netem(ledger: Ledger | None) -> dict:
@@ -57,6 +63,40 @@ def probe_userspace(_: Ledger | None = None) -> dict:
     return {"ok": True, "binary": str(path)}
 
 
+def probe_xdp(ledger: Ledger | None) -> dict:
+    """wb-linkem built, and its AF_XDP back end opens a veth pair in a scratch namespace (in
+    the run's ledger, always removed) as a run would: the AF_XDP sockets and their UMEM, the
+    XDP program loaded and attached (`wb-linkem --io xdp --check`)."""
+    assert ledger is not None, "AF_XDP is probed in a namespace of the run's ledger"
+    try:
+        path = binary("wb-linkem")
+    except MissingBinary as exc:
+        return {"ok": False, "error": str(exc)}
+    ns = f"{ledger.prefix}-xprobe"
+    try:
+        netns.create(ledger, ns)
+    except TopologyError as exc:
+        return {"ok": False, "error": str(exc)}
+    try:
+        pair = subprocess.run(["ip", "-n", ns, "link", "add", XDP_PROBE_DEVICES[0], "type",
+                               "veth", "peer", "name", XDP_PROBE_DEVICES[1]],
+                              capture_output=True, text=True)
+        if pair.returncode != 0:
+            return {"ok": False, "error": f"veth: {pair.stderr.strip()}"}
+        where = str(netns.NETNS_DIR / ns)
+        check = subprocess.run([str(path), "--io", "xdp", "--check",
+                                "--a-netns", where, "--a-dev", XDP_PROBE_DEVICES[0],
+                                "--b-netns", where, "--b-dev", XDP_PROBE_DEVICES[1]],
+                               capture_output=True, text=True, timeout=30)
+    finally:
+        netns.delete(ns)
+    if check.returncode != 0:
+        said = check.stderr.strip().splitlines()
+        return {"ok": False, "error": (said[-1] if said else f"exited {check.returncode}")
+                .removeprefix("wb-linkem: ")}
+    return {"ok": True, "binary": str(path)}
+
+
 @dataclass(frozen=True)
 class LinkBackend:
     name: str
@@ -85,6 +125,13 @@ NETEM = LinkBackend("netem", namespaces=True, shapes=True, shaped_wiring="netem"
                     emulates_unshaped=False, modules=("sch_netem",), binary=None,
                     probe=probe_netem,
                     lacking="the kernel lacks sch_netem: use --backend userspace")
+# wb-linkem over AF_XDP: no system call per packet received, one per batch sent. Its
+# sockets and XDP program are built into the kernel (CONFIG_XDP_SOCKETS), not modules.
+XDP = LinkBackend("xdp", namespaces=True, shapes=True, shaped_wiring="wb-linkem-xdp",
+                  emulates_unshaped=True, modules=(), binary="wb-linkem", probe=probe_xdp,
+                  lacking="AF_XDP on veth does not work here: use --backend userspace, the "
+                          "same emulator over TUN devices")
+# wb-linkem over TUN devices: a read and a write per packet; where AF_XDP is missing.
 USERSPACE = LinkBackend("userspace", namespaces=True, shapes=True, shaped_wiring="wb-linkem",
                         emulates_unshaped=True, modules=("tun",), binary="wb-linkem",
                         probe=probe_userspace)
@@ -92,7 +139,7 @@ VETH = LinkBackend("veth", namespaces=True, shapes=False, shaped_wiring="veth",
                    emulates_unshaped=False, modules=(), binary=None, probe=None)
 NONE = LinkBackend("none", namespaces=False, shapes=False, shaped_wiring="veth",
                    emulates_unshaped=False, modules=(), binary=None, probe=None)
-BACKENDS = {b.name: b for b in (NETEM, USERSPACE, VETH, NONE)}
+BACKENDS = {b.name: b for b in (NETEM, XDP, USERSPACE, VETH, NONE)}
 AUTO = "auto"  # the first of AUTO_ORDER whose probe works (loopback: none)
-AUTO_ORDER = (NETEM, USERSPACE)
+AUTO_ORDER = (NETEM, XDP, USERSPACE)
 CHOICES = (AUTO, *BACKENDS)  # what a scenario, `run --backend` and `topo up --backend` take
