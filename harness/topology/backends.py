@@ -32,22 +32,31 @@ Probe = Callable[[Ledger | None], dict]
 XDP_PROBE_DEVICES = ("wbxdpa", "wbxdpb")
 
 
-def probe_netem(ledger: Ledger | None) -> dict:
-    """Adds a netem qdisc to lo in a scratch namespace (ledgered, always removed)."""
-    assert ledger is not None, "netem is probed in a namespace of the run's ledger"
-    ns = f"{ledger.prefix}-probe"
+def probe_in_scratch(ledger: Ledger | None, suffix: str,
+                     commands: Callable[[str], list[list[str]]]) -> dict:
+    """Runs the commands given for a scratch namespace (named PREFIX-suffix, in the run's
+    ledger, always removed) in order: {"ok": True}, or the first failure's error."""
+    assert ledger is not None, "a probe's scratch namespace is in the run's ledger"
+    ns = f"{ledger.prefix}-{suffix}"
     try:
         netns.create(ledger, ns)
     except TopologyError as exc:
         return {"ok": False, "error": str(exc)}
     try:
-        tc = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem",
-                             "delay", "1ms"], capture_output=True, text=True)
+        for argv in commands(ns):
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                return {"ok": False, "error": done.stderr.strip()
+                        or f"{Path(argv[0]).name} exited {done.returncode}"}
     finally:
         netns.delete(ns)
-    if tc.returncode != 0:
-        return {"ok": False, "error": tc.stderr.strip() or f"tc exited {tc.returncode}"}
     return {"ok": True}
+
+
+def probe_netem(ledger: Ledger | None) -> dict:
+    """Adds a netem qdisc to lo in a scratch namespace."""
+    return probe_in_scratch(ledger, "probe", lambda ns: [
+        ["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]])
 
 
 def probe_userspace(_: Ledger | None = None) -> dict:
@@ -64,37 +73,21 @@ def probe_userspace(_: Ledger | None = None) -> dict:
 
 
 def probe_xdp(ledger: Ledger | None) -> dict:
-    """wb-linkem built, and its AF_XDP back end opens a veth pair in a scratch namespace (in
-    the run's ledger, always removed) as a run would: the AF_XDP sockets and their UMEM, the
-    XDP program loaded and attached (`wb-linkem --io xdp --check`)."""
-    assert ledger is not None, "AF_XDP is probed in a namespace of the run's ledger"
+    """wb-linkem built, and its AF_XDP back end opens a veth pair in a scratch namespace as a
+    run would: the AF_XDP sockets and their UMEM, the XDP program loaded and attached
+    (`wb-linkem --io xdp --check`)."""
     try:
         path = binary("wb-linkem")
     except MissingBinary as exc:
         return {"ok": False, "error": str(exc)}
-    ns = f"{ledger.prefix}-xprobe"
-    try:
-        netns.create(ledger, ns)
-    except TopologyError as exc:
-        return {"ok": False, "error": str(exc)}
-    try:
-        pair = subprocess.run(["ip", "-n", ns, "link", "add", XDP_PROBE_DEVICES[0], "type",
-                               "veth", "peer", "name", XDP_PROBE_DEVICES[1]],
-                              capture_output=True, text=True)
-        if pair.returncode != 0:
-            return {"ok": False, "error": f"veth: {pair.stderr.strip()}"}
-        where = str(netns.NETNS_DIR / ns)
-        check = subprocess.run([str(path), "--io", "xdp", "--check",
-                                "--a-netns", where, "--a-dev", XDP_PROBE_DEVICES[0],
-                                "--b-netns", where, "--b-dev", XDP_PROBE_DEVICES[1]],
-                               capture_output=True, text=True, timeout=30)
-    finally:
-        netns.delete(ns)
-    if check.returncode != 0:
-        said = check.stderr.strip().splitlines()
-        return {"ok": False, "error": (said[-1] if said else f"exited {check.returncode}")
-                .removeprefix("wb-linkem: ")}
-    return {"ok": True, "binary": str(path)}
+    a, b = XDP_PROBE_DEVICES
+    result = probe_in_scratch(ledger, "xprobe", lambda ns: [
+        ["ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", b],
+        [str(path), "--io", "xdp", "--check", "--a-netns", str(netns.NETNS_DIR / ns),
+         "--a-dev", a, "--b-netns", str(netns.NETNS_DIR / ns), "--b-dev", b]])
+    if not result["ok"]:
+        return {**result, "error": result["error"].removeprefix("wb-linkem: ")}
+    return {**result, "binary": str(path)}
 
 
 @dataclass(frozen=True)
