@@ -16,8 +16,8 @@ from clients.paths import BIN_DIR
 from harness.guest import accel, machine
 from harness.manifest import read_text, sysctl
 from harness.metrics import ktrace, perf, whoran
-from harness.topology.backend_probe import link_backend_here
-from harness.topology.backends import NETEM
+from harness.topology.backend_probe import emulator_backend_here, link_backend_here
+from harness.topology.backends import NETEM, XDP
 from harness.topology.model import TopologyError
 
 SYS_IO_URING_SETUP = 425
@@ -85,13 +85,24 @@ def modules_unavailable(cmdline: Path = Path("/proc/cmdline"),
 
 
 def check_userspace_emulator() -> Check:
-    tun = Path("/dev/net/tun").exists()
-    built = (BIN_DIR / "wb-linkem").is_file()
-    ok = tun and built
-    detail = ", ".join([("/dev/net/tun present" if tun else "/dev/net/tun missing"),
-                        ("wb-linkem built" if built else "wb-linkem not built")])
-    fix = "" if ok else ("run make" if tun else "modprobe tun (CONFIG_TUN)")
-    return Check("userspace link emulator", ok, detail, fix)
+    """Which path wb-linkem takes here, as a run's probe finds it: AF_XDP between the far ends
+    of veth pairs, else TUN devices (a read and a write per packet), else neither and why."""
+    name = "userspace link emulator"
+    try:
+        chosen, record = emulator_backend_here()
+    except TopologyError as exc:
+        return Check(name, False, f"neither path works: {exc}",
+                     "run as root; make (wb-linkem); modprobe tun (CONFIG_TUN), or a kernel "
+                     "with CONFIG_XDP_SOCKETS for the AF_XDP path")
+    if chosen == XDP.name:
+        return Check(name, True, "AF_XDP path (--backend xdp): wb-linkem forwards between the "
+                     "far ends of veth pairs, an XDP program redirecting their frames to its "
+                     "AF_XDP sockets; no system call per packet received, one per batch sent")
+    why = record.get(XDP.name, {}).get("error", "not probed")
+    return Check(name, False, f"TUN path (--backend {chosen}), a read and a write per packet: "
+                 f"AF_XDP unavailable ({why})",
+                 "a kernel with CONFIG_XDP_SOCKETS and XDP on veth, and CAP_NET_RAW, CAP_BPF "
+                 "and CAP_NET_ADMIN for wb-linkem, for the AF_XDP path", shortfall="TUN only")
 
 
 def check_guests() -> Check:

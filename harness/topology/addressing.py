@@ -18,6 +18,16 @@ PLAN_PREFIX = "wbplan"
 # meets no topology's addresses; in 198.18.0.0/24, below the first link's default subnet,
 # so no default plan hands these out
 CALIBRATION_NET = ipaddress.ip_network("198.18.0.252/30")
+# Link index 0 is no topology's (they count from 1): the floor path's MAC addresses
+FLOOR_LINK_INDEX = 0
+
+
+def link_mac(index: int, side: str) -> str:
+    """The MAC address of side ('a' or 'b') of link `index`'s host device, where the link's
+    wiring sets one (wb-linkem over AF_XDP: the other host's neighbour entry names it).
+    Locally administered (02:...); "wb" in the next two octets; unique per link within a
+    run, whose namespaces are all a MAC is seen in."""
+    return f"02:77:62:{index >> 8 & 0xff:02x}:{index & 0xff:02x}:{0xa if side == 'a' else 0xb:02x}"
 
 
 def new_prefix() -> str:
@@ -42,6 +52,9 @@ class LinkPlan:
     subnet: ipaddress.IPv4Network
     a_addr: str
     b_addr: str
+
+    def mac(self, side: str) -> str:
+        return link_mac(self.index, side)
 
 
 @dataclass(frozen=True)

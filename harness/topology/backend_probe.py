@@ -45,21 +45,30 @@ def choose_backend(requested: str, topology: Topology,
                             "run as root or use topologies/loopback.yaml")
     if asked is not None and asked.probe is None:
         return asked.name, {"chosen": asked.name, "reason": "requested: plain veth, no shaping"}
-    probe: dict = {}
-    for backend in (asked,) if asked is not None else AUTO_ORDER:
-        assert backend.probe is not None
-        probe[backend.name] = result = backend.probe(ledger)
-        if result["ok"]:
-            tried = [f"{name} unavailable ({probe[name]['error']})" for name in probe
-                     if name != backend.name]
-            reason = ("requested" if asked is not None
-                      else "; ".join(tried) or f"{backend.name} works here")
-            return backend.name, {**probe, "chosen": backend.name, "reason": reason}
+    chosen, probe = first_working((asked,) if asked is not None else AUTO_ORDER, ledger)
+    if chosen is not None:
+        tried = [f"{name} unavailable ({probe[name]['error']})" for name in probe
+                 if name != chosen]
+        reason = "requested" if asked is not None else "; ".join(tried) or f"{chosen} works here"
+        return chosen, {**probe, "chosen": chosen, "reason": reason}
     if asked is not None:
         raise TopologyError(f"backend {asked.name} refused: {probe[asked.name]['error']}"
                             + (f"; {asked.lacking}" if asked.lacking else ""))
     why = "; ".join(f"{name}: {result['error']}" for name, result in probe.items())
     raise TopologyError(f"no link backend works here: {why}")
+
+
+def first_working(backends: tuple[LinkBackend, ...],
+                  ledger: Ledger | None) -> tuple[str | None, dict]:
+    """The first of backends whose probe works (None if none does), and the probe record of
+    each one tried, by name."""
+    probe: dict = {}
+    for backend in backends:
+        assert backend.probe is not None
+        probe[backend.name] = result = backend.probe(ledger)
+        if result["ok"]:
+            return backend.name, probe
+    return None, probe
 
 
 def probe_here(topology: Topology, requested: str = "auto") -> tuple[str, dict]:
@@ -87,3 +96,21 @@ def link_backend_here() -> tuple[str, dict]:
     probe record (`wanbench doctor`, the reproduction's capabilities); TopologyError naming
     why none would."""
     return probe_here(SHAPED_LINK)
+
+
+def emulator_backend_here() -> tuple[str, dict]:
+    """The path the userspace emulator takes here, as a shaped link without netem gets it: the
+    first backend of AUTO_ORDER that runs it (AF_XDP, then TUN devices) whose probe works,
+    with the probe record of each one tried (`wanbench doctor`); TopologyError naming why
+    none would. The probes run with a throwaway ledger, always removed."""
+    if os.geteuid() != 0:
+        raise TopologyError("the emulator's probes need root (namespaces, AF_XDP, TUN)")
+    emulators = tuple(b for b in AUTO_ORDER if b.binary is not None)
+    ledger = Ledger.create(new_prefix(), None, "probe")
+    try:
+        chosen, probe = first_working(emulators, ledger)
+    finally:
+        cleanup.remove_run(ledger)
+    if chosen is None:
+        raise TopologyError("; ".join(f"{name}: {r['error']}" for name, r in probe.items()))
+    return chosen, probe

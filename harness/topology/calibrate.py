@@ -24,13 +24,22 @@ from pathlib import Path
 
 from clients.paths import binary
 from harness.procs import die_with_parent
-from harness.topology.addressing import CALIBRATION_NET, AddressPlan, LinkPlan
-from harness.topology.backends import BACKENDS
+from harness.topology.addressing import (
+    CALIBRATION_NET,
+    FLOOR_LINK_INDEX,
+    AddressPlan,
+    LinkPlan,
+    link_mac,
+)
+from harness.topology.backends import BACKENDS, EMULATOR_IO
 from harness.topology.commands import (
     LINK_LAYER_BYTES,
     NETNS_DIR,
+    PairEnd,
     linkem_options,
     ns_exec,
+    xdp_neighbour_command,
+    xdp_pair_commands,
 )
 from harness.topology.model import MTU_BYTES, Link, Topology, TopologyError
 
@@ -187,29 +196,39 @@ def _run(argv: list[str]) -> None:
         raise CalibrationError(f"floor: `{' '.join(argv)}` failed: {done.stderr.strip()}", {})
 
 
-def _emulator_argv(spec: Link, ns_a: int, ns_b: int, stats: Path) -> list[str]:
-    """wb-linkem as the link runs it (scheduling, busy-polling, offloads), with no shaping."""
+def _emulator_argv(spec: Link, io: str, ns_a: int, ns_b: int, stats: Path) -> list[str]:
+    """wb-linkem as the link runs it (I/O, scheduling, busy-polling, offloads), with no
+    shaping."""
     return [str(binary("wb-linkem")),
             "--a-netns", f"/proc/{ns_a}/ns/net", "--a-dev", FLOOR_DEVICES[0],
             "--b-netns", f"/proc/{ns_b}/ns/net", "--b-dev", FLOOR_DEVICES[1],
-            "--stats", str(stats), *linkem_options(spec)]
+            "--stats", str(stats), *linkem_options(spec, io)]
 
 
 def _floor_wire(stack: ExitStack, spec: Link, backend: str, a: subprocess.Popen,
                 b: subprocess.Popen) -> str:
     """Joins the two namespaces as the backend joins a link's ends; returns what it is."""
-    if BACKENDS[backend].wiring(spec) != "wb-linkem":
+    io = EMULATOR_IO.get(BACKENDS[backend].wiring(spec))
+    if io is None:
         _run([*_enter(a), "ip", "link", "add", FLOOR_DEVICES[0], "type", "veth", "peer",
               "name", FLOOR_DEVICES[1], "netns", str(b.pid)])
         return "veth pair"
+    if io == "xdp":
+        ends = [PairEnd([*_enter(holder), "ip"], str(holder.pid), dev,
+                        link_mac(FLOOR_LINK_INDEX, side), addr)
+                for holder, dev, side, addr in ((a, FLOOR_DEVICES[0], "a", FLOOR_ADDRESSES[0]),
+                                                (b, FLOOR_DEVICES[1], "b", FLOOR_ADDRESSES[1]))]
+        for side, far in ((ends[0], ends[1]), (ends[1], ends[0])):
+            for argv in (*xdp_pair_commands(side, far), xdp_neighbour_command(side, far)):
+                _run(argv)
     stats = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "floor.json"
-    argv = _emulator_argv(spec, a.pid, b.pid, stats)
+    argv = _emulator_argv(spec, io, a.pid, b.pid, stats)
     emulator = _child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stack.callback(_stop, emulator)
     if _first_line(emulator) != "ready":
         _stop(emulator)
         raise CalibrationError(f"floor: wb-linkem did not start: {emulator.stderr.read()}", {})
-    return f"wb-linkem {argv[argv.index('--sched') + 1]}, unshaped"
+    return f"wb-linkem {argv[argv.index('--sched') + 1]}, unshaped, {io} I/O"
 
 
 @contextmanager

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.topology.addressing import AddressPlan, LinkPlan
-from harness.topology.backends import BACKENDS
+from harness.topology.backends import BACKENDS, EMULATOR_IO
 from harness.topology.model import Link, Shaping, Topology
 from harness.topology.netns import NETNS_DIR
 
 # Bytes a backend's rate limiter counts per packet beyond the IP packet (Ethernet on veth).
-LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "wb-linkem": 0}
+LINK_LAYER_BYTES = {"netem": 14, "veth": 14, "wb-linkem": 0, "wb-linkem-xdp": 14}
 # Scheduling of the emulator's threads. Links that hold packets for a release time run
 # SCHED_FIFO, ahead of servers and clients as netem's softirq is, so releases are on time
 # on a busy machine. Unshaped links run SCHED_BATCH: no preemption of the server on every
@@ -96,12 +96,12 @@ def linkem_spec(shaping: Shaping, limit: int) -> str:
     return ",".join(f"{k}={v}" for k, v in parts.items())
 
 
-def linkem_options(spec: Link) -> list[str]:
+def linkem_options(spec: Link, io: str) -> list[str]:
     """How wb-linkem runs a link, whatever it shapes (the link and its calibration floor):
-    scheduling, busy-polling, and offloads (off: one MSS per packet, as segmentation_offload
-    asks of veth)."""
+    its I/O back end, scheduling, busy-polling, and offloads (off: one MSS per packet, as
+    segmentation_offload asks of veth)."""
     timed = spec.direction("a_to_b").is_timed or spec.direction("b_to_a").is_timed
-    options = ["--sched", TIMED_SCHED if timed else UNTIMED_SCHED,
+    options = ["--io", io, "--sched", TIMED_SCHED if timed else UNTIMED_SCHED,
                "--offload", "on" if spec.segmentation_offload else "off"]
     return options + (["--busy-poll-us", str(spec.busy_poll_us)] if spec.busy_poll_us else [])
 
@@ -112,6 +112,40 @@ def queue_limits(topology: Topology, link: LinkPlan) -> dict[str, int]:
     return {d: spec.direction(d).limit_packets(rtt) for d in ("a_to_b", "b_to_a")}
 
 
+@dataclass(frozen=True)
+class PairEnd:
+    """One host's side of a link wired for wb-linkem over AF_XDP, as the commands name it."""
+
+    ip: list[str]  # `ip` run in the host's namespace (ip -n NAME, or nsenter ... ip)
+    netns: str  # the host's namespace as `ip link add ... netns` takes it (a name or a pid)
+    dev: str
+    mac: str
+    addr: str  # its address on the link
+
+
+def xdp_pair_commands(side: PairEnd, far: PairEnd) -> list[list[str]]:
+    """Host side's veth pair: its device, with the MAC far's neighbour entry names, and the far
+    end of the same name in far's namespace, up: where wb-linkem's AF_XDP socket takes side's
+    frames and gives it far's (`wb-linkem --io xdp`)."""
+    return [[*side.ip, "link", "add", side.dev, "address", side.mac, "type", "veth", "peer",
+             "name", side.dev, "netns", far.netns],
+            [*far.ip, "link", "set", side.dev, "up"]]
+
+
+def xdp_neighbour_command(side: PairEnd, far: PairEnd) -> list[str]:
+    """side reaches far's link address at far's MAC with no ARP: frames cross the emulator
+    unchanged, so ARP's would too, shaped (loss draws the TUN path, with no ARP, never
+    makes: the same seed would drop other packets)."""
+    return [*side.ip, "neigh", "replace", far.addr, "lladdr", far.mac, "dev", side.dev,
+            "nud", "permanent"]
+
+
+def pair_ends(plan: AddressPlan, link: LinkPlan) -> tuple[PairEnd, PairEnd]:
+    ns_a, ns_b = plan.hosts[link.a].netns, plan.hosts[link.b].netns
+    return (PairEnd(["ip", "-n", ns_a], ns_a, link.a_dev, link.mac("a"), link.a_addr),
+            PairEnd(["ip", "-n", ns_b], ns_b, link.b_dev, link.mac("b"), link.b_addr))
+
+
 def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path,
                state_dir: Path) -> list[Step]:
     steps = []
@@ -120,11 +154,18 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
         spec = topology.links[link.name]
         limits = queue_limits(topology, link)
         wiring = BACKENDS[backend].wiring(spec)
-        if wiring != "wb-linkem":
+        io = EMULATOR_IO.get(wiring)  # None: no emulator, a veth pair joins the hosts
+        if io is None:
             steps.append(Step(["ip", "link", "add", link.a_dev, "netns", ns_a, "type", "veth",
                                "peer", "name", link.b_dev, "netns", ns_b],
                               creates={"kind": "link", "name": link.a_dev, "netns": ns_a}))
-        else:
+        if io == "xdp":
+            a, b = pair_ends(plan, link)
+            for side, far in ((a, b), (b, a)):
+                create, up = xdp_pair_commands(side, far)
+                steps += [Step(create, creates={"kind": "link", "name": side.dev,
+                                                "netns": side.netns}), Step(up)]
+        if io is not None:
             stats = state_dir / f"{plan.prefix}-linkem-{link.index}.json"
             argv = [str(linkem),
                     "--a-netns", str(NETNS_DIR / ns_a), "--a-dev", link.a_dev,
@@ -132,12 +173,12 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
                     "--ab", linkem_spec(spec.direction("a_to_b"), limits["a_to_b"]),
                     "--ba", linkem_spec(spec.direction("b_to_a"), limits["b_to_a"]),
                     "--seed", str(topology.seed + link.index), "--stats", str(stats),
-                    *linkem_options(spec)]
+                    *linkem_options(spec, io)]
             steps.append(Step(argv, spawn=True, link=link.name, notes={"stats": str(stats)},
                               creates={"kind": "process", "name": "wb-linkem",
                                        "link": link.name}))
         for ns, dev, addr in ((ns_a, link.a_dev, link.a_addr), (ns_b, link.b_dev, link.b_addr)):
-            if wiring == "wb-linkem":
+            if io == "tun":
                 # The kernel's ring in front of the emulator: a burst (thousands of cold
                 # clients' SYNs) must wait for the emulator there, not be dropped unseen.
                 steps.append(Step(["ip", "-n", ns, "link", "set", "dev", dev,
@@ -145,6 +186,9 @@ def link_steps(topology: Topology, plan: AddressPlan, backend: str, linkem: Path
             steps.append(Step(["ip", "-n", ns, "addr", "add",
                                f"{addr}/{link.subnet.prefixlen}", "dev", dev]))
             steps.append(Step(["ip", "-n", ns, "link", "set", dev, "up"]))
+        if io == "xdp":
+            a, b = pair_ends(plan, link)
+            steps += [Step(xdp_neighbour_command(a, b)), Step(xdp_neighbour_command(b, a))]
         if wiring == "veth" and not spec.segmentation_offload:
             steps += [Step(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", "1"])
                       for ns, dev in ((ns_a, link.a_dev), (ns_b, link.b_dev))]

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from harness.topology.backends import probe_xdp
 from harness.topology.ledger import Ledger
 from harness.topology.netns import names as netns_names
 from tests.conftest import build
@@ -42,3 +43,15 @@ def no_leftovers(state_dir, linkem):
     for ledger in Ledger.load_all(state_dir):
         leftovers.append(f"ledger {ledger.path.name}")
     assert not leftovers, f"left behind: {leftovers}"
+
+
+@pytest.fixture
+def af_xdp(state_dir, linkem) -> None:
+    """Skips (saying why) where this machine cannot run wb-linkem's AF_XDP path at all."""
+    ledger = Ledger.create("wbxdpt0", None, "probe")
+    try:
+        result = probe_xdp(ledger)
+    finally:
+        ledger.remove()
+    if not result["ok"]:
+        pytest.skip(f"AF_XDP on veth unavailable here: {result['error']}")

@@ -77,9 +77,14 @@ def test_backend_names_are_compared_in_the_table_only():
 
 
 @pytest.mark.parametrize(("name", "modules", "emulator"), [
-    ("netem", ("sch_netem",), None), ("userspace", ("tun",), "wb-linkem"),
+    ("netem", ("sch_netem",), None), ("xdp", (), "wb-linkem"), ("userspace", ("tun",), "wb-linkem"),
     ("veth", (), None), ("none", (), None)])
 def test_the_table_says_what_each_backend_needs(name: str, modules: tuple, emulator: str | None):
     backend = BACKENDS[name]
     assert (backend.modules, backend.binary) == (modules, emulator)
     assert backend.namespaces == (name != "none") and backend.shapes == (backend in AUTO_ORDER)
+
+
+def test_auto_tries_netem_then_af_xdp_then_tun_devices():
+    assert [b.name for b in AUTO_ORDER] == ["netem", "xdp", "userspace"]
+    assert [b.shaped_wiring for b in AUTO_ORDER] == ["netem", "wb-linkem-xdp", "wb-linkem"]

@@ -99,6 +99,35 @@ def test_userspace_link_without_segmentation_offload_turns_the_emulators_off(lin
     assert len(emulators) == 1 and "--offload off" in emulators[0]
 
 
+def test_xdp_commands_cross_two_veth_pairs_and_need_no_arp(linkem):
+    topology = load_topology(REPO / "topologies/lan.yaml", {"links.lan.delay_ms": "5"})
+    lines = planned_commands(topology, "xdp", "wbt1")
+    (emulator,) = [ln for ln in lines if ln.endswith(" &")]
+    pairs = [  # each host's device, and its far end of the same name in the other host's
+        "ip -n wbt1-client link add wbt1-1a address 02:77:62:00:01:0a type veth peer name "
+        "wbt1-1a netns wbt1-server", "ip -n wbt1-server link set wbt1-1a up",
+        "ip -n wbt1-server link add wbt1-1b address 02:77:62:00:01:0b type veth peer name "
+        "wbt1-1b netns wbt1-client", "ip -n wbt1-client link set wbt1-1b up"]
+    neighbours = [  # each host's peer at its MAC, with no ARP across the emulator
+        "ip -n wbt1-client neigh replace 198.18.1.2 lladdr 02:77:62:00:01:0b dev wbt1-1a "
+        "nud permanent", "ip -n wbt1-server neigh replace 198.18.1.1 lladdr "
+        "02:77:62:00:01:0a dev wbt1-1b nud permanent"]
+    # the pairs exist before the emulator attaches to them; the neighbours after addresses
+    assert [ln for ln in lines if ln in pairs + neighbours + [emulator]] == [
+        *pairs, emulator, *neighbours]
+    assert emulator.startswith(f"{linkem} --a-netns /run/netns/wbt1-client --a-dev wbt1-1a "
+                               "--b-netns /run/netns/wbt1-server --b-dev wbt1-1b ")
+    assert "--io xdp --sched fifo:10" in emulator
+    assert not any("txqueuelen" in ln or ln.startswith("tc ") for ln in lines)
+
+
+def test_tun_commands_name_their_io_back_end(linkem):
+    topology = load_topology(REPO / "topologies/lan.yaml", {"links.lan.delay_ms": "5"})
+    (emulator,) = [ln for ln in planned_commands(topology, "userspace", "wbt1")
+                   if ln.endswith(" &")]
+    assert "--io tun " in emulator
+
+
 def dry_run(backend: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "topo", "up",
                            str(REPO / "topologies/lan.yaml"), "--dry-run", "--backend", backend,

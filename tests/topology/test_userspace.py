@@ -16,6 +16,7 @@ import pytest
 import clients.paths
 from clients.targets import TargetRefused, check_target
 from harness.topology import TopologyError, bring_up, load_topology
+from harness.topology.backends import AUTO_ORDER
 from harness.topology.calibrate import FLOOR_ADDRESSES, CalibrationError, calibrate_link
 from harness.topology.ledger import process_start_time
 from harness.topology.netns import NETNS_DIR
@@ -27,8 +28,9 @@ PING_ROUNDING_MS = 0.05  # ping prints times of 10-100 ms to a tenth of a millis
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-def up(no_leftovers, overrides: dict[str, str], calibrate: bool = True):
-    handle = bring_up(load_topology(LAN, overrides), "userspace", calibrate=calibrate)
+def up(no_leftovers, overrides: dict[str, str], calibrate: bool = True,
+       backend: str = "userspace"):
+    handle = bring_up(load_topology(LAN, overrides), backend, calibrate=calibrate)
     no_leftovers.append(handle.prefix)
     return handle
 
@@ -70,13 +72,16 @@ def assert_calibrated_within_bounds(result: dict) -> None:
 
 
 @pytest.mark.timing
-def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
-    with up(no_leftovers, {"links.lan.delay_ms": "25"}) as handle:
-        assert handle.backend == "userspace"
+@pytest.mark.parametrize("backend,io", [("userspace", "tun"), ("xdp", "xdp")])
+def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers, request, backend, io):
+    if io == "xdp":
+        request.getfixturevalue("af_xdp")
+    with up(no_leftovers, {"links.lan.delay_ms": "25"}, backend=backend) as handle:
+        assert handle.backend == backend
         cal = handle.calibration["lan"]
         assert cal["configured_rtt_ms"] == 50
-        assert_calibrated_within_bounds(cal)
-        assert cal["floor"]["path"].startswith("wb-linkem fifo:10, unshaped")
+        assert_calibrated_within_bounds(cal)  # within 1 % (0.5 ms) plus the floor
+        assert cal["floor"]["path"].startswith(f"wb-linkem fifo:10, unshaped, {io} I/O")
         rtts = ping_rtts(handle, 20, "0.05")
     # ICMP ping: never below the configured delay; above it by the floor and ping's own
     # wake-ups, within the emulator's resolution.
@@ -85,7 +90,7 @@ def test_25ms_each_way_gives_50ms_median_rtt(no_leftovers):
     assert statistics.median(rtts) <= 50 + cal["floor"]["ping_rtt_median_ms"] + resolution_ms
     assert_on_time(handle.emulator_counters["lan"])
     forward = handle.emulator_counters["lan"]["a_to_b"]
-    assert (forward["sched"], forward["sched_applied"]) == ("fifo:10", True)
+    assert (forward["sched"], forward["sched_applied"], forward["io"]) == ("fifo:10", True, io)
     assert forward["busy_poll_us"] == 0  # real-time threads must sleep, never spin
 
 
@@ -109,13 +114,17 @@ def test_emulated_unshaped_link_sleeps_by_default(no_leftovers):
         assert counters["busy_poll_us"] == 0 and counters["wakeups"] >= 3
 
 
-@pytest.mark.parametrize("overrides", [{}, {"links.lan.emulate_unshaped": "true"}],
-                         ids=["veth", "wb-linkem"])
-def test_the_target_rule_lets_each_host_load_its_neighbour_and_nobody_else(no_leftovers,
-                                                                          overrides):
-    """Across a veth pair or wb-linkem's TUNs, the client reaches the server's address through
-    the link; this test's own namespace, which holds no link to either, is refused."""
-    with up(no_leftovers, overrides, calibrate=False) as handle:
+@pytest.mark.parametrize("backend,overrides", [
+    ("userspace", {}), ("userspace", {"links.lan.emulate_unshaped": "true"}),
+    ("xdp", {"links.lan.emulate_unshaped": "true"})], ids=["veth", "wb-linkem", "wb-linkem-xdp"])
+def test_the_target_rule_lets_each_host_load_its_neighbour_and_nobody_else(no_leftovers, request,
+                                                                          backend, overrides):
+    """Across a veth pair, wb-linkem's TUNs or the veth pairs wb-linkem joins over AF_XDP,
+    the client reaches the server's address through the link; this test's own namespace,
+    which holds no link to either, is refused."""
+    if backend == "xdp":
+        request.getfixturevalue("af_xdp")
+    with up(no_leftovers, overrides, calibrate=False, backend=backend) as handle:
         server, client = handle.address("server"), handle.address("client")
         assert check_target(server, sender=NETNS_DIR / handle.netns("client")) == server
         assert check_target(client, sender=NETNS_DIR / handle.netns("server")) == client
@@ -330,7 +339,9 @@ def test_handle_reports_hosts_roles_and_manifest(no_leftovers):
         assert handle.exec_prefix("server") == ["ip", "netns", "exec", f"{handle.prefix}-server"]
         manifest = handle.manifest()
         netem = manifest["probe"]["netem"]
-        assert manifest["probe"]["chosen"] == ("netem" if netem["ok"] else "userspace")
+        # the first of netem, AF_XDP and TUN devices that works here
+        assert manifest["probe"]["chosen"] == next(
+            backend.name for backend in AUTO_ORDER if manifest["probe"][backend.name]["ok"])
         if not netem["ok"]:
             assert netem["error"] in manifest["probe"]["reason"]
         assert manifest["links"]["lan"]["a_to_b"]["queue_limit_packets"] == 1000
