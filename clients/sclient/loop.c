@@ -64,6 +64,7 @@ struct loop {
 
 static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
+int stop_was_requested(void) { return stop_requested; }
 
 uint64_t now_ns(void) {
     struct timespec ts;

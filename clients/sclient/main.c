@@ -128,9 +128,10 @@ static void take_window(struct opts *opts) {
 
 /* With the caller's window, a process that has finished it stays, idle, until its stdin ends
  * (or a stop signal): whoever reads its CPU at the window's end edge still finds it, then
- * closes stdin. */
+ * closes stdin. One stopped by a signal has nothing to be read for: the caller stopping it
+ * sends no second signal, and may not close stdin. */
 static void hold_until_released(const struct opts *opts) {
-    if (!opts->window_end_ns) return;
+    if (!opts->window_end_ns || stop_was_requested()) return;
     sigset_t waiting;
     sigprocmask(SIG_BLOCK, NULL, &waiting);
     sigdelset(&waiting, SIGTERM);

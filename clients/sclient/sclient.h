@@ -119,6 +119,9 @@ static inline int pins_at_ready(const struct opts *opts) {
 }
 
 int run_shard(const struct opts *opts, const struct shard *shard, struct result *result);
+/* Whether a stop signal (SIGTERM, SIGINT) ended run_shard early: the signal is spent, so
+ * nothing may then wait for another one. */
+int stop_was_requested(void);
 void result_merge(struct result *into, const struct result *from);
 int report_write(const struct opts *opts, const struct result *result, int nshards, double wall_s,
                  int unfinished);

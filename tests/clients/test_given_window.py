@@ -4,6 +4,7 @@ reports the edges it used, and stays until its stdin ends."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,30 @@ def test_a_window_already_started_counts_from_the_generators_own_start(server, s
     assert counted_to == end
     assert doc["duration_s"] == pytest.approx((end - started) / S, abs=1e-6)
     assert doc["requests"]["sent"] == pytest.approx(RATE * doc["duration_s"], rel=0.05)
+
+
+def test_a_stop_signal_in_the_window_ends_it_without_waiting_for_stdin(server, sclient,
+                                                                       tmp_path: Path):
+    """The runner stops a point's generator with one SIGTERM and leaves its stdin open: it
+    used to hold on, after its shortened window, until killed 10 s later."""
+    start = time.monotonic_ns()
+    end = start + 60 * S
+    out, err = tmp_path / "out.json", tmp_path / "err.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(command(_spec(server, "sclient", start, end)),
+                                stdin=subprocess.PIPE, stdout=stdout, stderr=stderr)
+    try:
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=20)  # stdin still open
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+    assert status == 0, err.read_text()
+    doc = json.loads(out.read_text().strip().splitlines()[-1])
+    assert doc["window"]["end_ns"] < end  # the window it measured ended at the signal
 
 
 @pytest.mark.parametrize("argv, said", [
