@@ -16,13 +16,20 @@ from clients.asyncgen.options import parse_args
 from clients.atomic import write_atomic
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
+async def amain(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """The result document, and whether a stop signal ended the run early."""
     gen = Generator(args)
+    signalled: list[int] = []
+
+    def stop(sig: int) -> None:
+        signalled.append(sig)
+        gen.stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        gen.ctx.loop.add_signal_handler(sig, gen.stop)
+        gen.ctx.loop.add_signal_handler(sig, stop, sig)
     doc = await gen.run()
     gen.cancel_tasks()
-    return doc
+    return doc, bool(signalled)
 
 
 def write_json(doc: dict[str, Any], path: str | None) -> None:
@@ -41,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:
-        doc = asyncio.run(amain(args))
+        doc, stopped = asyncio.run(amain(args))
     else:
-        doc = uvloop.run(amain(args))
+        doc, stopped = uvloop.run(amain(args))
     write_json(doc, args.json_path)
-    if args.window_end_ns is not None:
+    if args.window_end_ns is not None and not stopped:  # the signal is spent: none follows
         hold_until_released()
     return 0
 

@@ -67,18 +67,20 @@ def test_a_window_already_started_counts_from_the_generators_own_start(server, s
     assert doc["requests"]["sent"] == pytest.approx(RATE * doc["duration_s"], rel=0.05)
 
 
+@pytest.mark.parametrize("generator", ["sclient", "asyncio"])
 def test_a_stop_signal_in_the_window_ends_it_without_waiting_for_stdin(server, sclient,
-                                                                       tmp_path: Path):
+                                                                       tmp_path: Path,
+                                                                       generator: str):
     """The runner stops a point's generator with one SIGTERM and leaves its stdin open: it
     used to hold on, after its shortened window, until killed 10 s later."""
     start = time.monotonic_ns()
     end = start + 60 * S
     out, err = tmp_path / "out.json", tmp_path / "err.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(command(_spec(server, "sclient", start, end)),
+        proc = subprocess.Popen(command(_spec(server, generator, start, end)),
                                 stdin=subprocess.PIPE, stdout=stdout, stderr=stderr)
     try:
-        time.sleep(1)
+        time.sleep(2)  # the interpreter's start-up too
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(timeout=20)  # stdin still open
     finally:
