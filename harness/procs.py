@@ -24,8 +24,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # SIGKILLed runner leaves no orphan behind. The shell, not the command, is the namespace's
 # init because an init ignores every signal it has no handler for: a server without a
 # SIGTERM handler would not stop. It passes SIGTERM/SIGINT on and exits with the command.
-_INIT = ('trap "kill -TERM $c 2>/dev/null" TERM INT; "$@" & c=$!; '
-         'while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || exit $s; done')
+# (The trap in single quotes: its $c is the command's pid when the trap runs, not the empty
+# value it had when the trap was set.)
+_INIT = ("trap 'kill -TERM $c 2>/dev/null' TERM INT; \"$@\" & c=$!; "
+         "while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || exit $s; done")
 CONTAINED = ["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", _INIT, "wanbench-init"]
 
 

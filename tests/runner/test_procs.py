@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 
 from harness import procs
 from harness.metrics.cpu import process_tree
+from harness.monotonic import within
 
 # Forks a grandchild, then sleeps; installs no signal handler of its own.
 FORKS_AND_SLEEPS = "import os, time\nos.fork()\ntime.sleep(60)\n"
@@ -50,6 +52,24 @@ def test_a_command_without_a_sigterm_handler_stops_at_sigterm():
     assert status != 0
     assert not _alive(tree), "the command's fork must go with it"
 
+
+
+def test_the_init_passes_a_stop_signal_on_to_the_command():
+    """The namespace's init (a shell) signalled alone passes the signal on to the command;
+    its trap used to read the command's pid when it was set, before there was one."""
+    async def scenario() -> tuple[int | None, list[int]]:
+        proc, tree = await _start_contained()
+        os.kill(tree[1], signal.SIGTERM)  # the init only, not the command's group
+        try:
+            return await within(proc.wait(), 10), tree
+        except TimeoutError:
+            return None, tree
+        finally:
+            await procs.stop(proc, signal.SIGKILL)
+
+    status, tree = asyncio.run(scenario())
+    assert status == 128 + signal.SIGTERM, "the command did not get the init's signal"
+    assert not _alive(tree)
 
 
 def _with_marker(marker: str) -> list[int]:
