@@ -11,7 +11,7 @@ as the checks'.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from harness.analysis import derive
@@ -44,35 +44,52 @@ AXES = {"cold_conns": "cold count", "offered_rate_rps": "offered rate [req/s]",
 CONN_STATE_BYTES = 2368 + 832 + 192 + 192 + 128 + 24 + 16
 MIB = 2**20
 
-Direction = Literal["rise", "fall", "either"]
-_OUTSIDE: dict[str, Callable[[float, float], bool]] = {
+# Where a ratio lies against 1 ± band: above it, below it, outside it either way, inside it
+Side = Literal["rise", "fall", "either", "within"]
+_ON_SIDE: dict[str, Callable[[float, float], bool]] = {
     "rise": lambda ratio, band: ratio > 1 + band,
     "fall": lambda ratio, band: ratio < 1 - band,
     "either": lambda ratio, band: abs(ratio - 1) > band,
+    "within": lambda ratio, band: abs(ratio - 1) <= band,
 }
 
 
 @dataclass(frozen=True)
 class Ratios:
-    """A curve against a reference at each level (the median of the rounds' ratios), and the
-    levels swept that no round measured validly beside their reference."""
+    """A curve against a reference at each level (the median of the rounds' ratios), the
+    levels swept that no round measured validly beside their reference, and the rounds'
+    ratios behind each median (where they are known: the reference level has none)."""
 
     ratios: dict[object, float]
     unmeasured: tuple = ()
+    rounds: dict[object, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def levels(self) -> list:
         return list(self.ratios)
 
     def curve(self) -> str:
-        shown = ", ".join(f"{_level(level)}: {ratio:.3g}" for level, ratio in self.ratios.items())
+        shown = ", ".join(f"{_level(level)}: {ratio:.3g}{self._spread(level)}"
+                          for level, ratio in self.ratios.items())
         missing = ", ".join(_level(level) for level in self.unmeasured)
         return shown + (f" (no valid point at {missing})" if missing else "")
 
-    def outside(self, direction: Direction, band: float = BAND) -> list:
-        """The levels whose ratio is above 1 + band (rise), below 1 - band (fall), or
-        either."""
-        return [level for level, ratio in self.ratios.items() if _OUTSIDE[direction](ratio, band)]
+    def _spread(self, level: object) -> str:
+        """The rounds behind a median: two rounds of two may say different things."""
+        rounds = self.rounds.get(level, ())
+        if len(rounds) == 1:
+            return " (1 round)"
+        low, high = (f"{r:.3g}" for r in (min(rounds, default=0), max(rounds, default=0)))
+        return f" (rounds {low}-{high})" if low != high else ""
+
+    def on_side(self, side: Side, band: float = BAND) -> list:
+        """The levels whose ratio (the rounds' median) lies on side of 1 ± band."""
+        return [level for level, ratio in self.ratios.items() if _ON_SIDE[side](ratio, band)]
+
+    def every_round(self, side: Side, band: float = BAND) -> list:
+        """The levels where every round's ratio lies on side of 1 ± band."""
+        return [level for level, rounds in self.rounds.items()
+                if rounds and all(_ON_SIDE[side](ratio, band) for ratio in rounds)]
 
 
 @dataclass(frozen=True)
@@ -94,51 +111,57 @@ def _level(value: object) -> str:
     return f"{number:,.0f}" if number.is_integer() else f"{number:,.3g}"
 
 
-def bend(m: Measured, metric: str, column: str, direction: Direction, band: float = BAND,
+def bend(m: Measured, metric: str, column: str, direction: Side, band: float = BAND,
          **where: object) -> Bend:
     """metric at each level of column over its value at the sweep's lowest, within each round;
     where it first rises above 1 + band (or falls below 1 - band, or either). The lowest level
     is the reference: without a valid point there the curve is unmeasured, not moved up a
     level."""
     first, *rest = m.levels(column, recorded=True, **where)
-    ratios, unmeasured = {first: 1.0}, []
+    ratios, unmeasured, rounds = {first: 1.0}, [], {}
     for level in rest:
         try:
-            ratios[level] = float(m.round_ratios(metric, {**where, column: level},
-                                                 {**where, column: first}).median())
+            each = m.round_ratios(metric, {**where, column: level}, {**where, column: first})
+            ratios[level], rounds[level] = float(each.median()), tuple(each)
         except Unmeasured:
             m.values(metric, **where, **{column: first})  # raises when the reference is missing
             unmeasured.append(level)
     if len(ratios) < 2:
         raise Unmeasured(f"{column}: no valid level beside {first} where {where or 'anywhere'}")
-    curve = Bend(ratios, tuple(unmeasured))
-    return replace(curve, at=next(iter(curve.outside(direction, band)), None))
+    curve = Bend(ratios, tuple(unmeasured), rounds)
+    return replace(curve, at=next(iter(curve.on_side(direction, band)), None))
 
 
 def beside(m: Measured, metric: str, column: str, over: str = URING, under: str = EPOLL,
            **where: object) -> Ratios:
     """metric of dispatch `over` over dispatch `under` at each level of column, within each
     round. A level without a valid point of both in one round is named, not skipped."""
-    ratios, unmeasured = {}, []
+    ratios, unmeasured, rounds = {}, [], {}
     for level in m.levels(column, recorded=True, dispatch=over, **where):
         at = {**where, column: level}
         try:
-            ratios[level] = float(m.round_ratios(metric, {**at, "dispatch": over},
-                                                 {**at, "dispatch": under}).median())
+            each = m.round_ratios(metric, {**at, "dispatch": over}, {**at, "dispatch": under})
+            ratios[level], rounds[level] = float(each.median()), tuple(each)
         except Unmeasured:
             unmeasured.append(level)
     if not ratios:
         raise Unmeasured(f"{metric}: no round measured {over} and {under} validly at any "
                          f"{column} where {where or 'anywhere'}")
-    return Ratios(ratios, tuple(unmeasured))
+    return Ratios(ratios, tuple(unmeasured), rounds)
 
 
 def _against_band(ratios: Ratios) -> str:
-    """Where one series over another is above, below or within 1 ± BAND."""
-    said = [f"{name} by more than {BAND:.0%} at {', '.join(_level(level) for level in levels)}"
-            for name, levels in (("above", ratios.outside("rise")),
-                                 ("below", ratios.outside("fall"))) if levels]
-    return "; ".join(said) if said else f"within {BAND:.0%} at every level measured"
+    """Where one series over another is above, below or within 1 ± BAND in every round, and
+    where its rounds disagree: a median of two rounds says no more than both do."""
+    if ratios.every_round("within") == ratios.levels:
+        return f"within {BAND:.0%} in every round at every level measured"
+    sides = {f"above by more than {BAND:.0%}": ratios.every_round("rise"),
+             f"below by more than {BAND:.0%}": ratios.every_round("fall"),
+             f"within {BAND:.0%}": ratios.every_round("within")}
+    agreed = {level for levels in sides.values() for level in levels}
+    sides["the rounds disagree"] = [level for level in ratios.levels if level not in agreed]
+    return "; ".join(f"{name} at {', '.join(_level(level) for level in levels)}"
+                     for name, levels in sides.items() if levels)
 
 
 def _state(conns: object, llc_bytes: int | None) -> str:

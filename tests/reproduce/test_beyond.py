@@ -159,12 +159,28 @@ def test_uring_over_epoll_says_where_it_is_above_below_or_level():
         "reply_rate_rps", "cold_conns", "reply rate")
     assert above.startswith("io_uring's reply rate / epoll's at each cold count: "
                             "0: 1.2, 500: 1.02, 1,000: 0.85, 2,000: 0.8; ")
-    assert above.endswith("above by more than 10% at 0; below by more than 10% at 1,000, 2,000")
+    assert above.endswith("above by more than 10% at 0; below by more than 10% at 1,000, "
+                          "2,000; within 10% at 500")
     level = beyond.uring_over_epoll(
         uring_cold_sweep([20_000] * 4, [21_000, 19_000, 20_000, 20_400]),
         "reply_rate_rps", "cold_conns", "reply rate")
-    assert level.endswith("within 10% at every level measured")
+    assert level.endswith("within 10% in every round at every level measured")
     assert "above" not in level and "below" not in level
+
+
+def test_rounds_that_disagree_are_shown_and_not_taken_for_a_side():
+    frame = points([{"dispatch": d, "cold_conns": c, "reply_rate_rps": 10_000.0}
+                    for d in ("epoll", "uring") for c in (0, 500)], repetitions=2)
+    uring = frame["dispatch"] == "uring"
+    # at 0 cold io_uring is 30 % above epoll in one round and 30 % below in the other
+    frame.loc[uring & (frame["cold_conns"] == 0), "reply_rate_rps"] = [13_000.0, 7_000.0]
+    # at 500 it is above in both rounds, by 20 % and 40 %
+    frame.loc[uring & (frame["cold_conns"] == 500), "reply_rate_rps"] = [12_000.0, 14_000.0]
+    text = beyond.uring_over_epoll(as_read(frame), "reply_rate_rps", "cold_conns",
+                                   "reply rate")
+    assert text == ("io_uring's reply rate / epoll's at each cold count: 0: 1 (rounds "
+                    "0.7-1.3), 500: 1.3 (rounds 1.2-1.4); above by more than 10% at 500; "
+                    "the rounds disagree at 0")
 
 
 def test_uring_over_epoll_is_read_within_rounds_and_names_levels_it_lacks():
@@ -178,6 +194,11 @@ def test_uring_over_epoll_is_read_within_rounds_and_names_levels_it_lacks():
     frame.loc[(frame["dispatch"] == "epoll") & (frame["cold_conns"] == 500), "valid"] = False
     ratios = beyond.beside(as_read(frame), "reply_rate_rps", "cold_conns")
     assert ratios.ratios == {0: pytest.approx(1.1)} and ratios.unmeasured == (500,)
+    assert ratios.curve() == "0: 1.1 (no valid point at 500)"
+    # a ratio left with one round says so
+    frame.loc[(frame["dispatch"] == "uring") & (frame["repetition"] == 1), "valid"] = False
+    ratios = beyond.beside(as_read(frame), "reply_rate_rps", "cold_conns")
+    assert ratios.curve() == "0: 1.1 (1 round) (no valid point at 500)"
     frame["valid"] = frame["dispatch"] == "uring"
     with pytest.raises(Unmeasured, match="no round measured uring and epoll validly"):
         beyond.beside(as_read(frame), "reply_rate_rps", "cold_conns")
@@ -218,8 +239,8 @@ def test_each_rate_reads_each_rate_on_its_own():
         m, "cpu_server_pct", "total_conns", "server CPU", **rate))
     at_500, at_1000 = text.split("; at ")
     assert at_500 == ("at 500 req/s, io_uring's server CPU / epoll's at each connection "
-                      "count: 250: 1, 1,500: 1.05, 3,000: 1; within 10% at every level "
-                      "measured")
+                      "count: 250: 1, 1,500: 1.05, 3,000: 1; within 10% in every round at "
+                      "every level measured")
     assert at_1000.startswith("1,000 req/s, io_uring's server CPU / epoll's at each "
                               "connection count: 250: 0.75, 1,500: 0.8, 3,000: 0.75; "
                               "below by more than 10% at 250, 1,500, 3,000")
