@@ -85,8 +85,8 @@ reproduce: deps all
 # The sweeps beyond the papers (harness/reproduce/beyond.py) into results/reference beside the
 # papers' runs, which they keep; then REPRODUCTION.md's checks and findings, and figures.
 beyond: deps all
-	$(VENV)/bin/wanbench reproduce --run --prune-raw --only cpp-fig5-beyond-llc bm98-fig9-beyond \
-	  --check results/reference --write-status REPRODUCTION.md; test $$? -le 1
+	$(VENV)/bin/wanbench reproduce --run --prune-raw --beyond --check results/reference \
+	  --write-status REPRODUCTION.md; test $$? -le 1
 
 # The same pipeline on one short point per scenario (a smoke test, not a reproduction).
 reproduce-quick: deps all

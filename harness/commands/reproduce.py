@@ -38,16 +38,18 @@ def _run(args: argparse.Namespace) -> int | None:
     """Runs the scenarios into the one RESULTS folder; an exit code when that failed."""
     if len(args.results) != 1:
         return _fail("--run writes into one folder: give one RESULTS")
+    # --beyond names beyond.SCENARIOS, so that `make beyond` keeps no list of its own
+    only = list(beyond.SCENARIOS) if args.beyond else args.only
     try:
         display = TerminalDisplay(terminal(args.verbosity), quiet=args.verbosity < 0,
                                   allow_invalid=True)
         summary = reproduce(args.results[0], quick=args.quick, allow_dirty=args.allow_dirty,
-                            only=args.only, display=display)
+                            only=only, display=display)
     except (ReproduceError, ScenarioError) as exc:
         return _fail(str(exc))
     if args.prune_raw:
         prune_raw(args.results[0])
-    ran = len(args.only) if args.only else len(summary["scenarios"])
+    ran = len(only) if only else len(summary["scenarios"])
     kept = len(summary["scenarios"]) - ran
     print(f"ran {ran} scenarios in {summary['seconds'] / 60:.1f} min "
           f"(budget {summary['budget_s'] / 60:.0f} min), revision {summary['revision']}"
@@ -100,8 +102,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="with --run: each sweep axis at its first level, one 1 s "
                         "repetition (a smoke test of the pipeline, not a reproduction)")
-    parser.add_argument("--only", nargs="+", metavar="SCENARIO",
-                        help="with --run: only these scenarios (file names without .yaml)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--only", nargs="+", metavar="SCENARIO",
+                       help="with --run: only these scenarios (file names without .yaml)")
+    which.add_argument("--beyond", action="store_true",
+                       help="with --run: only the sweeps beyond the papers "
+                       "(harness/reproduce/beyond.py), which the papers' run leaves out")
     parser.add_argument("--allow-dirty", action="store_true",
                         help="with --run: accept uncommitted changes (the manifests say dirty)")
     parser.add_argument("--prune-raw", action="store_true",

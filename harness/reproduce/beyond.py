@@ -2,14 +2,16 @@
 
 Nothing here is judged against a paper (no PASS or FAIL). Each finding says, from the newest
 run of its scenario, where a curve leaves a band around its sweep's lowest level (cpp Fig 5
-continued past the last-level cache, BM98 Fig 9 continued to one process's descriptor limit).
-Ratios are within rounds (harness.reproduce.verdict.Measured.round_ratios), as the checks'.
+continued past the last-level cache, BM98 Fig 9 continued to one process's descriptor limit),
+or how today's mechanism, io_uring, stands beside epoll on a paper's axis (BMD99 Figs 8-9,
+CM01 Figs 3-5). Ratios are within rounds (harness.reproduce.verdict.Measured.round_ratios),
+as the checks'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from harness.analysis import derive
@@ -18,13 +20,23 @@ from harness.results.runset import RunSet
 
 LLC_SCENARIO = "cpp-fig5-beyond-llc"
 COLD_SCENARIO = "bm98-fig9-beyond"
-# Run by `make beyond` (`wanbench reproduce --run --only` them): not by `make reproduce`,
+URING_COLD_SCENARIO = "bmd99-fig8-beyond-uring"
+URING_RATE_SCENARIO = "bmd99-fig9-beyond-uring"
+URING_CONNS_SCENARIO = "cm01-fig3-5-beyond-uring"
+# Run by `make beyond` (`wanbench reproduce --run --beyond`): not by `make reproduce`,
 # whose papers' targets alone fill its budget (harness.reproduce.run)
-SCENARIOS = (LLC_SCENARIO, COLD_SCENARIO)
+SCENARIOS = (LLC_SCENARIO, COLD_SCENARIO, URING_COLD_SCENARIO, URING_RATE_SCENARIO,
+             URING_CONNS_SCENARIO)
 
 # A curve bends where a level is more than 10 % off its lowest level: the band within which
-# the checks hold BMD99's epoll "independent" of cold connections (claims, bmd99-fig8).
+# the checks hold BMD99's epoll "independent" of cold connections (claims, bmd99-fig8). Two
+# series within it of each other at a level are level there, by the same measure.
 BAND = 0.10
+# wb-server's names (servers/README.md) of today's mechanism and of the one it is read against
+URING, EPOLL = "uring", "epoll"
+# The findings' names of the papers' axes (the columns harness.analysis.figures plots)
+AXES = {"cold_conns": "cold count", "offered_rate_rps": "offered rate [req/s]",
+        "total_conns": "connection count"}
 # One connection's kernel state at one end, from /proc/slabinfo with 131,072 connections open
 # on this machine (cpp-fig5-beyond-llc): the objects that grew by one per socket, TCP (struct
 # tcp_sock) 2,368 B, sock_inode_cache 832, dentry 192, filp 192, eventpoll_epi 128,
@@ -32,30 +44,65 @@ BAND = 0.10
 CONN_STATE_BYTES = 2368 + 832 + 192 + 192 + 128 + 24 + 16
 MIB = 2**20
 
+# Where a ratio lies against 1 ± band: above it, below it, outside it either way, inside it
+Side = Literal["rise", "fall", "either", "within"]
+_ON_SIDE: dict[str, Callable[[float, float], bool]] = {
+    "rise": lambda ratio, band: ratio > 1 + band,
+    "fall": lambda ratio, band: ratio < 1 - band,
+    "either": lambda ratio, band: abs(ratio - 1) > band,
+    "within": lambda ratio, band: abs(ratio - 1) <= band,
+}
+
 
 @dataclass(frozen=True)
-class Bend:
-    """A curve against its lowest level: each level's ratio to it (the median of the rounds'),
-    the first level outside 1 ± band in the direction asked (None: none was), and the levels
-    swept that no round measured validly beside the lowest."""
+class Ratios:
+    """A curve against a reference at each level (the median of the rounds' ratios), the
+    levels swept that no round measured validly beside their reference, and the rounds'
+    ratios behind each median (where they are known: the reference level has none)."""
 
     ratios: dict[object, float]
-    at: object | None
     unmeasured: tuple = ()
+    rounds: dict[object, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def levels(self) -> list:
         return list(self.ratios)
 
+    def curve(self) -> str:
+        shown = ", ".join(f"{_level(level)}: {ratio:.3g}{self._spread(level)}"
+                          for level, ratio in self.ratios.items())
+        missing = ", ".join(_level(level) for level in self.unmeasured)
+        return shown + (f" (no valid point at {missing})" if missing else "")
+
+    def _spread(self, level: object) -> str:
+        """The rounds behind a median: two rounds of two may say different things."""
+        rounds = self.rounds.get(level, ())
+        if len(rounds) == 1:
+            return " (1 round)"
+        low, high = (f"{r:.3g}" for r in (min(rounds, default=0), max(rounds, default=0)))
+        return f" (rounds {low}-{high})" if low != high else ""
+
+    def on_side(self, side: Side, band: float = BAND) -> list:
+        """The levels whose ratio (the rounds' median) lies on side of 1 ± band."""
+        return [level for level, ratio in self.ratios.items() if _ON_SIDE[side](ratio, band)]
+
+    def every_round(self, side: Side, band: float = BAND) -> list:
+        """The levels where every round's ratio lies on side of 1 ± band."""
+        return [level for level, rounds in self.rounds.items()
+                if rounds and all(_ON_SIDE[side](ratio, band) for ratio in rounds)]
+
+
+@dataclass(frozen=True)
+class Bend(Ratios):
+    """A curve against its lowest level: each level's ratio to it, and the first level
+    outside 1 ± band in the direction asked (None: none was)."""
+
+    at: object | None = None
+
     def within_up_to(self) -> object:
         """The highest level before the bend (the highest of all when there is none)."""
         before = [level for level in self.levels if self.at is None or level < self.at]
         return before[-1]
-
-    def curve(self) -> str:
-        shown = ", ".join(f"{_level(level)}: {ratio:.3g}" for level, ratio in self.ratios.items())
-        missing = ", ".join(_level(level) for level in self.unmeasured)
-        return shown + (f" (no valid point at {missing})" if missing else "")
 
 
 def _level(value: object) -> str:
@@ -64,26 +111,57 @@ def _level(value: object) -> str:
     return f"{number:,.0f}" if number.is_integer() else f"{number:,.3g}"
 
 
-def bend(m: Measured, metric: str, column: str, direction: Literal["rise", "fall"],
-         band: float = BAND, **where: object) -> Bend:
+def bend(m: Measured, metric: str, column: str, direction: Side, band: float = BAND,
+         **where: object) -> Bend:
     """metric at each level of column over its value at the sweep's lowest, within each round;
-    where it first rises above 1 + band (or falls below 1 - band). The lowest level is the
-    reference: without a valid point there the curve is unmeasured, not moved up a level."""
+    where it first rises above 1 + band (or falls below 1 - band, or either). The lowest level
+    is the reference: without a valid point there the curve is unmeasured, not moved up a
+    level."""
     first, *rest = m.levels(column, recorded=True, **where)
-    ratios, unmeasured = {first: 1.0}, []
+    ratios, unmeasured, rounds = {first: 1.0}, [], {}
     for level in rest:
         try:
-            ratios[level] = float(m.round_ratios(metric, {**where, column: level},
-                                                 {**where, column: first}).median())
+            each = m.round_ratios(metric, {**where, column: level}, {**where, column: first})
+            ratios[level], rounds[level] = float(each.median()), tuple(each)
         except Unmeasured:
             m.values(metric, **where, **{column: first})  # raises when the reference is missing
             unmeasured.append(level)
     if len(ratios) < 2:
         raise Unmeasured(f"{column}: no valid level beside {first} where {where or 'anywhere'}")
-    outside: Callable[[float], bool] = ((lambda r: r > 1 + band) if direction == "rise"
-                                        else (lambda r: r < 1 - band))
-    return Bend(ratios, next((level for level in ratios if outside(ratios[level])), None),
-                tuple(unmeasured))
+    curve = Bend(ratios, tuple(unmeasured), rounds)
+    return replace(curve, at=next(iter(curve.on_side(direction, band)), None))
+
+
+def beside(m: Measured, metric: str, column: str, over: str = URING, under: str = EPOLL,
+           **where: object) -> Ratios:
+    """metric of dispatch `over` over dispatch `under` at each level of column, within each
+    round. A level without a valid point of both in one round is named, not skipped."""
+    ratios, unmeasured, rounds = {}, [], {}
+    for level in m.levels(column, recorded=True, dispatch=over, **where):
+        at = {**where, column: level}
+        try:
+            each = m.round_ratios(metric, {**at, "dispatch": over}, {**at, "dispatch": under})
+            ratios[level], rounds[level] = float(each.median()), tuple(each)
+        except Unmeasured:
+            unmeasured.append(level)
+    if not ratios:
+        raise Unmeasured(f"{metric}: no round measured {over} and {under} validly at any "
+                         f"{column} where {where or 'anywhere'}")
+    return Ratios(ratios, tuple(unmeasured), rounds)
+
+
+def _against_band(ratios: Ratios) -> str:
+    """Where one series over another is above, below or within 1 ± BAND in every round, and
+    where its rounds disagree: a median of two rounds says no more than both do."""
+    if ratios.every_round("within") == ratios.levels:
+        return f"within {BAND:.0%} in every round at every level measured"
+    sides = {f"above by more than {BAND:.0%}": ratios.every_round("rise"),
+             f"below by more than {BAND:.0%}": ratios.every_round("fall"),
+             f"within {BAND:.0%}": ratios.every_round("within")}
+    agreed = {level for levels in sides.values() for level in levels}
+    sides["the rounds disagree"] = [level for level in ratios.levels if level not in agreed]
+    return "; ".join(f"{name} at {', '.join(_level(level) for level in levels)}"
+                     for name, levels in sides.items() if levels)
 
 
 def _state(conns: object, llc_bytes: int | None) -> str:
@@ -122,6 +200,48 @@ def cold_bend(m: Measured) -> str:
     return f"epoll's saturation throughput {said}. Each level / the lowest: {curve.curve()}"
 
 
+def uring_over_epoll(m: Measured, metric: str, column: str, what: str,
+                     **where: object) -> str:
+    """io_uring's metric over epoll's at each level of column, within rounds, and where the
+    two are more than the band apart."""
+    ratios = beside(m, metric, column, **where)
+    return (f"io_uring's {what} / epoll's at each {_axis(column)}: {ratios.curve()}; "
+            f"{_against_band(ratios)}")
+
+
+def _axis(column: str) -> str:
+    """A sweep column as the findings name its levels."""
+    return AXES.get(column, column)
+
+
+def each_rate(m: Measured, said: Callable[..., str]) -> str:
+    """said(offered_rate_rps=rate) at each offered rate of the run, each measured or not on
+    its own (CM01 Figs 3-5 sweep connections at two fixed rates)."""
+    parts = []
+    for rate in m.levels("offered_rate_rps", recorded=True, dispatch=URING):
+        try:
+            text = said(offered_rate_rps=rate)
+        except Unmeasured as exc:
+            text = f"not measured: {exc}"
+        parts.append(f"at {_level(rate)} req/s, {text}")
+    return "; ".join(parts)
+
+
+def uring_cold_band(m: Measured) -> str:
+    """BMD99 Fig 8's axis: whether io_uring's reply rate stays within the band of its rate at
+    0 cold, as BMD99 found of its event API, either way."""
+    curve = bend(m, "reply_rate_rps", "cold_conns", "either", dispatch=URING)
+    first, top = curve.levels[0], curve.levels[-1]
+    band = f"the {BAND:.0%} band around its rate at {_level(first)} cold"
+    if curve.at is None:
+        said = f"stays within {band} at every level measured, up to {_level(top)}"
+    else:
+        within = curve.within_up_to()
+        said = (f"leaves {band} at {_level(curve.at)} ({curve.ratios[curve.at]:.3g}×)"
+                + (f", within it up to {_level(within)}" if within != first else ""))
+    return f"io_uring's reply rate {said}. Each level / the lowest: {curve.curve()}"
+
+
 @dataclass(frozen=True)
 class Finding:
     title: str
@@ -140,6 +260,26 @@ FINDINGS: tuple[tuple[str, str, Callable[[Measured, RunSet], str]], ...] = (
      "cache", LLC_SCENARIO, lambda m, run: connection_state_rise(m, _llc_bytes(run))),
     ("BM98 Fig 9 past 2000 cold connections: where the scalable mechanism's curve bends",
      COLD_SCENARIO, lambda m, run: cold_bend(m)),
+    ("io_uring beside epoll on BMD99 Fig 8's axis: reply rate vs cold connections",
+     URING_COLD_SCENARIO,
+     lambda m, run: uring_over_epoll(m, "reply_rate_rps", "cold_conns", "reply rate")),
+    ("io_uring on BMD99 Fig 8's axis: whether its reply rate is independent of cold "
+     "connections", URING_COLD_SCENARIO, lambda m, run: uring_cold_band(m)),
+    ("io_uring beside epoll on BMD99 Fig 9's axis: reply rate vs request rate, 750 cold",
+     URING_RATE_SCENARIO,
+     lambda m, run: uring_over_epoll(m, "reply_rate_rps", "offered_rate_rps", "reply rate")),
+    ("io_uring beside epoll on BMD99 Fig 9's axis: mean response time vs request rate, "
+     "750 cold", URING_RATE_SCENARIO,
+     lambda m, run: uring_over_epoll(m, "resp_time_mean_ms", "offered_rate_rps",
+                                     "mean response time")),
+    ("io_uring beside epoll on CM01 Fig 4's axis: server CPU vs connections",
+     URING_CONNS_SCENARIO,
+     lambda m, run: each_rate(m, lambda **rate: uring_over_epoll(
+         m, "cpu_server_pct", "total_conns", "server CPU", **rate))),
+    ("io_uring beside epoll on CM01 Fig 5's axis: mean response time vs connections",
+     URING_CONNS_SCENARIO,
+     lambda m, run: each_rate(m, lambda **rate: uring_over_epoll(
+         m, "resp_time_mean_ms", "total_conns", "mean response time", **rate))),
 )
 
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
+from harness.commands import reproduce as command
 from harness.metrics import ktrace, perf
+from harness.reproduce import beyond
 from harness.reproduce.status import BEGIN, END
 from tests.analysis.conftest import run_command
 from tests.analysis.synthetic import make_points, write_run
@@ -105,3 +108,22 @@ def test_missing_results_or_no_check_flag_exit_2(tmp_path, capsys):
     assert "no such run directory" in capsys.readouterr().err
     assert run_command("harness.commands.reproduce", ["reproduce", str(tmp_path)]) == 2
     assert "say --run (run the scenarios), --check" in capsys.readouterr().err
+
+
+
+def test_beyond_runs_the_sweeps_beyond_the_papers_and_excludes_only(tmp_path, monkeypatch,
+                                                                      capsys):
+    asked = {}
+
+    def fake(out, quick, allow_dirty, only, display):
+        asked["only"] = only
+        return {"scenarios": [{"scenario": name} for name in only], "seconds": 60.0,
+                "budget_s": 2100, "revision": "r", "revisions": ["r"], "finished": True}
+
+    monkeypatch.setattr(command, "reproduce", fake)
+    assert main(["reproduce", "--run", "--beyond", "-q", str(tmp_path)]) == 0
+    assert asked["only"] == list(beyond.SCENARIOS)
+    assert f"ran {len(beyond.SCENARIOS)} scenarios" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--run", "--beyond", "--only", "x", str(tmp_path)])
+    assert "not allowed with argument" in capsys.readouterr().err

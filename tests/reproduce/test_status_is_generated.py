@@ -1,12 +1,16 @@
 """REPRODUCTION.md's generated blocks (the status table, the reference run's numbers, the
-check history) are what `wanbench reproduce --check results/reference` generates from the
-committed runs, byte for byte: never edited by hand, never stale."""
+check history, the findings beyond the papers) are what `wanbench reproduce --check
+results/reference` generates from the committed runs, byte for byte: never edited by hand,
+never stale."""
 
 from __future__ import annotations
 
+from harness.reproduce import beyond
 from harness.reproduce.check import check_all, history_all
 from harness.reproduce.status import (
     BEGIN,
+    BEYOND_BEGIN,
+    BEYOND_END,
     END,
     HISTORY_BEGIN,
     HISTORY_END,
@@ -36,3 +40,5 @@ def test_the_committed_status_table_is_generated_from_the_committed_runs():
         history_all(runs)).strip(), STALE
     assert block(text, SUMMARY_BEGIN, SUMMARY_END) == reference_summary(
         REPO / "results" / "reference", runs), STALE
+    assert block(text, BEYOND_BEGIN, BEYOND_END) == beyond.markdown(
+        beyond.findings(runs)).strip(), STALE
