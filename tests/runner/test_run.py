@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.topology.backends import AUTO_ORDER
+from harness.topology.backends import AUTO_ORDER, BACKENDS
 from tests.conftest import build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -302,7 +302,7 @@ def test_run_through_an_emulated_wan(tmp_path: Path):
     assert instance["set"] == {"links.cold.delay_ms": 20}
     assert instance["calibration"], "bring-up must record the calibration"
     points = pd.read_parquet(run / "points.parquet")
-    if topo["backend"] == "userspace":
+    if BACKENDS[topo["backend"]].binary is not None:  # wb-linkem, over AF_XDP or TUN
         assert instance["emulator_counters"], "counters are kept after teardown"
         assert points.loc[0, "cpu_emulator_pct"] > 0  # it forwarded every packet
     else:
