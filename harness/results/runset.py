@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +110,10 @@ def _read_table(run: RunDir, name: str, content: Any) -> pd.DataFrame:
     try:
         data = path.read_bytes()
         content.update(data)
-        table = pq.read_table(io.BytesIO(data))
+        # Read on this thread: a threaded read of Python-owned bytes can leave an Arrow
+        # worker holding them, to drop them as the interpreter exits, and that aborts.
+        with pq.ParquetFile(pa.BufferReader(data)) as parquet:
+            table = parquet.read(use_threads=False)
         frame = table.to_pandas()
     except (pa.ArrowException, OSError) as exc:
         raise ResultsFormatError(
