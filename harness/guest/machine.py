@@ -9,6 +9,7 @@ import shlex
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,18 @@ from harness.guest.record import GuestRecord
 from harness.scenario import Guest
 
 SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-deps (virtme-ng)"
+# The kernel's console level: errors and worse (an oops, a panic, the OOM killer's kills) reach
+# the console and so a failure's message; virtme-ng's quiet boot shows emergencies only.
+KERNEL_LOGLEVEL = 4
+# qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
+# that status and says 255 for any guest that ended without its command's status.
+QEMU_WRAPPER = """#!/bin/sh
+[ "$1" = --version ] && exec {qemu} "$@"
+{qemu} "$@"
+status=$?
+echo "$status" > {status_file}
+exit "$status"
+"""
 
 
 class GuestError(RuntimeError):
@@ -59,9 +72,10 @@ def record_for(image: Path, guest: Guest, accel: Accel) -> GuestRecord:
 
 
 def vng_argv(image: Path, command: list[str], guest: Guest, accel: Accel,
-             rwdirs: list[Path]) -> list[str]:
+             rwdirs: list[Path], qemu: Path) -> list[str]:
     argv = [str(vng()), "--run", str(image), "--cpus", str(guest.cpus),
-            "--memory", f"{guest.memory_mb}M", "--user", "root", "--disable-monitor"]
+            "--memory", f"{guest.memory_mb}M", "--user", "root", "--disable-monitor",
+            "--qemu", str(qemu), "--append", f"loglevel={KERNEL_LOGLEVEL}"]
     if accel.emulated:
         argv.append("--disable-kvm")
     if guest.pin:
@@ -76,37 +90,75 @@ def run(image: Path, command: list[str], guest: Guest, accel: Accel, rwdirs: lis
     """Boots image, runs command (after loading modules) and returns its exit status;
     GuestError when the kernel does not boot to it, lacks a module, or the guest hangs."""
     check_image(image)
-    if shutil.which(QEMU) is None:
+    qemu = shutil.which(QEMU)
+    if qemu is None:
         raise GuestError(f"{QEMU} is not installed; fix: {SETUP_FIX}")
     wrapped = [sys.executable, "-m", "harness.guest.inside",
                "--record", record_for(image, guest, accel).model_dump_json(),
                *(f"--module={m}" for m in modules), "--", *command]
     # vng runs virtme-run from PATH: the venv's bin must be on it
     env = {**os.environ, "PATH": f"{vng().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    start = time.monotonic()
-    console = Console(vng_argv(image, wrapped, guest, accel, rwdirs), env=env)
-    finished = False
+    with tempfile.TemporaryDirectory(prefix="wanbench-qemu-") as scratch:
+        wrapper, status_file = Path(scratch) / "qemu", Path(scratch) / "qemu.status"
+        wrapper.write_text(QEMU_WRAPPER.format(qemu=shlex.quote(qemu),
+                                               status_file=shlex.quote(str(status_file))))
+        wrapper.chmod(0o755)
+        start = time.monotonic()
+        console = Console(vng_argv(image, wrapped, guest, accel, rwdirs, wrapper), env=env)
+        finished = False
+        try:
+            finished = console.read_until(start + guest.timeout_s)
+        finally:
+            status = console.stop()
+        ended = Ended(status, _qemu_status(status_file), time.monotonic() - start)
+    return _judge(image, console, finished, ended, guest)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How the guest's processes ended: virtme-ng's status (negative: the signal that ended
+    it; None: killed at the stop) and qemu's as a shell reports it (128 + N: signal N; None:
+    it never ran to its end)."""
+
+    vng: int | None
+    qemu: int | None
+    seconds: float
+
+
+def _qemu_status(status_file: Path) -> int | None:
     try:
-        finished = console.read_until(start + guest.timeout_s)
-    finally:
-        status = console.stop()
-    return _judge(image, console, finished, status, guest, time.monotonic() - start)
+        return int(status_file.read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def _ended(status: int | None, console: Console, seconds: float) -> str:
-    """How virtme-ng (and the qemu it ran) ended, and what it printed, for a message."""
-    if status is not None and status < 0:
-        how = (f"was killed by {signal.Signals(-status).name} after {seconds:.0f} s, from "
-               f"outside wanbench (wanbench stops a guest only at its timeout)")
+def _ended(ended: Ended, console: Console) -> str:
+    """How virtme-ng and the qemu it ran ended, and what they and the kernel printed."""
+    if ended.vng is not None and ended.vng < 0:
+        how = (f"was killed by {_signal_name(-ended.vng)} after {ended.seconds:.0f} s, "
+               f"from outside wanbench (wanbench stops a guest only at its timeout)")
     else:
-        how = f"exited with status {status} after {seconds:.0f} s"
+        how = f"exited with status {ended.vng} after {ended.seconds:.0f} s"
+    if ended.qemu is None:
+        qemu = "qemu did not run to its end"
+    elif ended.qemu > 128:
+        qemu = f"qemu was killed by {_signal_name(ended.qemu - 128)}"
+    else:
+        qemu = f"qemu exited with status {ended.qemu}"
     said = console.tail()
-    return f"virtme-ng (qemu) {how}; " + (f"its last output lines:\n{said}" if said
-                                           else "it printed nothing")
+    return f"virtme-ng {how} ({qemu}); " + (
+        f"its and the kernel's last output lines:\n{said}" if said else "it printed nothing")
 
 
-def _judge(image: Path, console: Console, finished: bool, status: int | None, guest: Guest,
-           seconds: float) -> GuestResult:
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _judge(image: Path, console: Console, finished: bool, ended: Ended,
+           guest: Guest) -> GuestResult:
     """The command's result, or GuestError naming what ended the guest: the kernel only when
     virtme-ng ran it to the end (status 0) without the command starting."""
     text = console.text
@@ -121,9 +173,9 @@ def _judge(image: Path, console: Console, finished: bool, status: int | None, gu
         raise GuestError(f"kernel {image}: guest hung ({where} within guest.timeout_s = "
                          f"{guest.timeout_s:g} s) and was killed; last console lines:\n"
                          f"{console.tail()}")
-    if inside.STARTED not in text and status != 0:
+    if inside.STARTED not in text and ended.vng != 0:
         raise GuestError(f"kernel {image}: the guest ended before its command started: "
-                         f"{_ended(status, console, seconds)}")
+                         f"{_ended(ended, console)}")
     if inside.STARTED not in text:
         raise GuestError(f"kernel {image} did not boot to the command (a kernel for this "
                          "architecture with virtio and 9p, e.g. Debian's generic flavour, "
@@ -131,5 +183,5 @@ def _judge(image: Path, console: Console, finished: bool, status: int | None, gu
     exited = re.search(rf"{inside.EXITED} (-?\d+)", text)
     if exited is None:
         raise GuestError(f"kernel {image}: the guest stopped before its command finished "
-                         f"(a crash or panic?); {_ended(status, console, seconds)}")
-    return GuestResult(int(exited.group(1)), text, seconds)
+                         f"(a crash or panic?); {_ended(ended, console)}")
+    return GuestResult(int(exited.group(1)), text, ended.seconds)

@@ -18,10 +18,9 @@ import pytest
 
 from clients.validity import Code
 from harness.cluster.namespaces import WANBENCH, NamespaceCluster, namespace_cluster
-from harness.results.format import CODE_SEPARATOR
 from harness.runner.child import ChildRun
 from harness.runner.outcome import RunRequest
-from tests.conftest import REPO, build, needs_root
+from tests.conftest import REPO, build, needs_root, not_a_busy_machine
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
 DUMBBELL = REPO / "topologies/dumbbell-wan.yaml"
@@ -65,18 +64,6 @@ def points(run_dir: Path) -> pd.DataFrame:
     return pd.read_parquet(run_dir / "points.parquet").sort_values("offered_rate_rps")
 
 
-# What a busy machine (the rest of the suite beside these tests) does to a point; the
-# cluster's own reasons (a host's clock, a lost worker) are none of these.
-LOAD_CODES = {Code.LATE_SENDS, Code.GENERATOR_CROWDED, Code.CROWDED_SERVER, Code.STEAL}
-
-
-def reasons_not_for_load(frame: pd.DataFrame) -> list[str]:
-    """The codes of the invalid reasons that are not the machine's load: none is expected.
-    (Split by their sentences' "; ", a late-sends sentence read as two reasons.)"""
-    return [code for codes in frame["invalid_codes"].dropna()
-            for code in codes.split(CODE_SEPARATOR) if code not in LOAD_CODES]
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[NamespaceCluster]:
     build("build/bin/wb-sclient")
@@ -104,7 +91,7 @@ def test_a_sweep_runs_across_the_hosts_and_adds_up(cluster: NamespaceCluster, sw
     frame = points(sweep)
     assert len(list((sweep / "points").glob("*.json"))) == 2
     assert list(frame["offered_rate_rps"]) == [200, 400]
-    assert not reasons_not_for_load(frame), list(frame["invalid_reason"])
+    assert not_a_busy_machine(frame) == []
     for record_path in sorted((sweep / "points").glob("*.json")):
         record = json.loads(record_path.read_text())
         row = record["point"]
@@ -172,7 +159,7 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
     assert not lost["valid"].iloc[0]
     assert "worker hot was lost" in lost["invalid_reason"].iloc[0]
     assert lost["invalid_codes"].iloc[0] == Code.WORKER_LOST
-    assert not reasons_not_for_load(frame[frame["lost_host"].isna()])
+    assert not_a_busy_machine(frame[frame["lost_host"].isna()]) == []
     kept = frame[frame["lost_host"].isna()]["point_id"].iloc[0]
     kept_record = (run_dir / "points" / f"{kept}-r0.json").read_text()
 
@@ -183,7 +170,7 @@ def test_a_worker_lost_mid_point_is_invalid_and_resume_measures_only_it(
     assert status == 0, err
     assert "1 of 2 point × repetition to measure" in err
     resumed = points(run_dir)
-    assert len(resumed) == 2 and not reasons_not_for_load(resumed)
+    assert len(resumed) == 2 and not_a_busy_machine(resumed) == []
     assert "lost_host" not in resumed or resumed["lost_host"].isna().all()
     assert (run_dir / "points" / f"{kept}-r0.json").read_text() == kept_record
     assert cluster.running() == NOTHING_LEFT

@@ -12,7 +12,7 @@ import pytest
 from clients.validity import EMULATED_CPU
 from harness.cli import main
 from harness.commands import run as run_command
-from harness.guest import accel, kernels, machine
+from harness.guest import accel, inside, kernels, machine
 from harness.guest.kernels import needed_modules
 from harness.results.store import RunDir
 from harness.runner.child import read_result
@@ -115,6 +115,29 @@ def test_a_guest_that_ends_before_its_command_names_how_not_the_kernel(
     assert said in message and "did not boot" not in message, message
     assert ("cannot set up guest memory" in message) == (script.startswith("echo")), message
     assert "printed nothing" in message or script.startswith("echo"), message
+
+
+@pytest.mark.parametrize(("qemu", "said"), [
+    ("kill -SEGV $$", "qemu was killed by SIGSEGV"),
+    ("exit 0", "qemu exited with status 0"),
+], ids=["qemu-crashed", "guest-powered-off"])
+def test_a_guest_that_stops_after_its_command_started_names_how_qemu_ended(
+        fake_virtme, tmp_path, monkeypatch, qemu, said):
+    """virtme-ng says 255 for any guest that ended without its command's status: qemu's own
+    end (a crash of its own, or a guest that powered off) is named beside it, with the
+    console's last lines (the kernel's errors among them)."""
+    fake_qemu = tmp_path / "qemu-system-x86_64"
+    fake_qemu.write_text(f"#!/bin/sh\necho 'Kernel panic - not syncing: test'\n{qemu}\n")
+    fake_qemu.chmod(0o755)
+    monkeypatch.setattr(machine.shutil, "which", lambda name: str(fake_qemu))
+    monkeypatch.setattr(machine, "vng_argv", lambda *args: [
+        "sh", "-c", f"echo '{inside.STARTED}'; {args[-1]} -kernel x; exit 255"])
+    with pytest.raises(machine.GuestError) as refused:
+        machine.run(fake_virtme, ["true"], Guest(timeout_s=60), accel.Accel("tcg", "test"), [])
+    message = str(refused.value)
+    assert "stopped before its command finished" in message, message
+    assert "exited with status 255 after" in message and said in message, message
+    assert "Kernel panic - not syncing: test" in message, message
 
 
 def test_a_guest_that_runs_to_the_end_without_its_command_blames_the_kernel(
