@@ -23,7 +23,8 @@ from harness.scenario import Guest
 
 SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-deps (virtme-ng)"
 # The kernel's console level: errors and worse (an oops, a panic, the OOM killer's kills) reach
-# the console and so a failure's message; virtme-ng's quiet boot shows emergencies only.
+# the console and so a failure's message. Without --verbose virtme-ng sends the kernel's
+# console nowhere; with it, everything down to debug messages, which this level drops.
 KERNEL_LOGLEVEL = 4
 # qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
 # that status and says 255 for any guest that ended without its command's status.
@@ -75,7 +76,7 @@ def vng_argv(image: Path, command: list[str], guest: Guest, accel: Accel,
              rwdirs: list[Path], qemu: Path) -> list[str]:
     argv = [str(vng()), "--run", str(image), "--cpus", str(guest.cpus),
             "--memory", f"{guest.memory_mb}M", "--user", "root", "--disable-monitor",
-            "--qemu", str(qemu), "--append", f"loglevel={KERNEL_LOGLEVEL}"]
+            "--qemu", str(qemu), "--verbose", "--append", f"loglevel={KERNEL_LOGLEVEL}"]
     if accel.emulated:
         argv.append("--disable-kvm")
     if guest.pin:
