@@ -79,9 +79,16 @@ class NamespaceCluster:
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM each (workers before their scheduler, listed first), then SIGKILL what
+    """Stops a cluster's processes, listed scheduler first: its workers, then the scheduler.
+    A stopping worker tells its scheduler it leaves; with the scheduler gone it waits to reach
+    it again instead of exiting. Each group is asked (SIGTERM), then killed (SIGKILL) when it
     outlives STOP_TIMEOUT_S."""
-    for proc in reversed(procs):
+    _stop(procs[1:])
+    _stop(procs[:1])
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
         proc.terminate()
     for proc in procs:
         try:

@@ -72,6 +72,9 @@ def cluster() -> Iterator[NamespaceCluster]:
     with namespace_cluster(DUMBBELL, cpu=0) as found:
         yield found
         assert found.running() == NOTHING_LEFT
+        running = [proc for proc in found.processes if proc.poll() is None]
+    # each left when asked (SIGTERM), workers and scheduler alike: none had to be killed
+    assert [proc.returncode for proc in running] == [0] * len(running)
 
 
 @pytest.fixture(scope="module")
