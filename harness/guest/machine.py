@@ -28,6 +28,9 @@ SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-
 KERNEL_LOGLEVEL = 4
 # qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
 # that status and says 255 for any guest that ended without its command's status.
+# The kernel's first words when it faults: a failure's message shows its report from there
+KERNEL_FAULT = re.compile(r"(BUG:|Oops:|general protection fault|Kernel panic)")
+FAULT_LINES = 40
 QEMU_WRAPPER = """#!/bin/sh
 [ "$1" = --version ] && exec {qemu} "$@"
 {qemu} "$@"
@@ -146,9 +149,19 @@ def _ended(ended: Ended, console: Console) -> str:
         qemu = f"qemu was killed by {_signal_name(ended.qemu - 128)}"
     else:
         qemu = f"qemu exited with status {ended.qemu}"
-    said = console.tail()
+    said = _last_words(console)
     return f"virtme-ng {how} ({qemu}); " + (
         f"its and the kernel's last output lines:\n{said}" if said else "it printed nothing")
+
+
+def _last_words(console: Console) -> str:
+    """The console's last lines, or the kernel's fault report from its first line."""
+    fault = KERNEL_FAULT.search(console.text)
+    if fault is None:
+        return console.tail()
+    start = console.text.rfind("\n", 0, fault.start()) + 1  # the line it starts on, whole
+    lines = [ln.rstrip() for ln in console.text[start:].splitlines() if ln.strip()]
+    return "\n".join(lines[:FAULT_LINES])
 
 
 def _signal_name(number: int) -> str:
