@@ -140,6 +140,25 @@ def test_a_guest_that_stops_after_its_command_started_names_how_qemu_ended(
     assert "Kernel panic - not syncing: test" in message, message
 
 
+@pytest.mark.parametrize("mode", ["tcg", "kvm"])
+def test_an_emulated_guest_runs_its_vcpus_on_one_emulator_thread(fake_virtme, tmp_path,
+                                                                  monkeypatch, mode):
+    """Under TCG qemu runs every vCPU on one thread (a thread each let the guest kernel
+    panic now and then); under KVM nothing is added to what virtme-ng asks of qemu."""
+    fake_qemu = tmp_path / "qemu-system-x86_64"
+    fake_qemu.write_text("#!/bin/sh\necho \"qemu args: $*\"\n")
+    fake_qemu.chmod(0o755)
+    monkeypatch.setattr(machine.shutil, "which", lambda name: str(fake_qemu))
+    monkeypatch.setattr(machine, "vng_argv", lambda *args: [
+        "sh", "-c", f"{args[-1]} -kernel x; echo '{inside.STARTED}'; "
+                    f"echo '{inside.EXITED} 0'"])
+    result = machine.run(fake_virtme, ["true"], Guest(timeout_s=60), accel.Accel(mode, "test"),
+                         [])
+    (said,) = [line for line in result.console.splitlines() if line.startswith("qemu args:")]
+    assert said == ("qemu args: -accel tcg,thread=single -kernel x" if mode == "tcg"
+                    else "qemu args: -kernel x"), said
+
+
 def test_a_guest_that_runs_to_the_end_without_its_command_blames_the_kernel(
         fake_virtme, monkeypatch):
     """The other direction: virtme-ng ended on its own (status 0) and the command never
