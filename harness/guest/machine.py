@@ -28,10 +28,9 @@ SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-
 KERNEL_LOGLEVEL = 4
 # qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
 # that status and says 255 for any guest that ended without its command's status.
-# The CPU emulator with one thread for all vCPUs: with a thread each (QEMU's default), the
-# 6.12 guest panicked now and then ("Fatal exception in interrupt" at a patched instruction,
-# once in its first 3 s); one thread cost nothing measurable here (189 s for the guest tests'
-# boot against 187-355 s).
+# The CPU emulator with one thread for all vCPUs: with a thread each (QEMU's default) a guest
+# kernel can fault at an instruction it is patching on another vCPU, and panic; on a host of
+# few CPUs one thread costs the guest no time that matters.
 TCG_ACCEL = ("-accel", "tcg,thread=single")
 # The kernel's first words when it faults: a failure's message shows its report from there
 KERNEL_FAULT = re.compile(r"(BUG:|Oops:|general protection fault|Kernel panic)")
