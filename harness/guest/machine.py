@@ -26,8 +26,6 @@ SETUP_FIX = "make system-deps (qemu-system-x86, busybox-static) and make python-
 # the console and so a failure's message. Without --verbose virtme-ng sends the kernel's
 # console nowhere; with it, everything down to debug messages, which this level drops.
 KERNEL_LOGLEVEL = 4
-# qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
-# that status and says 255 for any guest that ended without its command's status.
 # The CPU emulator with one thread for all vCPUs: with a thread each (QEMU's default) a guest
 # kernel can fault at an instruction it is patching on another vCPU, and panic; on a host of
 # few CPUs one thread costs the guest no time that matters.
@@ -35,6 +33,8 @@ TCG_ACCEL = ("-accel", "tcg,thread=single")
 # The kernel's first words when it faults: a failure's message shows its report from there
 KERNEL_FAULT = re.compile(r"(BUG:|Oops:|general protection fault|Kernel panic)")
 FAULT_LINES = 40
+# qemu as virtme-ng runs it, its exit status written where the host reads it: virtme-ng drops
+# that status and says 255 for any guest that ended without its command's status.
 QEMU_WRAPPER = """#!/bin/sh
 [ "$1" = --version ] && exec {qemu} "$@"
 {qemu} {accel} "$@"
@@ -191,7 +191,7 @@ def _judge(image: Path, console: Console, finished: bool, ended: Ended,
                  else "it did not boot to its command")
         raise GuestError(f"kernel {image}: guest hung ({where} within guest.timeout_s = "
                          f"{guest.timeout_s:g} s) and was killed; last console lines:\n"
-                         f"{console.tail()}")
+                         f"{_last_words(console)}")
     if inside.STARTED not in text and ended.vng != 0:
         raise GuestError(f"kernel {image}: the guest ended before its command started: "
                          f"{_ended(ended, console)}")
