@@ -119,6 +119,7 @@ BESIDE = (
     "tests/servers/test_http.py",
     "tests/servers/test_limits.py",
     "tests/servers/test_bench_report.py",
+    "tests/servers/test_fuzz.py",
     "tests/test_layers.py",
     "tests/test_yamlfile.py",
 )
