@@ -4,7 +4,9 @@ The scenario files themselves hold the papers' axes, repetitions and windows (ch
 all of them fit REPRODUCE_BUDGET_S on a 2-CPU machine); this module only runs them in turn,
 times them, and, once every one finished, leaves in the folder nothing older than this run.
 `quick` shrinks each sweep axis to its first level and each point to one short repetition:
-a smoke test of the whole pipeline, not a reproduction.
+a smoke test of the whole pipeline, not a reproduction; its consecutive scenarios on one
+topology share one bring-up and calibration. A reproduction brings up and calibrates each
+scenario's topology right before it runs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from harness.results.runset import find_runs
 from harness.runner.display import PlainDisplay, RunDisplay
 from harness.runner.held import hold_key
 from harness.runner.outcome import EXIT_REFUSED, RunRefused, RunRequest
-from harness.runner.run import pending
+from harness.runner.run import TopologyKeeper, pending
 from harness.runner.scenario_run import run_scenario
 from harness.scenario import Range, Scenario, Values, load, points
 
@@ -145,13 +147,14 @@ def check_revision(allow_dirty: bool) -> str:
     return revision
 
 
-def _run_one(path: Path, out: Path, quick: bool, display: RunDisplay) -> tuple[int, str | None]:
+def _run_one(path: Path, out: Path, quick: bool, display: RunDisplay,
+             keeper: TopologyKeeper | None) -> tuple[int, str | None]:
     """The scenario's run (in this process: a stop signal tears it down, keeps its points
     and then stops the reproduction too): its exit status and run directory."""
     request = RunRequest(scenario=path, out=out, allow_invalid=True,
                          sets=tuple(quick_overrides(path)) if quick else ())
     try:
-        result = run_scenario(request, display)
+        result = run_scenario(request, display, keeper=keeper)
     except RunRefused as exc:
         display.warning(f"{path.stem}: {exc}")
         return EXIT_REFUSED, None
@@ -200,17 +203,23 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
         f"{REPRODUCE_BUDGET_S / 60:.0f} min), revision {revision}")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    for path, run in zip(paths, runs, strict=True):
-        log(f"== {run.scenario}: {run.points} points × {run.repetitions}, "
-            f"~{run.estimate_s / 60:.1f} min")
-        began = time.monotonic()
-        run.exit_code, run.run_dir = _run_one(path, out, quick, display or PlainDisplay())
-        run.seconds = time.monotonic() - began
-        run.revision = revision
-        if run.exit_code not in (0, 1):
-            log(f"{run.scenario}: its run exited {run.exit_code}; stopping here "
-                "(earlier runs are kept)")
-            break
+    keeper = TopologyKeeper() if quick else None
+    try:
+        for path, run in zip(paths, runs, strict=True):
+            log(f"== {run.scenario}: {run.points} points × {run.repetitions}, "
+                f"~{run.estimate_s / 60:.1f} min")
+            began = time.monotonic()
+            run.exit_code, run.run_dir = _run_one(path, out, quick, display or PlainDisplay(),
+                                                  keeper)
+            run.seconds = time.monotonic() - began
+            run.revision = revision
+            if run.exit_code not in (0, 1):
+                log(f"{run.scenario}: its run exited {run.exit_code}; stopping here "
+                    "(earlier runs are kept)")
+                break
+    finally:
+        if keeper is not None:
+            keeper.close()
     finished = all(r.exit_code in (0, 1) for r in runs)
     if finished:
         replace_older_runs(out, runs)

@@ -116,29 +116,66 @@ def session_manifest(ctx: RunContext, machine: dict[str, Any], reason: str) -> d
     }
 
 
+class TopologyKeeper:
+    """Brings a topology up and keeps it until another one is asked for or it is closed: one
+    at a time, as an idle topology's emulators would share the CPUs with the next one's
+    points. A run has its own, closed with the run. `reproduce --quick` keeps one across its
+    scenarios' runs: consecutive scenarios on one topology bring it up and calibrate it once,
+    and each run's manifest names the run that did (`brought_up_by_run`); the emulators'
+    counters, read at teardown, are then in no run's manifest."""
+
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.handle: Any = None
+        self.brought_up_by: str | None = None
+        self.stack = contextlib.ExitStack()
+
+    def get(self, key: str, topo: Any, backend: str, run_id: str) -> tuple[Any, bool]:
+        """The topology's handle, and whether it was brought up for this call."""
+        if key == self.key and self.handle is not None:
+            return self.handle, False
+        self.close()
+        with interrupts.raising():  # calibration blocks: a signal must not wait for it
+            self.handle = self.stack.enter_context(topology.bring_up(
+                topo, backend=backend, run_prefix=None, handle_signals=False))
+        self.key, self.brought_up_by = key, run_id
+        return self.handle, True
+
+    def close(self) -> None:
+        """Tears the topology down (its emulators' counters are then in its handle)."""
+        self.stack.close()
+        self.stack = contextlib.ExitStack()
+        self.key = self.handle = None
+
+
 class TopologyCache:
-    """Keeps one topology up while consecutive points share it (same file and overrides).
+    """The run's topology while consecutive points share it (same file and overrides), from
+    the keeper the run was given or from its own.
 
-    Each topology brought up is one entry of the manifest's `topology.instances`, rewritten
-    after teardown so that it carries the emulator's counters too."""
+    Each topology the run used is one entry of the manifest's `topology.instances`,
+    rewritten when the run leaves it: after teardown, with the emulator's counters, when the
+    keeper is the run's own."""
 
-    def __init__(self, ctx: RunContext):
+    def __init__(self, ctx: RunContext, keeper: TopologyKeeper | None = None):
         self.ctx = ctx
+        self.own = keeper is None
+        self.keeper = keeper or TopologyKeeper()
         self.key: str | None = None
         self.ends: Endpoints | None = None
-        self.stack = contextlib.ExitStack()
 
     def get(self, point: Point) -> Endpoints:
         if point.topology_key == self.key and self.ends is not None:
             return self.ends
         self.close()
         ref = point.config.topology
-        topo = topology.load_topology(ref.path(self.ctx.scenario_dir), dict(ref.set) or None)
+        path = ref.path(self.ctx.scenario_dir)
+        topo = topology.load_topology(path, dict(ref.set) or None)
         backend = self.ctx.backend or ref.backend
-        with interrupts.raising():  # calibration blocks: a signal must not wait for it
-            handle = self.stack.enter_context(topology.bring_up(
-                topo, backend=backend, run_prefix=None, handle_signals=False))
-        self.ctx.on_event(f"topology {ref.file} up (backend {handle.backend})")
+        handle, fresh = self.keeper.get(json.dumps([str(path), point.topology_key, backend]),
+                                        topo, backend, self.ctx.run_id)
+        self.ctx.on_event(f"topology {ref.file} " + (
+            "up" if fresh else f"kept up from run {self.keeper.brought_up_by}")
+            + f" (backend {handle.backend})")
         _place_network(handle, point.config.cpus)
         self.key = point.topology_key
         self.ends = endpoints(handle)
@@ -151,13 +188,13 @@ class TopologyCache:
     def _describe(self) -> dict[str, Any]:
         assert self.ends is not None
         return {"set": json.loads(self.key or "{}").get("set", {}),
-                **self.ends.handle.manifest()}
+                **self.ends.handle.manifest(), "brought_up_by_run": self.keeper.brought_up_by}
 
     def close(self) -> None:
-        self.stack.close()
+        if self.own:
+            self.keeper.close()
         if self.ends is not None:
             self.ctx.topology_manifest["instances"][-1] = self._describe()
-        self.stack = contextlib.ExitStack()
         self.key = self.ends = None
 
 
@@ -212,9 +249,9 @@ class LocalPoints:
     """On this machine, in the topologies brought up here, on servers held across points
     that differ only in their hot load when the scenario says so (harness.runner.held)."""
 
-    def __init__(self, ctx: RunContext):
+    def __init__(self, ctx: RunContext, keeper: TopologyKeeper | None = None):
         self.ctx = ctx
-        self.cache = TopologyCache(ctx)
+        self.cache = TopologyCache(ctx, keeper)
         self.held = HeldServer()
 
     async def measure(self, point: Point, repetition: int, attempt: int) -> Measurement:
@@ -245,10 +282,9 @@ async def measure_point(ctx: RunContext, source: PointSource, point: Point, repe
 
 async def run_points(ctx: RunContext, todo: list[tuple[Point, int]],
                      progress: Callable[[Point, int, dict[str, Any]], None],
-                     source: PointSource | None = None) -> None:
-    """Measure each pending point × repetition (here unless a source is given); each record
-    is on disk before the next starts."""
-    source = source or LocalPoints(ctx)
+                     source: PointSource) -> None:
+    """Measure each pending point × repetition from source (here or across a cluster); each
+    record is on disk before the next starts."""
     try:
         for point, rep in todo:
             for attempt in range(ctx.scenario.interference_retries + 1):

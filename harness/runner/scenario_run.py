@@ -33,8 +33,10 @@ from harness.runner.outcome import (
     Stop,
 )
 from harness.runner.run import (
+    LocalPoints,
     MissingTool,
     PointSource,
+    TopologyKeeper,
     check_topologies,
     kernel_trace,
     pending,
@@ -77,10 +79,11 @@ class Hosts(Protocol):
 
 
 def run_scenario(request: RunRequest, display: RunDisplay,
-                 hosts: Hosts | None = None) -> RunResult:
+                 hosts: Hosts | None = None, keeper: TopologyKeeper | None = None) -> RunResult:
     """Runs (or resumes) the scenario, here or on hosts; RunRefused before anything is
     measured when it cannot. A stop signal ends it early with its points kept (the result's
-    stop); the signal handlers in place before are back in place after."""
+    stop); the signal handlers in place before are back in place after. A run here takes
+    its topologies from keeper when given (which outlives the run), else brings them up."""
     try:
         scenario, scenario_dir, run_dir = load_request(request)
     except (ScenarioError, FileNotFoundError, ResultsFormatError, RunDirError) as exc:
@@ -93,7 +96,8 @@ def run_scenario(request: RunRequest, display: RunDisplay,
             joined = _join(hosts, stack, scenario, scenario_dir, run_dir)
             if joined is None:
                 preflight(scenario)  # a cluster's workers check what they will run
-            result = _run(request, display, scenario, scenario_dir, run_dir, joined, stack)
+            result = _run(request, display, scenario, scenario_dir, run_dir, joined, stack,
+                          keeper)
         except (MissingBinary, MissingTool, RunDirError, ResultsFormatError) as exc:
             raise RunRefused(str(exc)) from None
         except TopologyError as exc:
@@ -144,7 +148,7 @@ def _join(hosts: Hosts | None, stack: contextlib.ExitStack, scenario: Scenario,
 
 def _run(request: RunRequest, display: RunDisplay, scenario: Scenario, scenario_dir: Path,
          run_dir: RunDir | None, joined: Joined | None,
-         stack: contextlib.ExitStack) -> RunResult:
+         stack: contextlib.ExitStack, keeper: TopologyKeeper | None) -> RunResult:
     counters, reason = perf.hardware_counters()
     machine = manifest.collect()
     resumed = run_dir is not None
@@ -156,9 +160,8 @@ def _run(request: RunRequest, display: RunDisplay, scenario: Scenario, scenario_
                      hardware_counters=counters, backend=request.backend,
                      on_event=display.info, guest=record.current(),
                      cluster=joined.manifest if joined else {})
-    source = None
+    source = LocalPoints(ctx, keeper) if joined is None else joined.source(ctx)
     if joined is not None:
-        source = joined.source(ctx)
         ctx.topology_manifest.update(file=scenario.topology.file, backend="cluster")
     _tell_what_is_measured(display, scenario, counters, reason)
     todo = pending(scenario, run_dir.finished())
@@ -188,7 +191,7 @@ def _tell_what_is_measured(display: RunDisplay, scenario: Scenario, counters: bo
 
 
 def _measure(ctx: RunContext, todo: list[tuple[Point, int]], display: RunDisplay,
-             source: PointSource | None) -> Stop | None:
+             source: PointSource) -> Stop | None:
     """Measures the points; why it stopped early, or None."""
     with display.progress(len(todo)) as advance:
         def measured(point: Point, rep: int, row: dict[str, Any]) -> None:

@@ -57,7 +57,7 @@ def test_only_keeps_the_other_scenarios_entries_with_their_revision(monkeypatch,
             {"scenario": name, "points": 1, "repetitions": 3, "estimate_s": 1.0,
              "seconds": 1.0, "exit_code": 0, "run_dir": f"{name}/x"} for name in (other, CPP5)]}))
     monkeypatch.setattr(reproduce_run, "git_revision", lambda: "new")
-    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick, display: (0, None))
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda *_: (0, None))
     summary = reproduce(tmp_path, only=[CPP5], log=lambda _: None)
     by_name = {entry["scenario"]: entry for entry in summary["scenarios"]}
     assert by_name[other]["revision"] == "old" and by_name[other]["run_dir"] == f"{other}/x"
@@ -82,7 +82,7 @@ def test_a_finished_run_replaces_older_runs_and_a_failed_one_keeps_them(monkeypa
     summary = json.loads((tmp_path / "reproduce.json").read_text())
     assert summary["seconds"] > 0 and summary["scenarios"][0]["exit_code"] in (0, 1)
     # A scenario that could not run (exit 2) stops the sweep and replaces nothing.
-    monkeypatch.setattr(reproduce_run, "_run_one", lambda path, out, quick, display: (2, None))
+    monkeypatch.setattr(reproduce_run, "_run_one", lambda *_: (2, None))
     third = reproduce(tmp_path, quick=True, allow_dirty=True, only=[CPP5], log=lambda _: None)
     assert not third["finished"]
     assert find_runs(tmp_path / CPP5) == [Path(kept)]
@@ -104,6 +104,15 @@ def test_quick_pipeline_runs_every_scenario_and_judges_every_target(tmp_path):
     verdicts = [ln.split("  ")[0] for ln in done.stdout.splitlines()
                 if re.match(r"^(PASS|FAIL|NOT RUN|NOT POSSIBLE HERE) ", ln)]
     assert len(verdicts) == 19 and "NOT RUN" not in verdicts, done.stdout[-3000:]
+    # consecutive scenarios on one topology share its bring-up; another topology has its own
+    instance = {m["scenario_name"]: (m["run_id"], m["topology"]["instances"][0])
+                for m in map(json.loads, map(Path.read_text, out.glob("*/*/manifest.json")))}
+    first_id, first = instance["bm98-fig1-select-cpu-vs-cold"]
+    _, second = instance["bm98-table1-profile"]
+    assert first["brought_up_by_run"] == second["brought_up_by_run"] == first_id
+    assert first["prefix"] == second["prefix"]
+    other_id, other = instance["cm01-fig6-9-vs-rate"]  # the cold link's delay set to 0
+    assert other["brought_up_by_run"] == other_id and other["prefix"] != first["prefix"]
     plotted = subprocess.run([*WANBENCH, "plot", str(out)], cwd=REPO, capture_output=True,
                              text=True, timeout=600)
     assert plotted.returncode == 0, plotted.stderr[-3000:]

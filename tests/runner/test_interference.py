@@ -371,7 +371,7 @@ def test_a_point_invalid_for_interference_is_measured_again_and_every_attempt_ke
 
     monkeypatch.setattr(runner, "measure_point", measure)
     todo = runner.pending(scenario, set())
-    asyncio.run(runner.run_points(ctx, todo, lambda *_: None))
+    asyncio.run(runner.run_points(ctx, todo, lambda *_: None, runner.LocalPoints(ctx)))
     assert attempts == [0, 1]
     (record,) = run_dir.records()
     assert record["point"]["attempt"] == 1 and record["point"]["valid"]
