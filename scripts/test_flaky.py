@@ -1,11 +1,11 @@
-"""Repeats every test marked `timing` while the rest of the suite runs beside it, and says how
-many of the repetitions each one passed. A timing test must pass all of them: a test that
-fails by chance blocks everyone's landing.
+"""Repeats every test marked `timing` (or another mark) while the rest of the suite runs
+beside it, and says how many of the repetitions each one passed. A timing test must pass all
+of them: a test that fails by chance blocks everyone's landing.
 
-    .venv/bin/python scripts/test_flaky.py [--runs 20] [-k EXPR] [--quiet-machine]
+    .venv/bin/python scripts/test_flaky.py [--runs 20] [--mark guest] [-k EXPR] [--quiet-machine]
 
-The rest of the suite (`-m "not timing"`) runs in a loop in the background, as it would in a
-real `make test`, unless --quiet-machine. Exit 0 when every timing test passed every run.
+The rest of the suite (`-m "not MARK"`) runs in a loop in the background, as it would in a
+real `make test`, unless --quiet-machine. Exit 0 when every marked test passed every run.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def outcomes(junit: Path) -> dict[str, str]:
     return result
 
 
-def background_suite(log: Path) -> subprocess.Popen:
+def background_suite(log: Path, mark: str) -> subprocess.Popen:
     """The rest of the suite, over and over, until stopped."""
-    loop = (f"while true; do {' '.join(PYTEST)} -m 'not timing' tests >> {log} 2>&1; "
+    loop = (f"while true; do {' '.join(PYTEST)} -m 'not {mark}' tests >> {log} 2>&1; "
             f"echo 'suite round done' >> {log}; done")
     return subprocess.Popen(["bash", "-c", loop], cwd=REPO, start_new_session=True)
 
@@ -67,8 +67,8 @@ def interrupt_group(group: int, grace_s: float = 120) -> None:
         os.killpg(group, signal.SIGKILL)
 
 
-def run_timing_tests(argv: list[str]) -> None:
-    """One round of the timing tests. Stopped (SIGTERM to this script), it is interrupted
+def run_marked_tests(argv: list[str]) -> None:
+    """One round of the marked tests. Stopped (SIGTERM to this script), it is interrupted
     like the background suite, not killed: a killed pytest leaves its topologies up."""
     pytest = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
@@ -83,23 +83,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("-k", dest="keyword", help="only timing tests matching this expression")
+    parser.add_argument("--mark", default="timing",
+                        help="repeat the tests with this mark (default: timing)")
+    parser.add_argument("-k", dest="keyword", help="only marked tests matching this expression")
     parser.add_argument("--quiet-machine", action="store_true",
                         help="do not run the rest of the suite alongside")
     args = parser.parse_args()
     # SIGTERM must stop the background loop too (it has a session of its own): unwind
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     work = Path(tempfile.mkdtemp(prefix="wanbench-flaky-"))
-    background = None if args.quiet_machine else background_suite(work / "suite.log")
+    background = None if args.quiet_machine else background_suite(work / "suite.log", args.mark)
     tally: dict[str, Counter] = {}
     started = time.monotonic()
     try:
         for run in range(1, args.runs + 1):
             junit = work / f"run{run}.xml"
-            argv = PYTEST + ["-m", "timing", f"--junitxml={junit}", "tests"]
+            argv = PYTEST + ["-m", args.mark, f"--junitxml={junit}", "tests"]
             if args.keyword:
                 argv += ["-k", args.keyword]
-            run_timing_tests(argv)
+            run_marked_tests(argv)
             for name, outcome in outcomes(junit).items():
                 tally.setdefault(name, Counter())[outcome] += 1
             failed = [n for n, c in tally.items() if c["failed"]]
@@ -110,7 +112,7 @@ def main() -> int:
             stop_background(background)
     rounds = (work / "suite.log").read_text().count("suite round done") \
         if background is not None else 0
-    print(f"\ntiming tests, {args.runs} runs each"
+    print(f"\n{args.mark} tests, {args.runs} runs each"
           f"{'' if background is None else f', beside {rounds} full round(s) of the rest'}:")
     flaky = 0
     for name, counts in sorted(tally.items()):
@@ -119,7 +121,7 @@ def main() -> int:
             f", {counts['skipped']} skipped" if counts["skipped"] else "")
         flaky += counts["failed"] > 0
         print(f"  {'FLAKY ' if counts['failed'] else 'ok    '}{name}: {note}")
-    print(f"{len(tally) - flaky} of {len(tally)} timing tests passed every run; "
+    print(f"{len(tally) - flaky} of {len(tally)} {args.mark} tests passed every run; "
           f"reports in {work}")
     return 1 if flaky or not tally else 0
 

@@ -19,6 +19,7 @@ from harness.guest import accel, inside, machine
 from harness.reproduce import run as reproduce_run
 from harness.runner import kernels
 from harness.runner.outcome import RESULT_JSON, RunRequest, RunResult, Stop
+from harness.runner.run import TopologyKeeper
 from harness.scenario import parse
 from tests.conftest import REPO
 
@@ -112,9 +113,11 @@ def test_reproduce_runs_each_scenario_in_process(started: Started,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path):
     asked: list[RunRequest] = []
+    keepers: list[TopologyKeeper | None] = []
 
-    def run(request: RunRequest, display) -> RunResult:
+    def run(request: RunRequest, display, keeper: TopologyKeeper | None) -> RunResult:
         asked.append(request)
+        keepers.append(keeper)
         return result_in(tmp_path / CPP5 / "run")
 
     monkeypatch.setattr(reproduce_run, "run_scenario", run)
@@ -125,13 +128,15 @@ def test_reproduce_runs_each_scenario_in_process(started: Started,
     assert "repetitions=1" in request.sets and request.out == tmp_path
     assert summary["scenarios"][0]["run_dir"] == str(tmp_path / CPP5 / "run")
     assert started.argvs == []
+    # a quick pipeline's runs share the topologies it keeps up
+    assert [type(keeper) for keeper in keepers] == [TopologyKeeper]
 
 
 def test_a_stop_signal_in_a_reproduced_run_stops_the_reproduction(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     stopped = RunResult(130, tmp_path / CPP5 / "run", CPP5, 3, 1,
                         stop=Stop("interrupted", 130, signal.SIGINT))
-    monkeypatch.setattr(reproduce_run, "run_scenario", lambda request, display: stopped)
+    monkeypatch.setattr(reproduce_run, "run_scenario", lambda request, display, keeper: stopped)
     with pytest.raises(interrupts.Interrupted) as caught:
         reproduce_run.reproduce(tmp_path, allow_dirty=True, only=[CPP5], log=lambda _: None)
     assert caught.value.exit_status == 130
