@@ -8,6 +8,7 @@ runs of one kernel; a folder given for a side holds its runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,11 @@ class Run:
     def repetitions(self) -> int:
         return int(self.manifest.get("repetitions") or self.points["repetition"].nunique())
 
+    @cached_property
+    def by_point(self) -> pd.DataFrame:
+        """The points' rows in point and repetition order: sorted once, read per metric."""
+        return self.points.sort_values(["point_id", "repetition"], kind="stable")
+
     def cycles_estimated(self) -> bool | None:
         """True/False when every/no row estimated cycles; None when mixed or unknown."""
         if "cycles_estimated" not in self.points or self.points.empty:
@@ -112,17 +118,19 @@ def point_runs(runs: list[Run], metric: Metric, allow_invalid: bool
         if metric.name not in run.points.columns:
             continue
         floors = histogram_floors(run, metric)
-        frame = run.points[["point_id", "repetition", "valid"]].assign(
-            value=pd.to_numeric(run.points[metric.name], errors="coerce"),
-            reason=run.points.get("invalid_codes"))
-        frame = frame.dropna(subset=["value"]).sort_values(["point_id", "repetition"])
-        pids = frame["point_id"].astype(str).to_numpy()
-        if not len(pids):
+        rows = run.by_point
+        value = pd.to_numeric(rows[metric.name], errors="coerce").to_numpy(dtype=float)
+        has = ~np.isnan(value)
+        if not has.any():
             continue
+        pids = rows["point_id"].astype(str).to_numpy()[has]
+        columns = {"value": value[has], "valid": rows["valid"].to_numpy()[has],
+                   "reason": (rows["invalid_codes"].to_numpy() if "invalid_codes" in rows
+                              else np.full(len(rows), None, dtype=object))[has]}
         # consecutive rows of one point (a groupby building a frame per point is 10x slower)
         starts = np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]])
         for pid, values, valid, reasons in zip(
-                pids[starts], *(np.split(frame[c].to_numpy(), starts[1:])
+                pids[starts], *(np.split(columns[c], starts[1:])
                                 for c in ("value", "valid", "reason")), strict=True):
             values, valid = values.astype(float), valid.astype(bool)
             out.setdefault(str(pid), []).append(PointRun(
