@@ -77,7 +77,7 @@ def _document(spec: LoadSpec, stdout: str, stderr: str) -> dict[str, Any]:
 def judged(spec: LoadSpec, doc: dict[str, Any]) -> dict[str, Any]:
     """The document with the verdict of clients.validity on its facts (the generators
     report facts only)."""
-    doc.update(validity.judge(validity.Facts.of_document(doc, spec)).document_fields())
+    doc.update(validity.judge(validity.Facts.of_one(spec.facts(doc))).document_fields())
     return doc
 
 

@@ -21,7 +21,7 @@ from clients.targets import (
     resolve,
     split_host_port,
 )
-from clients.validity import LATE_LIMIT, LATE_THRESHOLD_US, POISSON_SIGMAS
+from clients.validity import LATE_LIMIT, LATE_THRESHOLD_US, POISSON_SIGMAS, GeneratorFacts
 
 Generator = Literal["sclient", "asyncio", "httperf", "wrk", "wrk2"]
 GENERATORS: tuple[str, ...] = ("sclient", "asyncio", "httperf", "wrk", "wrk2")
@@ -300,6 +300,31 @@ class LoadSpec:
         if self.generator == "sclient" or self.cold_conns or self.stream_conns:
             return "wb-sclient"
         return "httperf" if self.generator == "httperf" else None
+
+    def facts(self, doc: dict[str, Any]) -> GeneratorFacts:
+        """What a result document of this spec's run says, as the validity rules read it."""
+        requests = doc.get("requests") or {}
+        errors = doc.get("errors") or {}
+        cpu = doc.get("generator_cpu") or {}
+        user, system = cpu.get("user_s"), cpu.get("sys_s")
+        mean_us = ((doc.get("latency") or {}).get("uncorrected") or {}).get("mean_us")
+        return GeneratorFacts(
+            generator=doc.get("generator") or self.generator, asked_s=self.duration_s,
+            hot_conns=0 if self.stream_conns else self.hot_conns,
+            poisson=self.arrivals == "poisson", window_s=doc.get("duration_s"),
+            offered_rps=doc.get("offered_rate_rps"), scheduled=requests.get("scheduled"),
+            sent=requests.get("sent"), late=doc.get("late_sends"),
+            late_threshold_us=doc.get("late_threshold_us"), late_limit=self.late_limit,
+            replies=(doc.get("replies") or {}).get("total"), refused=errors.get("refused"),
+            no_local_port=errors.get("no_local_port"),
+            no_descriptor=errors.get("no_descriptor"),
+            unfinished_shards=doc.get("unfinished_shards"), shards=doc.get("shards") or 1,
+            cpu_s=user + system if user is not None and system is not None else None,
+            run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"),
+            keeps_offering=self.overload == "sclient", no_socket=requests.get("no_socket"),
+            response_mean_s=mean_us / 1e6 if mean_us is not None else None,
+            waiting_start=requests.get("waiting_start"),
+            waiting_end=requests.get("waiting_end"))
 
     def resolved_targets(self) -> list[tuple[str, int]]:
         """(address, port) per target, refusing any outside the load-target policy."""

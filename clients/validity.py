@@ -69,10 +69,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from clients.spec import LoadSpec
+from typing import Any
 
 LATE_LIMIT = 0.01
 # A send is late past this: wb-sclient times its sends to the microsecond, asyncio's timers
@@ -305,32 +302,6 @@ class GeneratorFacts:
     waiting_start: int | None = None
     waiting_end: int | None = None
 
-    @classmethod
-    def of(cls, doc: dict[str, Any], spec: LoadSpec) -> GeneratorFacts:
-        """The facts of a result document, run as spec asked."""
-        requests = doc.get("requests") or {}
-        errors = doc.get("errors") or {}
-        cpu = doc.get("generator_cpu") or {}
-        user, system = cpu.get("user_s"), cpu.get("sys_s")
-        mean_us = ((doc.get("latency") or {}).get("uncorrected") or {}).get("mean_us")
-        return cls(
-            generator=doc.get("generator") or spec.generator, asked_s=spec.duration_s,
-            hot_conns=0 if spec.stream_conns else spec.hot_conns,
-            poisson=spec.arrivals == "poisson", window_s=doc.get("duration_s"),
-            offered_rps=doc.get("offered_rate_rps"), scheduled=requests.get("scheduled"),
-            sent=requests.get("sent"), late=doc.get("late_sends"),
-            late_threshold_us=doc.get("late_threshold_us"), late_limit=spec.late_limit,
-            replies=(doc.get("replies") or {}).get("total"), refused=errors.get("refused"),
-            no_local_port=errors.get("no_local_port"),
-            no_descriptor=errors.get("no_descriptor"),
-            unfinished_shards=doc.get("unfinished_shards"), shards=doc.get("shards") or 1,
-            cpu_s=user + system if user is not None and system is not None else None,
-            run_delay_s=cpu.get("run_delay_s"), spin_idle_s=cpu.get("spin_idle_s"),
-            keeps_offering=spec.overload == "sclient", no_socket=requests.get("no_socket"),
-            response_mean_s=mean_us / 1e6 if mean_us is not None else None,
-            waiting_start=requests.get("waiting_start"),
-            waiting_end=requests.get("waiting_end"))
-
     def late_share(self) -> float | None:
         if not self.scheduled or self.late is None:
             return None
@@ -405,8 +376,9 @@ class Facts:
     window: WindowFacts | None = None
 
     @classmethod
-    def of_document(cls, doc: dict[str, Any], spec: LoadSpec) -> Facts:
-        return cls({"": GeneratorFacts.of(doc, spec)})
+    def of_one(cls, generator: GeneratorFacts) -> Facts:
+        """The facts of a single generator's run (no window of a runner's: `wanbench load`)."""
+        return cls({"": generator})
 
 
 def judge(facts: Facts) -> Verdict:

@@ -133,7 +133,7 @@ def judged_merge(documents: dict[str, dict[str, Any]], specs: dict[str, LoadSpec
     facts and the hosts' clocks; and those facts, which a point's recorder judges again
     with its samplers'. sampler_host: a host that keeps the scheduled start beside the
     shards' (a cluster point's server)."""
-    facts = validity.Facts({host: validity.GeneratorFacts.of(doc, specs[host])
+    facts = validity.Facts({host: specs[host].facts(doc)
                             for host, doc in documents.items()}, clocks, sampler_host)
     return {**merge_documents(documents), **validity.judge(facts).document_fields()}, facts
 

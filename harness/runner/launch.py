@@ -120,7 +120,7 @@ class PointLauncher:
         edges = dict(measured.edges)
         if counted is not None:
             edges["generator"] = counted
-        return Measurement(document, validity.Facts.of_document(document, hot.spec),
+        return Measurement(document, validity.Facts.of_one(hot.spec.facts(document)),
                            await up.cold_held(kept), window, edges, measured.window,
                            measured.stats_before, measured.stats_after, measured.samples,
                            measured.profile_rows)

@@ -38,7 +38,7 @@ def _scenario(extra: str = ""):
 def _facts(extra: str) -> GeneratorFacts:
     (point,) = points(_scenario(extra))
     spec = hot_spec(point.config, 1, "127.0.0.1:80", None, None)
-    return GeneratorFacts.of(DOCUMENT, spec)
+    return spec.facts(DOCUMENT)
 
 
 def _late_reasons(extra: str) -> list[Code]:

@@ -65,7 +65,7 @@ def _record(tmp_path: Path, generator_cpu_pct: float, spin_idle_s: float | None,
     spec = clients.LoadSpec(generator=generator, targets=["127.0.0.1:9"], hot_conns=4,
                             rate_rps=40000, duration_s=4)
     document = clients.judged(spec, document)
-    facts = validity.Facts({host: validity.GeneratorFacts.of(document, spec)})
+    facts = validity.Facts({host: spec.facts(document)})
     interval = Window(10**9, 5 * 10**9)
     if edges is None:
         edges = {source: Edges(interval.start_ns, interval.end_ns)
