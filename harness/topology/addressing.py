@@ -8,7 +8,6 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from clients.targets import BENCHMARK_NET
 from harness.topology.model import Topology, TopologyError
 
 PREFIX_RE = re.compile(r"wb[0-9a-z]{2,8}")
@@ -113,55 +112,6 @@ def _check_disjoint(hosts: dict[str, HostPlan], links: list[LinkPlan]) -> None:
             if net.overlaps(net2):
                 raise TopologyError(f"{where} ({net}) overlaps {other} ({net2}); "
                                     "give them distinct addresses")
-
-
-def check_declared(topology: Topology) -> None:
-    """The addresses a topology writes (its file, --set, a scenario's topology.set): a host's
-    address is one IPv4 address and a link's subnet one IPv4 subnet, both in BENCHMARK_NET;
-    a loopback topology writes none, its hosts being 127.0.0.1 and 127.0.i.x whatever it says
-    (loopback_addresses). ValueError naming the field and the fix."""
-    for name, host in topology.hosts.items():
-        where = f"hosts.{name}.address"
-        if host.address is not None and topology.loopback:
-            raise ValueError(f"{where}: {host.address}: a loopback topology's hosts are "
-                             f"127.0.0.1 (the server) and 127.0.i.x (client host i), whatever "
-                             f"it says; remove the address, or use a namespace topology")
-        if host.address is not None:
-            _check_in_range(where, _address(where, host.address))
-    for name, link in topology.links.items():
-        if link.subnet is not None:
-            where = f"links.{name}.subnet"
-            _check_in_range(where, _subnet(where, link.subnet))
-
-
-def _address(where: str, text: str) -> ipaddress.IPv4Address:
-    try:
-        return ipaddress.IPv4Address(text)
-    except ValueError:
-        pass
-    try:
-        given = ipaddress.IPv4Interface(text)
-    except ValueError:
-        raise ValueError(f"{where}: {text!r} is not an IPv4 address; give one of "
-                         f"{BENCHMARK_NET}, e.g. 198.19.9.1") from None
-    raise ValueError(f"{where}: {text!r} is a subnet, not an address; give one address, e.g. "
-                     f"{where}={given.ip} (its host's block is the /24 around it)")
-
-
-def _subnet(where: str, text: str) -> ipaddress.IPv4Network:
-    try:
-        return ipaddress.IPv4Network(text, strict=False)
-    except ValueError:
-        raise ValueError(f"{where}: {text!r} is not an IPv4 subnet; give one of "
-                         f"{BENCHMARK_NET}, e.g. 198.18.9.0/24") from None
-
-
-def _check_in_range(where: str, given: ipaddress.IPv4Address | ipaddress.IPv4Network) -> None:
-    inside = (given.subnet_of(BENCHMARK_NET) if isinstance(given, ipaddress.IPv4Network)
-              else given in BENCHMARK_NET)
-    if not inside:
-        raise ValueError(f"{where}: {given} is outside {BENCHMARK_NET}; wanbench only uses "
-                         f"addresses in {BENCHMARK_NET} (RFC 2544 benchmarking range)")
 
 
 def check_plan(topology: Topology) -> None:
