@@ -1,4 +1,4 @@
-/* One connection of a shard's loop, and the calls that open and close it (loop.c). */
+/* One connection of a shard's loop (loop.c opens and closes it). */
 #ifndef WB_CONN_H
 #define WB_CONN_H
 
@@ -21,11 +21,5 @@ struct conn {
     uint32_t pend_head;
     int64_t intended, attempted; /* S-Client: this socket's scheduled send, its attempt's start */
 };
-
-struct loop;
-
-void conn_connect(struct loop *loop, struct conn *conn);
-/* Closes a connection after an error or end of stream and arranges its replacement. */
-void conn_fail(struct loop *loop, struct conn *conn, enum err err);
 
 #endif

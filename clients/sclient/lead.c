@@ -1,5 +1,6 @@
 /* Adaptive wake-up lead: wake-up lateness, run-queue contention, and the lead they give. */
 #include "lead.h"
+#include "os.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -116,10 +117,10 @@ void lead_poll_returned(struct lead *lead, int64_t now, int64_t polled_at, struc
 
 /* Fixed --spin-us before any deadline, or the adaptive lead before the next scheduled send
  * (other deadlines, timeouts and the like, need no polling). */
-int64_t lead_wake_time(const struct lead *lead, int64_t now, int64_t due, int64_t next_send) {
+int64_t lead_wake_time(const struct lead *lead, int64_t now, int64_t due, int64_t next_send_at) {
     if (lead->fixed) return due - lead->spin_ns;
-    if (next_send != INT64_MAX && !lead_contended(lead, now) && next_send - lead->ns < due)
-        return next_send - lead->ns;
+    if (next_send_at != INT64_MAX && !lead_contended(lead, now) && next_send_at - lead->ns < due)
+        return next_send_at - lead->ns;
     return due;
 }
 

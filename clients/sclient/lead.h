@@ -37,9 +37,9 @@ void lead_decay(struct lead *lead, int64_t now);
 void lead_contention_check(struct lead *lead, int64_t now, struct result *counted);
 /* A poll that asked for no wait, started at polled_at, has just returned. */
 void lead_poll_returned(struct lead *lead, int64_t now, int64_t polled_at, struct result *counted);
-/* When to stop sleeping for a deadline `due`; next_send: the next scheduled send, INT64_MAX
+/* When to stop sleeping for a deadline `due`; next_send_at: the next scheduled send, INT64_MAX
  * for none. */
-int64_t lead_wake_time(const struct lead *lead, int64_t now, int64_t due, int64_t next_send);
+int64_t lead_wake_time(const struct lead *lead, int64_t now, int64_t due, int64_t next_send_at);
 /* A sleep is about to end the lead early for a send. */
 void lead_count_sleep(const struct lead *lead, struct result *counted);
 

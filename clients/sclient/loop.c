@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "http.h"
 #include "lead.h"
+#include "os.h"
 #include "pacing.h"
 #include "ramp.h"
 #include "rng.h"
@@ -65,26 +66,6 @@ struct loop {
 static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) { (void)sig; stop_requested = 1; }
 int stop_was_requested(void) { return stop_requested; }
-
-uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t proc_self_second(const char *path) {
-    FILE *f = fopen(path, "r");
-    unsigned long long first = 0, second = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &first, &second) != 2) second = 0;
-        fclose(f);
-    }
-    return second;
-}
-
-uint64_t rss_kb(void) {
-    return proc_self_second("/proc/self/statm") * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
-}
 
 static int in_window(const struct loop *loop, int64_t t) {
     return t >= loop->window_start && t < loop->window_end;
@@ -159,7 +140,8 @@ static void cold_enqueue(struct loop *loop, struct conn *conn) {
     ramp_enqueue(&loop->ramp, (uint32_t)(conn - loop->conns));
 }
 
-void conn_fail(struct loop *loop, struct conn *conn, enum err err) {
+/* Closes a connection after an error or end of stream and arranges its replacement. */
+static void conn_fail(struct loop *loop, struct conn *conn, enum err err) {
     int was = conn->state;
     if (conn->kind == HOT) {
         loop->hot_awaiting -= conn->outstanding;
@@ -199,7 +181,7 @@ void conn_fail(struct loop *loop, struct conn *conn, enum err err) {
     }
 }
 
-void conn_connect(struct loop *loop, struct conn *conn) {
+static void conn_connect(struct loop *loop, struct conn *conn) {
     const struct opts *opts = loop->opts;
     struct sockaddr_in dst = opts->targets[conn->gidx % (uint32_t)opts->ntargets];
     int one = 1;
@@ -586,9 +568,15 @@ static void run_cold_ramp(struct loop *loop) {
     while (ramp_take(&loop->ramp, loop->now, &index)) conn_connect(loop, &loop->conns[index]);
 }
 
+static void stream_failed(void *loop, struct conn *conn, enum err err) {
+    conn_fail(loop, conn, err);
+}
+
 static void run_streams(struct loop *loop) {
-    pacing_run(&loop->pacing, loop, loop->now,
-               in_window(loop, loop->now) ? &loop->result->stream_bytes : NULL);
+    for (struct conn *conn; (conn = pacing_to_open(&loop->pacing, loop->opts->max_connecting));)
+        conn_connect(loop, conn);
+    pacing_run(&loop->pacing, loop->now,
+               in_window(loop, loop->now) ? &loop->result->stream_bytes : NULL, stream_failed, loop);
 }
 
 /* ---- setup and the loop ---- */
@@ -731,7 +719,6 @@ int run_shard(const struct opts *opts, const struct shard *shard, struct result 
         run_timers(loop);
         if (open_loop(loop)) run_hot_schedule(loop);
         run_cold_ramp(loop);
-        pacing_open(&loop->pacing, loop, opts->max_connecting);
         run_streams(loop);
         /* sleep until the lead before the next deadline, then poll without sleeping: a
            vCPU's slow wake-up stays out of the send time. --spin-us also polls for up to

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "sclient.h"
 
 #define FD_RESERVE 64 /* descriptors kept for stdio, epoll, pipes */
@@ -365,13 +366,6 @@ static pid_t children[MAX_SHARDS];
 static int nchildren;
 static void forward_signal(int sig) {
     for (int i = 0; i < nchildren; i++) kill(children[i], sig);
-}
-
-int pin_cpu(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set);
 }
 
 int main(int argc, char **argv) {

@@ -19,12 +19,14 @@ int pacing_init(struct pacing *pacing, int cap, double mbps_share, int64_t start
 
 void pacing_add(struct pacing *pacing, struct conn *conn) { pacing->streams[pacing->count++] = conn; }
 
-void pacing_open(struct pacing *pacing, struct loop *loop, int max_connecting) {
-    while (pacing->opened < pacing->count && pacing->connecting < max_connecting)
-        conn_connect(loop, pacing->streams[pacing->opened++]);
+struct conn *pacing_to_open(struct pacing *pacing, int max_connecting) {
+    if (pacing->opened < pacing->count && pacing->connecting < max_connecting)
+        return pacing->streams[pacing->opened++];
+    return NULL;
 }
 
-void pacing_run(struct pacing *pacing, struct loop *loop, int64_t now, uint64_t *counted_bytes) {
+void pacing_run(struct pacing *pacing, int64_t now, uint64_t *counted_bytes,
+                pacing_failed *failed, void *owner) {
     if (!pacing->count) return;
     double mbps = pacing->mbps_share;
     pacing->budget += mbps * 1e6 / 8 * (double)(now - pacing->last) / 1e9;
@@ -42,7 +44,7 @@ void pacing_run(struct pacing *pacing, struct loop *loop, int64_t now, uint64_t 
             ssize_t written = send(conn->fd, pacing->chunk, STREAM_CHUNK, MSG_NOSIGNAL);
             if (written < 0) {
                 if (errno == EAGAIN) conn->blocked = 1;
-                else conn_fail(loop, conn, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
+                else failed(owner, conn, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
                 continue;
             }
             if (counted_bytes) *counted_bytes += (uint64_t)written;

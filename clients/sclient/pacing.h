@@ -25,10 +25,14 @@ struct pacing {
 /* Room for cap streams; -1 when it cannot be allocated. */
 int pacing_init(struct pacing *pacing, int cap, double mbps_share, int64_t start);
 void pacing_add(struct pacing *pacing, struct conn *conn);
-/* Opens the next streams while fewer than max_connecting connect. */
-void pacing_open(struct pacing *pacing, struct loop *loop, int max_connecting);
+/* The next stream to open while fewer than max_connecting connect (its opener counts it in
+ * `connecting`), or NULL. */
+struct conn *pacing_to_open(struct pacing *pacing, int max_connecting);
+/* What closes a stream whose write failed: its owner's (the shard's loop). */
+typedef void pacing_failed(void *owner, struct conn *conn, enum err err);
 /* Writes what the budget allows; counted_bytes: NULL outside the measured window. */
-void pacing_run(struct pacing *pacing, struct loop *loop, int64_t now, uint64_t *counted_bytes);
+void pacing_run(struct pacing *pacing, int64_t now, uint64_t *counted_bytes,
+                pacing_failed *failed, void *owner);
 /* When pacing_run should look again (INT64_MAX: no streams). */
 static inline int64_t pacing_next(const struct pacing *pacing) {
     return pacing->count ? pacing->last + STREAM_TICK_NS : INT64_MAX;

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "sclient.h"
 
 /* The results format's version, given by the build from clients/schema.py (clients/build.mk):

@@ -126,10 +126,5 @@ void result_merge(struct result *into, const struct result *from);
 int report_write(const struct opts *opts, const struct result *result, int nshards, double wall_s,
                  int unfinished);
 
-int pin_cpu(int cpu);
-uint64_t now_ns(void);
-/* The second of the two numbers a /proc file starts with (0 if unreadable). */
-uint64_t proc_self_second(const char *path);
-uint64_t rss_kb(void);
 
 #endif
