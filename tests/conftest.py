@@ -107,6 +107,7 @@ BESIDE = (
     "tests/runner/test_record.py",
     "tests/runner/test_results.py",
     "tests/runner/test_callers.py",
+    "tests/runner/test_noise_sources.py",
     "tests/runner/test_quiet.py",
     "tests/clients/test_limits.py",
     "tests/clients/test_overload_rules.py",

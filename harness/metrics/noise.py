@@ -1,6 +1,7 @@
 """What on this machine makes measurements noisy, as pyperf's `system show` reports it: steal
-right now, isolated CPUs, frequency governor and boost, where network interrupts land, the
-kernel command line, guest idle polling. Read-only: it suggests, it changes nothing."""
+(right now for `wanbench doctor`, since boot for a run's manifest), isolated CPUs, frequency
+governor and boost, where network interrupts land, the kernel command line, guest idle
+polling. Read-only: it suggests, it changes nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from harness.metrics import cpu
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 NET_IRQ = re.compile(r"virtio\d+-(input|output)|eth|ens|enp|mlx|ixgbe|i40e|ena|gve")
+STEAL_NOW, STEAL_SINCE_BOOT, LOAD_AVERAGE = ("CPU steal now", "CPU steal since boot",
+                                             "load average")
+# sources whose value is a reading that moves by itself, not the machine's configuration
+READINGS = (STEAL_NOW, STEAL_SINCE_BOOT, LOAD_AVERAGE)
 
 
 @dataclass(frozen=True)
@@ -31,14 +36,23 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def steal_pct(after: dict[int, cpu.CpuTimes],
+              before: dict[int, cpu.CpuTimes] | None = None) -> float | None:
+    """% of all CPUs' time the hypervisor took between two reads of /proc/stat (since boot
+    without the first)."""
+    def taken(times: dict[int, cpu.CpuTimes] | None, n: int) -> tuple[float, float]:
+        return (times[n].seconds["steal"], times[n].total_s) if times else (0.0, 0.0)
+
+    stolen = sum(taken(after, n)[0] - taken(before, n)[0] for n in after)
+    total = sum(taken(after, n)[1] - taken(before, n)[1] for n in after)
+    return 100 * stolen / total if total > 0 else None
+
+
 def steal_now(sample_s: float = 0.5) -> float | None:
     """% of all CPUs' time the hypervisor took over a short sample."""
     before = cpu.all_cpu_times()
     time.sleep(sample_s)
-    after = cpu.all_cpu_times()
-    stolen = sum(after[n].seconds["steal"] - before[n].seconds["steal"] for n in after)
-    total = sum(after[n].total_s - before[n].total_s for n in after)
-    return 100 * stolen / total if total > 0 else None
+    return steal_pct(cpu.all_cpu_times(), before)
 
 
 def net_irq_affinity() -> dict[str, str]:
@@ -52,8 +66,11 @@ def net_irq_affinity() -> dict[str, str]:
     return found
 
 
-def sources(sample_s: float = 0.5) -> list[Source]:
-    steal = steal_now(sample_s)
+def sources(steal_sample_s: float | None = 0.5) -> list[Source]:
+    """steal_sample_s: how long to sample steal for; None: its share since boot, read at once
+    (a run measures steal in every window: its start need not wait for a sample)."""
+    steal = (steal_now(steal_sample_s) if steal_sample_s is not None
+             else steal_pct(cpu.all_cpu_times()))
     isolated = _read(SYS_CPU / "isolated") or ""
     governors = {g for n in range(os.cpu_count() or 1)
                  if (g := _read(SYS_CPU / f"cpu{n}/cpufreq/scaling_governor"))}
@@ -63,10 +80,11 @@ def sources(sample_s: float = 0.5) -> list[Source]:
     cmdline = _read(Path("/proc/cmdline")) or ""
     load = os.getloadavg()
     return [
-        Source("CPU steal now", "unreadable" if steal is None else f"{steal:.1f} %",
+        Source(STEAL_NOW if steal_sample_s is not None else STEAL_SINCE_BOOT,
+               "unreadable" if steal is None else f"{steal:.1f} %",
                "" if not steal or steal < 1 else "neighbours take CPU time: measure ratios side "
-               "by side in one run, repeat, and read steal_pct beside every point"),
-        Source("load average", f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+               "by side in one run, repeat, and read each point's steal_*_cpu_pct"),
+        Source(LOAD_AVERAGE, f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
                "" if load[0] < 0.5 else "other work is running: wait for it, or stop it"),
         Source("isolated CPUs", isolated or "none",
                "" if isolated else "isolcpus=/nohz_full= on the kernel command line keeps other "
@@ -90,5 +108,5 @@ def sources(sample_s: float = 0.5) -> list[Source]:
     ]
 
 
-def manifest_entry(sample_s: float = 0.5) -> dict[str, Any]:
-    return {s.name: asdict(s) for s in sources(sample_s)}
+def manifest_entry() -> dict[str, Any]:
+    return {s.name: asdict(s) for s in sources(steal_sample_s=None)}

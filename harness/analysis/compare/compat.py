@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.metrics.noise import READINGS
 from harness.results.format import topology_backend
 
 # Scenario fields that may differ: they change how many samples there are, the order and
@@ -98,8 +99,8 @@ def _kernel(base: dict, cand: dict) -> list[str]:
             for key in sorted(sb.keys() | sc.keys()) if sb.get(key) != sc.get(key)]
     nb, nc = base.get("noise_sources") or {}, cand.get("noise_sources") or {}
     for key in sorted(nb.keys() | nc.keys()):
-        if key in ("CPU steal now", "load average"):
-            continue  # a moment's reading, not the machine's configuration
+        if key in READINGS:
+            continue  # a reading, not the machine's configuration
         vb, vc = (nb.get(key) or {}).get("value"), (nc.get(key) or {}).get("value")
         if vb != vc:
             name = "cmdline" if key == "kernel command line" else key
