@@ -26,8 +26,8 @@ system-deps:
 	@bash scripts/setup-system.sh
 
 # The package's bytecode, written here because imports may not write it: with
-# PYTHONDONTWRITEBYTECODE set (CI's environment sets it) every wanbench process would compile
-# harness/ and clients/ again, and the suite starts hundreds of them.
+# PYTHONDONTWRITEBYTECODE set (this machine's environment sets it) every wanbench process
+# would compile harness/ and clients/ again, and the suite starts hundreds of them.
 python-deps: $(VENV)/.installed
 	@$(PY) -m compileall -q -j 0 harness clients
 $(VENV)/.installed: pyproject.toml
