@@ -308,6 +308,7 @@ class LoadSpec:
         cpu = doc.get("generator_cpu") or {}
         user, system = cpu.get("user_s"), cpu.get("sys_s")
         mean_us = ((doc.get("latency") or {}).get("uncorrected") or {}).get("mean_us")
+        stream = doc.get("stream") or {}
         return GeneratorFacts(
             generator=doc.get("generator") or self.generator, asked_s=self.duration_s,
             hot_conns=0 if self.stream_conns else self.hot_conns,
@@ -324,7 +325,9 @@ class LoadSpec:
             keeps_offering=self.overload == "sclient", no_socket=requests.get("no_socket"),
             response_mean_s=mean_us / 1e6 if mean_us is not None else None,
             waiting_start=requests.get("waiting_start"),
-            waiting_end=requests.get("waiting_end"))
+            waiting_end=requests.get("waiting_end"),
+            stream_target_mbps=stream.get("target_mbps"),
+            stream_achieved_mbps=stream.get("achieved_mbps"))
 
     def resolved_targets(self) -> list[tuple[str, int]]:
         """(address, port) per target, refusing any outside the load-target policy."""

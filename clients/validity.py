@@ -23,7 +23,9 @@ them for users, with their codes):
 - the offered load was not delivered: an open-loop generator without a schedule count of its
   own (httperf) sent fewer than (1 - RATE_TOLERANCE) of the offered requests (less a Poisson
   draw's own noise); sclient and asyncio show their own shortfall as late sends, and what
-  they left unsent waited for a connection the server still held;
+  they left unsent waited for a connection the server still held; streams carried less than
+  (1 - RATE_TOLERANCE) of the bandwidth asked of them (a paced stream has no schedule of
+  sends to be late against: its axis is the bandwidth it carries);
 - an S-Client could not keep offering (overload: sclient): it started fewer than
   (1 - OFFER_TOLERANCE) of its scheduled attempts (no socket free, no descriptor, no port);
 - the window was not steady state: the server answered more than was sent in it by more
@@ -301,6 +303,8 @@ class GeneratorFacts:
     # scheduled sends waiting for a connection at the window's start and end
     waiting_start: int | None = None
     waiting_end: int | None = None
+    stream_target_mbps: float | None = None  # the bandwidth asked of the streams (None: unpaced)
+    stream_achieved_mbps: float | None = None  # what they carried in the window
 
     def late_share(self) -> float | None:
         if not self.scheduled or self.late is None:
@@ -446,6 +450,7 @@ def _generator_reasons(g: GeneratorFacts, window: WindowFacts | None) -> list[Re
         rate_shortfall(g.offered_rps if g.hot_conns else None, g.window_s, g.sent,
                        poisson=g.poisson) if g.scheduled is None else None,
         offer_shortfall(g),
+        stream_shortfall(g.stream_target_mbps, g.stream_achieved_mbps),
         backlog_drained(g.replies, g.sent, g.window_s, g.response_mean_s)
         if g.hot_conns else None,
         backlog_grew(g.waiting_start, g.waiting_end, g.scheduled) if g.hot_conns else None,
@@ -587,6 +592,20 @@ def rate_shortfall(offered_rps: float | None, window_s: float | None, sent: int 
                   f"offered load not delivered: the generator sent {sent / window_s:,.0f} "
                   f"req/s of the {offered_rps:,.0f} offered ({100 * (sent / asked - 1):+.1f} "
                   f"%, tolerance {100 * RATE_TOLERANCE:.0f} %)")
+
+
+def stream_shortfall(target_mbps: float | None, achieved_mbps: float | None) -> Reason | None:
+    """Paced streams (cycles per packet at a bandwidth) that carried less than
+    (1 - RATE_TOLERANCE) of what was asked did not measure the bandwidth the point claims:
+    a sweep along bandwidth would put its costs at levels it never reached."""
+    if not target_mbps or achieved_mbps is None:
+        return None
+    if achieved_mbps >= (1 - RATE_TOLERANCE) * target_mbps:
+        return None
+    return Reason(Code.RATE_SHORTFALL,
+                  f"offered load not delivered: the streams carried {achieved_mbps:,.1f} Mbit/s "
+                  f"of the {target_mbps:,.0f} asked ({100 * (achieved_mbps / target_mbps - 1):+.1f}"
+                  f" %, tolerance {100 * RATE_TOLERANCE:.0f} %)")
 
 
 def offer_shortfall(g: GeneratorFacts) -> Reason | None:

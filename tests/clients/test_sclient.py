@@ -508,6 +508,18 @@ def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
         validate(doc)
         assert doc["stream"]["achieved_mbps"] == pytest.approx(200, rel=0.05)
         assert sink.snapshot()["bytes_in"] >= doc["stream"]["bytes"]
+        assert "rate_shortfall" not in doc["invalid_codes"]
+
+
+def test_a_stream_asked_for_more_than_it_can_carry_is_invalid(sclient, tmp_path):
+    """A terabit a second on one connection, 1,460 bytes a write: 85 million writes a
+    second, which no machine's one thread makes: the point says it did not carry its level."""
+    with running(server_config(tmp_path, sink=True)) as sink:
+        doc = run(spec(sink, tmp_path, stream_conns=1, stream_mbps=1_000_000, duration_s=1))
+    assert doc["stream"]["achieved_mbps"] < 0.95 * 1_000_000
+    assert not doc["valid"] and "rate_shortfall" in doc["invalid_codes"], doc["invalid_reasons"]
+    assert "of the 1,000,000 asked" in doc["invalid_reasons"][
+        doc["invalid_codes"].index("rate_shortfall")]
 
 
 def listen_overflows() -> int:

@@ -121,6 +121,27 @@ def test_rate_shortfall_beyond_tolerance():
     assert validity.rate_shortfall(None, 5, 10) is None  # closed loop: nothing offered
 
 
+def test_streams_that_carried_less_than_asked_did_not_measure_their_bandwidth():
+    """cpp Fig 4's sweep asked one connection for 200 and 300 Mbit/s and it carried 141-161
+    here: the points stood at levels they never reached."""
+    short = validity.stream_shortfall(300.0, 150.7)
+    assert short is not None and short.code is validity.Code.RATE_SHORTFALL
+    assert "carried 150.7 Mbit/s of the 300 asked (-49.8 %" in short.sentence
+    assert validity.stream_shortfall(100.0, 99.996) is None
+    assert validity.stream_shortfall(100.0, 95.0) is None  # at the tolerance
+    assert validity.stream_shortfall(None, 800.0) is None  # unpaced: no bandwidth asked
+    # read from a generator's document, as every point is judged
+    from clients import judged
+    spec = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], stream_conns=1,
+                    stream_mbps=300, duration_s=1)
+    doc = {"duration_s": 1.0, "requests": {}, "replies": {}, "errors": {}, "late_sends": 0,
+           "stream": {"conns": 1, "write_bytes": 1460, "target_mbps": 300.0,
+                      "achieved_mbps": 150.7, "bytes": 18837500}}
+    assert judged(spec, doc)["invalid_codes"] == ["rate_shortfall"]
+    delivered = {**doc, "stream": {**doc["stream"], "achieved_mbps": 299.9}}
+    assert judged(spec, delivered)["valid"]
+
+
 def test_no_replies_short_window_refused_and_cold_lost():
     assert validity.no_replies(20, 0) and validity.no_replies(20, 1) is None
     assert validity.no_replies(0, 0) is None  # cold-only or stream: no replies expected
