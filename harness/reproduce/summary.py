@@ -38,13 +38,17 @@ def reference_summary(results_dir: Path, runs: RunSet) -> str | None:
         revision = scenario.get("revision") or record["revision"]
         by_revision.setdefault(revision[:7], []).append(scenario)
     runs_text = "; ".join(
-        f"from {revision}, {len(ran)} scenarios in "
+        f"from {revision}, {_scenarios(len(ran))} in "
         f"{sum(s.get('seconds') or 0 for s in ran) / 60:.1f} minutes"
         for revision, ran in by_revision.items()) if all(
         "seconds" in s for s in record["scenarios"]) else (
-        f"from {record['revision'][:7]}, {len(record['scenarios'])} scenarios in "
+        f"from {record['revision'][:7]}, {_scenarios(len(record['scenarios']))} in "
         f"{record['seconds'] / 60:.1f} minutes")
     return (f"The committed runs: {runs_text} "
             f"({'finished' if record['finished'] else 'NOT finished'}); {len(points)} point "
             f"records, {valid} valid ({100 * valid / max(len(points), 1):.1f} %); "
             f"{steal_text}.")
+
+
+def _scenarios(count: int) -> str:
+    return f"{count} scenario{'' if count == 1 else 's'}"

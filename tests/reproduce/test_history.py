@@ -86,7 +86,7 @@ def test_the_reference_summary_is_counted_from_the_runs(tmp_path):
                            "steal_server_cpu_pct": [0.0, 0.0, 1.0, 2.3, 50.0],
                            "steal_generator_cpu_pct": [0.0, 0.0, 0.0, 0.0, 50.0]})
     text = reference_summary(tmp_path, SimpleNamespace(points=points))
-    assert text == ("The committed runs: from 3833afd, 1 scenarios in 29.6 minutes "
+    assert text == ("The committed runs: from 3833afd, 1 scenario in 29.6 minutes "
                     "(finished); 4 point records, 3 valid (75.0 %); steal on the server's and "
                     "the generator's CPUs median 0.0 %, 95th percentile 1.8 %, at most 2.3 % "
                     "in one window.")
@@ -97,6 +97,6 @@ def test_the_reference_summary_is_counted_from_the_runs(tmp_path):
             {"run_dir": "a/run-a", "revision": "aaaaaaa", "seconds": 2400.0},
             {"run_dir": "b/run-b", "revision": "bbbbbbb", "seconds": 100.0}]}))
     text = reference_summary(tmp_path, SimpleNamespace(points=points))
-    assert text.startswith("The committed runs: from aaaaaaa, 1 scenarios in 40.0 minutes; "
-                           "from bbbbbbb, 1 scenarios in 1.7 minutes (finished)")
+    assert text.startswith("The committed runs: from aaaaaaa, 1 scenario in 40.0 minutes; "
+                           "from bbbbbbb, 1 scenario in 1.7 minutes (finished)")
     assert reference_summary(tmp_path / "none", SimpleNamespace(points=points)) is None
