@@ -13,7 +13,6 @@ from harness.analysis.compare import engine, render, samples
 from harness.analysis.compare.metrics import DEFAULT_METRICS, METRICS
 from harness.analysis.compare.noise import NoiseError
 from harness.analysis.compare.report import Refused, build_report
-from harness.analysis.report import overlaid_figures
 from harness.commands import error_text
 from harness.results.format import ResultsFormatError
 from harness.results.runset import read_runs
@@ -112,6 +111,9 @@ def handle(args: argparse.Namespace) -> int:
                               noise_path=args.noise)
         text = render.FORMATS[args.format](report)
         if args.out and args.format == "html":
+            # matplotlib (half a second to import) only for a page that draws
+            from harness.analysis.report import overlaid_figures
+
             # the page shows the runs themselves too, each kernel (or run) a series of its own
             runs = read_runs([*base, *(path for side in candidates for path in side)],
                              recorded)
