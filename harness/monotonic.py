@@ -9,12 +9,22 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 NS_PER_S = 1_000_000_000
+# The last stretch before an instant is spun, not slept: asyncio's timers wake on
+# epoll_wait's millisecond ticks, then after an idle vCPU's wake-up, and then after whatever
+# else the loop has ready at that moment (at a window's end, the tracers' replies), so a
+# source read "at" the edge read it milliseconds after.
+SPIN_NS = 2_000_000
 T = TypeVar("T")
 
 
 async def sleep_until(instant_ns: int) -> None:
-    """Until this host's CLOCK_MONOTONIC reads instant_ns (at once if it has)."""
-    await asyncio.sleep(max(0, instant_ns - time.monotonic_ns()) / NS_PER_S)
+    """Until this host's CLOCK_MONOTONIC reads instant_ns (at once if it has), its last
+    SPIN_NS spun: what follows the call runs at the instant, before the loop's other work."""
+    ahead_ns = instant_ns - SPIN_NS - time.monotonic_ns()
+    if ahead_ns > 0:
+        await asyncio.sleep(ahead_ns / NS_PER_S)
+    while time.monotonic_ns() < instant_ns:
+        pass
 
 
 async def within(awaitable: Awaitable[T], timeout_s: float | None) -> T:
