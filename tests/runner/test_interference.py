@@ -265,8 +265,10 @@ def test_a_quiet_point_shows_its_steal_and_stays_valid_of_interference(tmp_path:
     # it slept in its dispatch call between requests: the kernel put it on a CPU again
     assert point["server_run_periods"] > 0
     reason = point["invalid_reason"] or ""
-    # a neighbour may steal during any test; only then may it say so
-    if point["steal_server_cpu_pct"] <= validity.STEAL_LIMIT_PCT:
+    # a neighbour may steal during any test, from the server's CPU or the generator's (the
+    # rule reads both); only then may it say so
+    if max(point["steal_server_cpu_pct"],
+           point["steal_generator_cpu_pct"]) <= validity.STEAL_LIMIT_PCT:
         assert "steal" not in reason, reason
 
 
