@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,10 +30,21 @@ def _stat(steal_ticks: int, idle_ticks: int) -> str:
             f"cpu1 0 0 0 {idle_ticks} 0 0 0 0\n")
 
 
+def _sleeper() -> subprocess.Popen:
+    """A process that uses no CPU in the window: `sleep` once it has started sleeping (its
+    exec and loading, milliseconds of CPU on a busy machine, are over before a window opens
+    and would otherwise count as its work inside it)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    stat = Path(f"/proc/{proc.pid}/stat")
+    while not (stat.read_text().startswith(f"{proc.pid} (sleep) S")):
+        time.sleep(0.001)
+    return proc
+
+
 def test_steal_fed_to_the_sampler_makes_the_point_invalid(tmp_path: Path):
     stat = tmp_path / "stat"
     stat.write_text(_stat(0, 1000))
-    sleeper = subprocess.Popen(["sleep", "30"])
+    sleeper = _sleeper()
 
     async def window() -> dict:
         sampler = WindowSampler(SamplerConfig(server_pid=sleeper.pid, server_cpu=0,
@@ -64,7 +76,7 @@ def test_other_tasks_on_the_generators_cpu_are_counted(tmp_path: Path):
     none of them: another task ran there 30 % of the window."""
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
-    server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    server, generator = _sleeper(), _sleeper()
     try:
         window = Interference(server.pid, 0, [generator.pid], 1, proc_stat=stat)
         window.start()
@@ -89,7 +101,7 @@ def test_the_generators_cpu_traced_is_the_measure(tmp_path: Path):
     difference says (it read 0 while kdamond and the run's Python held CPU 1)."""
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
-    server, generator = subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"])
+    server, generator = _sleeper(), _sleeper()
     document = {"window_ns": 3_000_000_000, "window": {"start_ns": 1, "end_ns": 3_000_000_001},
                 "who_ran": {
         "cpu": 1, "role": "generator", "idle_ns": 900_000_000, "measured_ns": 2_070_000_000,
@@ -117,7 +129,7 @@ def test_the_servers_cpu_traced_is_the_measure(tmp_path: Path):
     the server's time hides others) while the trace saw a staller it waited behind."""
     stat = tmp_path / "stat"
     stat.write_text("cpu  0 0 0 200 0 0 0 0\ncpu0 0 0 0 100 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0\n")
-    server = subprocess.Popen(["sleep", "30"])
+    server = _sleeper()
     document = {"window_ns": 2_000_000_000, "window": {"start_ns": 7, "end_ns": 2_000_000_007},
                 "who_ran": {
         "cpu": 0, "role": "server", "idle_ns": 1_500_000_000, "measured_ns": 280_000_000,
