@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from clients.validity import Code, Kind
+from harness.results.verdict import verdicts
+
 # pytest caches its assertion-rewritten test modules only where bytecode may be written: with
 # PYTHONDONTWRITEBYTECODE set (this machine's environment sets it) every pytest process, and
 # each xdist worker, rewrote all ~130 test modules again, about 4 s a process.
 sys.dont_write_bytecode = False
-
-from clients.validity import Code, Kind
-from harness.results.verdict import verdicts
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -36,7 +36,9 @@ def _sleeper() -> subprocess.Popen:
     and would otherwise count as its work inside it)."""
     proc = subprocess.Popen(["sleep", "30"])
     stat = Path(f"/proc/{proc.pid}/stat")
-    while not (stat.read_text().startswith(f"{proc.pid} (sleep) S")):
+    deadline = time.monotonic() + 10
+    while not stat.read_text().startswith(f"{proc.pid} (sleep) S"):
+        assert time.monotonic() < deadline and proc.poll() is None, stat.read_text()
         time.sleep(0.001)
     return proc
 
