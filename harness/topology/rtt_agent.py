@@ -3,6 +3,8 @@
 serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK SECONDS (report
                        the goodput received) and SOURCE SECONDS (send bulk) connections.
 measure --host --port  connect times, ping-pong RTTs and bulk goodput, printed as JSON.
+        [--in-flight N --interval-us US]
+                       a probe every US, pings over N connections in turn
         [--pair-netns FILE --pair-host --pair-port]
                        each connect and ping also done once to a second server, from the
                        namespace FILE (the floor path); its samples are under "floor".
@@ -19,6 +21,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import socket
 import struct
 import sys
@@ -173,51 +176,102 @@ def netns(path: str | None) -> Iterator[None]:
         os.close(there)
 
 
-def connect_rtt_ms(host: str, port: int, namespace: str | None) -> float:
-    with netns(namespace):
-        sock = socket.create_connection((host, port))
-    with sock:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-        return struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000
+def paced(count: int, interval_s: float) -> Iterator[int]:
+    """Slots 0..count-1, slot i no sooner than interval_s × i after the first (a slot the
+    machine made late goes at once)."""
+    start = time.monotonic()
+    for slot in range(count):
+        if (wait := start + slot * interval_s - time.monotonic()) > 0:
+            time.sleep(wait)
+        yield slot
 
 
-def ping_ms(sock: socket.socket) -> float:
-    sent = time.time()
-    sock.sendall(b"p")
-    pong, arrived = timestamped_recv(sock, 1 + TURNAROUND.size)
-    while len(pong) < 1 + TURNAROUND.size:
-        pong += sock.recv(1 + TURNAROUND.size - len(pong))
-    turnaround = TURNAROUND.unpack(pong[1:])[0]
-    return (arrived - sent - turnaround) * 1000
+def handshake_rtt_ms(sock: socket.socket) -> float:
+    """The SYN/SYN-ACK round trip of a non-blocking connect, once it is made."""
+    select.select([], [sock], [])
+    if error := sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+        raise OSError(error, f"connect: {os.strerror(error)}")
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return struct.unpack_from("I", info, TCPI_RTT_OFFSET)[0] / 1000
 
 
-def probe_rtts(targets: list[tuple[str, int, str | None]], connects: int,
-               pings: int) -> list[dict]:
-    """Connect and ping RTTs to each (host, port, namespace), taking turns probe by probe so
-    every target sees the machine in the same moments."""
-    results: list[dict] = [{"connect_ms": [], "ping_ms": []} for _ in targets]
-    for _ in range(connects):
-        for (host, port, namespace), result in zip(targets, results, strict=True):
-            result["connect_ms"].append(connect_rtt_ms(host, port, namespace))
-    socks = []
+def connect_rtts_ms(targets: list[tuple[str, int, str | None]], count: int,
+                    interval_s: float) -> list[list[float]]:
+    """count connects to each target, one per target in each paced slot."""
+    started: list[list[socket.socket]] = [[] for _ in targets]
+    try:
+        for _ in paced(count, interval_s):
+            for (host, port, namespace), socks in zip(targets, started, strict=True):
+                with netns(namespace):
+                    socks.append(socket.socket())
+                socks[-1].setblocking(False)
+                socks[-1].connect_ex((host, port))
+        return [[handshake_rtt_ms(sock) for sock in socks] for socks in started]
+    finally:
+        for sock in (sock for socks in started for sock in socks):
+            sock.close()
+
+
+class Pinger:
+    """Pings over in_flight echo connections in turn: a connection's pong is read (its time
+    is the kernel's) before it carries the next ping."""
+
+    def __init__(self, host: str, port: int, namespace: str | None, in_flight: int) -> None:
+        self.socks: list[socket.socket] = []
+        with netns(namespace):
+            for _ in range(in_flight):
+                self.socks.append(command_conn(host, port, b"ECHO\n"))
+        self.sent: list[float | None] = [None] * in_flight
+        self.rtts_ms: list[float] = []
+
+    def ping(self, slot: int) -> None:
+        turn = slot % len(self.socks)
+        self._collect(turn)
+        self.sent[turn] = time.time()
+        self.socks[turn].sendall(b"p")
+
+    def _collect(self, turn: int) -> None:
+        if (sent := self.sent[turn]) is not None:
+            pong, arrived = timestamped_recv(self.socks[turn], 1 + TURNAROUND.size)
+            while len(pong) < 1 + TURNAROUND.size:
+                pong += self.socks[turn].recv(1 + TURNAROUND.size - len(pong))
+            turnaround = TURNAROUND.unpack(pong[1:])[0]
+            self.rtts_ms.append((arrived - sent - turnaround) * 1000)
+            self.sent[turn] = None
+
+    def finish(self) -> list[float]:
+        for turn in range(len(self.socks)):
+            self._collect(turn)
+        return self.rtts_ms
+
+
+def probe_rtts(targets: list[tuple[str, int, str | None]], connects: int, pings: int,
+               in_flight: int, interval_s: float) -> list[dict]:
+    """Connect and ping RTTs to each (host, port, namespace): a probe to each target every
+    interval_s, so every target sees the machine in the same moments, and about round trip /
+    interval_s probes in flight at once, each at its own moment (a stall of the machine is in
+    few of them) and each timed by the kernel (one does not delay another's sample)."""
+    connect_ms = connect_rtts_ms(targets, connects, interval_s)
+    pingers = []
     try:
         for host, port, namespace in targets:
-            with netns(namespace):
-                socks.append(command_conn(host, port, b"ECHO\n"))
-        for _ in range(pings):
-            for sock, result in zip(socks, results, strict=True):
-                result["ping_ms"].append(ping_ms(sock))
+            pingers.append(Pinger(host, port, namespace, in_flight))
+        for slot in paced(pings, interval_s):
+            for pinger in pingers:
+                pinger.ping(slot)
+        ping_ms = [pinger.finish() for pinger in pingers]
     finally:
-        for sock in socks:
+        for sock in (sock for pinger in pingers for sock in pinger.socks):
             sock.close()
-    return results
+    return [{"connect_ms": c, "ping_ms": p} for c, p in zip(connect_ms, ping_ms, strict=True)]
 
 
 def measure(args: argparse.Namespace) -> dict:
     targets = [(args.host, args.port, None)]
     if args.pair_netns:
         targets.append((args.pair_host, args.pair_port, args.pair_netns))
-    result, *pair = probe_rtts(targets, args.connects, args.pings)
+    result, *pair = probe_rtts(targets, args.connects, args.pings, args.in_flight,
+                               args.interval_us / 1e6)
     if pair:
         result["floor"] = pair[0]
     if args.upload_s:
@@ -241,6 +295,8 @@ def main() -> None:
     m.add_argument("--port", type=int, required=True)
     m.add_argument("--pings", type=int, default=20)
     m.add_argument("--connects", type=int, default=5)
+    m.add_argument("--in-flight", type=int, default=1)
+    m.add_argument("--interval-us", type=float, default=0.0)
     m.add_argument("--upload-s", type=float, default=0.0)
     m.add_argument("--download-s", type=float, default=0.0)
     m.add_argument("--pair-netns")

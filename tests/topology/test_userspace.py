@@ -17,7 +17,16 @@ import clients.paths
 from clients.targets import TargetRefused, check_target
 from harness.topology import TopologyError, bring_up, load_topology
 from harness.topology.backends import AUTO_ORDER
-from harness.topology.calibrate import FLOOR_ADDRESSES, CalibrationError, calibrate_link
+from harness.topology.calibrate import (
+    FLOOR_ADDRESSES,
+    CalibrationError,
+    calibrate_link,
+    floor_path,
+    judge,
+    link_path,
+    measure,
+    probe_interval_s,
+)
 from harness.topology.ledger import process_start_time
 from harness.topology.netns import NETNS_DIR
 from tests.conftest import REPO, build, needs_root
@@ -270,6 +279,29 @@ def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
         assert rates[direction]["measured_goodput_mbit"] == pytest.approx(9.65, rel=0.05)
         # the rate was charged for GSO segments' wire packets, not for single packets only
         assert counters["lan"][direction]["gso_reads"] > 0, counters["lan"][direction]
+
+
+@pytest.mark.timing
+def test_probes_in_flight_together_are_paced_past_each_others_packets_at_a_slow_rate(
+        no_leftovers):
+    """Connect probes through a 1 Mbit/s link (a SYN takes over 0.5 ms there): started all at
+    once, each SYN waits behind the ones before it and the median RTT, less the floor, reads
+    high by more than the tolerance; paced as calibration paces them, it does not."""
+    with up(no_leftovers, {"links.lan.rate_mbit": "1", "links.lan.delay_ms": "25"},
+            calibrate=False) as handle:
+        link = handle.plan.links[0]
+        spec = handle.topology.links[link.name]
+        errors = []
+        with floor_path(spec, "userspace") as (floor, _):
+            for interval_s in (0.0, probe_interval_s(spec)):
+                raw = measure(link_path(handle.plan, link), floor, interval_s=interval_s)
+                judged = judge(link.name, spec, "userspace", raw)
+                errors.append((judged["connect_rtt_error_ms"]
+                               - statistics.median(raw["floor"]["connect_ms"]),
+                               judged["rtt_tolerance_ms"]))
+    (together, tolerance), (paced, _) = errors
+    assert together > tolerance, errors
+    assert abs(paced) <= tolerance, errors
 
 
 def draw_quantile(delay_ms: float, jitter_ms: float, distribution: str,
