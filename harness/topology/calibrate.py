@@ -46,8 +46,8 @@ from harness.topology.model import MTU_BYTES, Link, Topology, TopologyError
 AGENT = Path(__file__).with_name("rtt_agent.py")
 PINGS, CONNECTS = 20, 10
 # About this many probes in flight at once (each timed by the kernel alone): a 100 ms link's
-# 30 probes take 0.8 s, not 3 s
-PROBES_IN_FLIGHT = 5
+# 30 probes take about 1 s, not 3 s
+PROBES_IN_FLIGHT = 4
 RTT_TOLERANCE_FRACTION, RTT_TOLERANCE_MS = 0.01, 0.2
 RATE_TOLERANCE_FRACTION = 0.05
 TCP_IP_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamps 12
@@ -147,13 +147,20 @@ def _serve(stack: ExitStack, path: Ends) -> str:
     return port
 
 
+def probe_rtt_ms(spec: Link) -> float:
+    """The round trip a probe should measure: the link's, plus its probe packet's time at a
+    rate limit, once each way."""
+    return spec.rtt_ms() + sum(PROBE_PACKET_BYTES * 8 / (spec.direction(d).rate_mbit * 1e3)
+                               for d in ("a_to_b", "b_to_a") if spec.direction(d).rate_mbit)
+
+
 def probe_interval_s(spec: Link) -> float:
-    """From one probe to the next: the link's round trip shared among PROBES_IN_FLIGHT, and
-    no less than two probe packets' time at its slowest rate (so that none waits behind
-    another's packets at a rate limit: only its own time there, which judge allows for)."""
+    """From one probe to the next: the probes' round trip shared among PROBES_IN_FLIGHT, and
+    no less than two probe packets' time at the link's slowest rate (so that none waits
+    behind another's packets there: only its own time, which probe_rtt_ms counts)."""
     rates = [rate for d in ("a_to_b", "b_to_a") if (rate := spec.direction(d).rate_mbit)]
     serialise_s = 2 * PROBE_PACKET_BYTES * 8 / (min(rates) * 1e6) if rates else 0.0
-    return max(spec.rtt_ms() / 1000 / PROBES_IN_FLIGHT, serialise_s)
+    return max(probe_rtt_ms(spec) / 1000 / PROBES_IN_FLIGHT, serialise_s)
 
 
 def measure(path: Ends, floor: Ends, upload_s: float = 0.0, download_s: float = 0.0,
@@ -307,10 +314,7 @@ class Bounds:
 def judge(name: str, spec: Link, backend: str, raw: dict, floor: dict | None = None) -> dict:
     """Compares an agent's measurements of link `name` with its configuration, given the
     floor (floor_summary) of the same path unshaped; None: judged as if the floor were 0."""
-    # A rate limit also serialises the probe packets themselves, once each way.
-    configured = spec.rtt_ms() + sum(
-        PROBE_PACKET_BYTES * 8 / (spec.direction(d).rate_mbit * 1e3)
-        for d in ("a_to_b", "b_to_a") if spec.direction(d).rate_mbit)
+    configured = probe_rtt_ms(spec)
     sigma = jitter_sigma_ms(spec)
     tolerance = rtt_tolerance_ms(configured, sigma, len(raw["ping_ms"]))
     result = {

@@ -177,12 +177,13 @@ def netns(path: str | None) -> Iterator[None]:
 
 
 def paced(count: int, interval_s: float) -> Iterator[int]:
-    """Slots 0..count-1, slot i no sooner than interval_s × i after the first (a slot the
-    machine made late goes at once)."""
-    start = time.monotonic()
+    """Slots 0..count-1, each no sooner than interval_s after the one before went (a slot the
+    machine made late does not make the next one early: probes never bunch)."""
+    due = time.monotonic()
     for slot in range(count):
-        if (wait := start + slot * interval_s - time.monotonic()) > 0:
+        if (wait := due - time.monotonic()) > 0:
             time.sleep(wait)
+        due = time.monotonic() + interval_s
         yield slot
 
 
@@ -213,15 +214,16 @@ def connect_rtts_ms(targets: list[tuple[str, int, str | None]], count: int,
 
 
 class Pinger:
-    """Pings over in_flight echo connections in turn: a connection's pong is read (its time
-    is the kernel's) before it carries the next ping."""
+    """Pings over in_flight + 1 echo connections in turn: a connection's pong is read (its
+    time is the kernel's) before it carries the next ping, and the spare connection gives
+    that pong a quarter round trip more than the pace asks for before its turn comes again."""
 
     def __init__(self, host: str, port: int, namespace: str | None, in_flight: int) -> None:
         self.socks: list[socket.socket] = []
         with netns(namespace):
-            for _ in range(in_flight):
+            for _ in range(in_flight + 1):
                 self.socks.append(command_conn(host, port, b"ECHO\n"))
-        self.sent: list[float | None] = [None] * in_flight
+        self.sent: list[float | None] = [None] * len(self.socks)
         self.rtts_ms: list[float] = []
 
     def ping(self, slot: int) -> None:
