@@ -4,7 +4,8 @@ serve --bind ADDR      listen, print the port, answer ECHO (ping-pong), SINK SEC
                        the goodput received) and SOURCE SECONDS (send bulk) connections.
 measure --host --port  connect times, ping-pong RTTs and bulk goodput, printed as JSON.
         [--in-flight N --interval-us US]
-                       a probe every US, pings over N connections in turn
+                       a probe every US (about N in flight), pings over N + 1
+                       connections in turn
         [--pair-netns FILE --pair-host --pair-port]
                        each connect and ping also done once to a second server, from the
                        namespace FILE (the floor path); its samples are under "floor".
