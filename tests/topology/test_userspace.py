@@ -282,6 +282,30 @@ def test_10_mbit_rate_gives_bulk_tcp_within_5_percent(no_leftovers):
         assert counters["lan"][direction]["gso_reads"] > 0, counters["lan"][direction]
 
 
+@pytest.mark.timing
+def test_probes_in_flight_together_are_paced_past_each_others_packets_at_a_slow_rate(
+        no_leftovers):
+    """Connect probes through a 0.2 Mbit/s link (a SYN takes 2.4 ms there, more than a busy
+    machine takes to start the next): started all at once, each SYN waits behind the ones
+    before it, and the median RTT, less the floor, reads more than a packet's time high;
+    paced as calibration paces them, the median probe waits behind no other's packet."""
+    rate_mbit = 0.2
+    packet_ms = PROBE_PACKET_BYTES * 8 / (rate_mbit * 1e3)
+    with up(no_leftovers, {"links.lan.rate_mbit": str(rate_mbit), "links.lan.delay_ms": "25"},
+            calibrate=False) as handle:
+        link = handle.plan.links[0]
+        spec = handle.topology.links[link.name]
+        errors = []
+        with floor_path(spec, "userspace") as (floor, _):
+            for interval_s in (0.0, probe_interval_s(spec)):
+                raw = measure(link_path(handle.plan, link), floor, interval_s=interval_s)
+                judged = judge(link.name, spec, "userspace", raw)
+                errors.append(judged["connect_rtt_error_ms"]
+                              - statistics.median(raw["floor"]["connect_ms"]))
+    together, paced = errors
+    assert together > packet_ms > paced, (errors, packet_ms)
+
+
 def draw_quantile(delay_ms: float, jitter_ms: float, distribution: str,
                   p: float) -> tuple[float, float]:
     """Quantile p of delay + jitter, and the density there (the quantile's standard error
@@ -523,27 +547,3 @@ def test_calibration_helpers_die_with_a_killed_runner(no_leftovers, state_dir, s
                            capture_output=True, text=True, cwd=REPO, timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert left == [], f"still running 2 s after the runner's SIGKILL: {left}"
-
-
-@pytest.mark.timing
-def test_probes_in_flight_together_are_paced_past_each_others_packets_at_a_slow_rate(
-        no_leftovers):
-    """Connect probes through a 0.2 Mbit/s link (a SYN takes 2.4 ms there, more than a busy
-    machine takes to start the next): started all at once, each SYN waits behind the ones
-    before it, and the median RTT, less the floor, reads more than a packet's time high;
-    paced as calibration paces them, the median probe waits behind no other's packet."""
-    rate_mbit = 0.2
-    packet_ms = PROBE_PACKET_BYTES * 8 / (rate_mbit * 1e3)
-    with up(no_leftovers, {"links.lan.rate_mbit": str(rate_mbit), "links.lan.delay_ms": "25"},
-            calibrate=False) as handle:
-        link = handle.plan.links[0]
-        spec = handle.topology.links[link.name]
-        errors = []
-        with floor_path(spec, "userspace") as (floor, _):
-            for interval_s in (0.0, probe_interval_s(spec)):
-                raw = measure(link_path(handle.plan, link), floor, interval_s=interval_s)
-                judged = judge(link.name, spec, "userspace", raw)
-                errors.append(judged["connect_rtt_error_ms"]
-                              - statistics.median(raw["floor"]["connect_ms"]))
-    together, paced = errors
-    assert together > packet_ms > paced, (errors, packet_ms)
