@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -57,8 +58,15 @@ def not_a_busy_machine(points: pd.DataFrame) -> list[tuple[str | None, tuple[str
 
 
 def build(target: str) -> Path:
-    """Build one make target (e.g. build/bin/wb-server) and return its path."""
-    subprocess.run(["make", "-s", "-C", str(REPO), target], check=True)
+    """Build one make target (e.g. build/bin/wb-server) and return its path.
+
+    One make at a time across the suite's processes: two xdist workers (or the guest lane)
+    that both find a binary missing would both link it, and one would exec the file while the
+    other's linker still held it open for writing (ETXTBSY)."""
+    (REPO / "build").mkdir(exist_ok=True)
+    with (REPO / "build" / ".make.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "-C", str(REPO), target], check=True)
     return REPO / target
 
 
