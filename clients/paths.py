@@ -1,5 +1,5 @@
-"""Where the repository, its built binaries and its data files live; the one answer clients/
-and harness/ both ask (it imports nothing of either)."""
+"""Where the repository, its built binaries, its data files and its cache live; the one answer
+clients/ and harness/ both ask (it imports nothing of either)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,16 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = Path(os.environ.get("WANBENCH_BIN", REPO_ROOT / "build" / "bin"))
+CACHE_ENV = "WANBENCH_CACHE"
+
+
+def cache_dir() -> Path:
+    """What wanbench keeps to save time (prepared figures, probes' answers): $WANBENCH_CACHE,
+    else $XDG_CACHE_HOME/wanbench, else ~/.cache/wanbench; deleting it costs only time."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "wanbench"
 
 
 class MissingBinary(RuntimeError):

@@ -117,6 +117,7 @@ BESIDE = (
     "tests/ktrace/test_compare.py",
     "tests/ktrace/test_figures.py",
     "tests/ktrace/test_functions.py",
+    "tests/guest/test_accel.py",
     "tests/guest/test_comparison.py",
     "tests/topology/test_address_policy.py",
     "tests/topology/test_model.py",

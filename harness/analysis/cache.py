@@ -5,8 +5,7 @@ settings. A key names all of that, so a changed run or changed code finds no ent
 cached can be stale. Entries are written atomically (readers see a whole entry or none, and
 concurrent writers of one key write the same bytes); an entry that cannot be read is a miss.
 
-Where: $WANBENCH_CACHE, else $XDG_CACHE_HOME/wanbench, else ~/.cache/wanbench; deleting it
-costs only time.
+Where: clients.paths.cache_dir.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import pickle
 import sys
 from collections.abc import Iterable
@@ -25,20 +23,12 @@ from typing import Any
 import matplotlib
 
 from clients.atomic import write_atomic
-from clients.paths import REPO_ROOT
+from clients.paths import REPO_ROOT, cache_dir
 from harness.results.runset import RunSet
 
-CACHE_ENV = "WANBENCH_CACHE"
 # What the prepared data and the figures are made with, besides our own code.
 LIBRARIES = ("pandas", "numpy", "pyarrow", "scipy", "matplotlib", "hdrhistogram")
 CODE_GLOBS = (("harness", "*.py"), ("clients", "*.py"), ("harness/analysis/papers", "*.csv"))
-
-
-def cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "wanbench"
 
 
 def _digest(parts: Iterable[str | bytes]) -> str:

@@ -5,10 +5,12 @@ scheduled time and their documents merged (clients.schema.merge_documents)."""
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from clients import namespaces, validity
 from clients.schema import merge_documents
@@ -39,20 +41,45 @@ class ClusterLoad:
     clocks: dict[str, ClockOffset]
 
 
+def refused(address: str, timeout_s: float) -> bool:
+    """Whether the scheduler's host refused a connection: nothing listens there now, which is
+    known at once, where a Client would retry it until its timeout. A host that does not
+    answer is not refused: the Client's own wait says so."""
+    where = urlsplit(address)
+    try:
+        socket.create_connection((where.hostname, where.port), timeout=timeout_s).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
 def connect(access: Access, timeout_s: float = 5.0) -> Any:
     """A distributed.Client to the scheduler, proving itself with the cluster's certificate
     (harness.cluster.security), or ClusterError before anything starts."""
     from distributed import Client  # the cluster extra: single-box runs never import it
 
+    start_it = ("start it (`wanbench cluster scheduler --certs DIR --host ADDR`) and give its "
+                "tls://ADDR:PORT with the certificates it was started with")
+    if refused(access.address, timeout_s):
+        raise ClusterError(f"the scheduler {access.address} did not answer: nothing listens "
+                           f"there (connection refused): {start_it}")
     security = access.certs.security() if access.certs else None
     try:
         return Client(access.address, timeout=timeout_s, set_as_default=False,
                       security=security)
     except (OSError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"the scheduler {access.address} did not answer within "
-                           f"{timeout_s:g} s ({exc}): start it (`wanbench cluster scheduler "
-                           f"--certs DIR --host ADDR`) and give its tls://ADDR:PORT with the "
-                           f"certificates it was started with") from None
+                           f"{timeout_s:g} s ({exc}): {start_it}") from None
+
+
+def connect_started(access: Access, timeout_s: float) -> Any:
+    """connect() to a scheduler started a moment ago: its port is given timeout_s to listen."""
+    deadline = time.monotonic() + timeout_s
+    while refused(access.address, timeout_s) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return connect(access, max(deadline - time.monotonic(), 1.0))
 
 
 def workers_of(client: Any, role: str) -> dict[str, str]:

@@ -55,10 +55,11 @@ class NamespaceCluster:
     def wait_for_workers(self, count: int, timeout_s: float = 60) -> None:
         certs = self.scheduler.certs
         assert certs is not None  # a namespace cluster speaks TLS
-        wait = ("from harness.cluster.coordinator import connect\n"
+        wait = ("from harness.cluster.coordinator import connect_started\n"
                 "from harness.cluster.security import access\n"
-                f"with connect(access({self.scheduler.address!r}, {str(certs.directory)!r}, "
-                f"False), 30) as c: c.wait_for_workers({count}, timeout={timeout_s})")
+                f"with connect_started(access({self.scheduler.address!r}, "
+                f"{str(certs.directory)!r}, False), 30) as c: "
+                f"c.wait_for_workers({count}, timeout={timeout_s})")
         subprocess.run(self.prefix("server") + [sys.executable, "-c", wait], check=True,
                        timeout=timeout_s + 60)
 

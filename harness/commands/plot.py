@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis.cache import Cache, cache_dir
+from clients.paths import cache_dir
+from harness.analysis.cache import Cache
 from harness.analysis.generic import export_hgrm
 from harness.analysis.plots import DEFAULT_FORMATS, FORMATS, LOOKS, panels, render
 from harness.analysis.prepare import Skipped, labelled

@@ -21,6 +21,7 @@ from harness.cluster import ClusterError
 from harness.cluster.agent import HostAgent
 from harness.cluster.coordinator import (
     connect,
+    connect_started,
     hosts_holding,
     judged_merge,
     run_load,
@@ -56,7 +57,7 @@ def scheduler(certs: Certs) -> Iterator[Access]:
             procs.append(subprocess.Popen(
                 [*WANBENCH, "worker", "--scheduler", scheduler.address, *scheduler.options(),
                  "--role", "hot", "--name", name], stderr=subprocess.DEVNULL))
-        with connect(scheduler, timeout_s=30) as client:
+        with connect_started(scheduler, 30) as client:
             client.wait_for_workers(len(HOT_WORKERS), timeout=60)
         yield scheduler
     finally:

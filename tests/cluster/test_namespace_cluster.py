@@ -48,10 +48,10 @@ def test_a_load_split_over_namespace_hosts_adds_up(tmp_path: Path, certs: Certs)
                                                 *certificates, "--role", "hot", "--name", host],
                     stderr=subprocess.DEVNULL))
             result = tmp_path / "merged.json"
-            wait = ("from harness.cluster.coordinator import connect\n"
+            wait = ("from harness.cluster.coordinator import connect_started\n"
                     "from harness.cluster.security import access\n"
-                    f"with connect(access({scheduler!r}, {str(certs.directory)!r}, False), 30) "
-                    "as c: c.wait_for_workers(2, timeout=60)")
+                    f"with connect_started(access({scheduler!r}, {str(certs.directory)!r}, False), "
+                    "30) as c: c.wait_for_workers(2, timeout=60)")
             subprocess.run(handle.exec_prefix("server") + [sys.executable, "-c", wait],
                            check=True, timeout=120)
             done = subprocess.run(

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from harness.cluster import ClusterError
-from harness.cluster.coordinator import connect
+from harness.cluster.coordinator import connect, connect_started
 from harness.cluster.namespaces import stop_all
 from harness.cluster.security import Access, Certs, access, write
 from harness.commands.worker import worker_argv
@@ -100,7 +100,7 @@ def tls_cluster(certs: Certs) -> Iterator[tuple[Access, list[psutil.Process]]]:
         procs.append(subprocess.Popen([*WANBENCH, "worker", "--scheduler", address, "--role",
                                        "hot", "--name", "tls-hot", *certificates],
                                       stderr=subprocess.DEVNULL))
-        with connect(Access(address, certs), timeout_s=30) as client:
+        with connect_started(Access(address, certs), 30) as client:
             client.wait_for_workers(1, timeout=60)
         # the dask processes each `wanbench` runs (and removes the scratch space of)
         yield Access(address, certs), [child for proc in procs
@@ -159,7 +159,7 @@ def test_a_stopped_scheduler_leaves_no_scratch_space(certs: Certs, tmp_path: Pat
          "127.0.0.1", "--port", address.rpartition(":")[2]],
         stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(temporary)})
     try:
-        with connect(Access(address, certs), timeout_s=30):
+        with connect_started(Access(address, certs), 30):
             pass
         assert list(temporary.iterdir()), "the scheduler's scratch space is under TMPDIR"
         scheduler.send_signal(stop)
