@@ -58,76 +58,99 @@ def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
     return numerator / denominator.where(denominator > 0)
 
 
+class _Columns:
+    """A frame's columns as numbers, each converted once, and the columns derived from them:
+    asked by name, a derived one first. Deriving into a dict and joining it once costs a
+    fraction of setting ~30 columns one by one on a wide frame (add_derived runs for every
+    run a figure, table or comparison reads)."""
+
+    def __init__(self, points: pd.DataFrame):
+        self.points = points
+        self.numbers: dict[str, pd.Series] = {}
+        self.derived: dict[str, pd.Series] = {}
+
+    def __call__(self, name: str) -> pd.Series:
+        if name in self.derived:
+            return self.derived[name]
+        if name not in self.numbers:
+            self.numbers[name] = _column(self.points, name)
+        return self.numbers[name]
+
+    def __setitem__(self, name: str, values: pd.Series) -> None:
+        self.derived[name] = values
+
+    def joined(self) -> pd.DataFrame:
+        """The frame with the derived columns: a measured one replaced in its place, the
+        others after the frame's, in the order they were derived."""
+        out = self.points.copy()
+        for name in [n for n in self.derived if n in out.columns]:
+            out[name] = self.derived.pop(name)
+        return pd.concat([out, pd.DataFrame(self.derived, index=out.index)], axis=1)
+
+
 def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     """Points plus derived columns; measured columns are kept, only their nulls are filled."""
-    out = points.copy()
-    out["total_conns"] = _column(out, "hot_conns") + _column(out, "cold_conns")
+    col = _Columns(points)
+    col["total_conns"] = col("hot_conns") + col("cold_conns")
     # Stream scenarios count stream connections, web ones hot (requesting) connections.
-    out["client_conns"] = _column(out, "stream_conns").fillna(_column(out, "hot_conns"))
-    out["content_throughput_mbps"] = _column(out, "stream_throughput_mbps").fillna(
-        _column(out, "reply_rate_rps") * _column(out, "reply_bytes") * 8e-6
+    col["client_conns"] = col("stream_conns").fillna(col("hot_conns"))
+    col["content_throughput_mbps"] = col("stream_throughput_mbps").fillna(
+        col("reply_rate_rps") * col("reply_bytes") * 8e-6
     )
-    out["reply_ratio"] = _ratio(_column(out, "reply_rate_rps"), _column(out, "offered_rate_rps"))
+    col["reply_ratio"] = _ratio(col("reply_rate_rps"), col("offered_rate_rps"))
     # Replies per request the generator sent in the same window: what "kept up" is judged
     # on, since a Poisson schedule sends more or fewer than the nominal rate in a short window
-    out["replies_per_sent"] = _ratio(_column(out, "reply_rate_rps"),
-                                     _column(out, "request_rate_rps"))
-    out["cpu_busy_pct"] = 100.0 - _column(out, "cpu_idle_pct")
+    col["replies_per_sent"] = _ratio(col("reply_rate_rps"), col("request_rate_rps"))
+    col["cpu_busy_pct"] = 100.0 - col("cpu_idle_pct")
     # Idle as the papers count it, of the server's machine: with a CPU budget standing in for
     # a slower CPU, the unused share of that budget (the rest of its CPU was never the
     # server's); without one, its CPU's idle time.
-    budget = _column(out, "server_budget_pct")
-    of_budget = (100.0 * (1.0 - _column(out, "cpu_server_pct") / budget)).clip(0.0, 100.0)
-    out["server_idle_pct"] = _column(out, "server_idle_pct").fillna(
-        of_budget.where(budget.notna(), _column(out, "cpu_idle_pct")))
+    budget = col("server_budget_pct")
+    of_budget = (100.0 * (1.0 - col("cpu_server_pct") / budget)).clip(0.0, 100.0)
+    col["server_idle_pct"] = col("server_idle_pct").fillna(
+        of_budget.where(budget.notna(), col("cpu_idle_pct")))
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
-    out["cpu_kernel_pct"] = _column(out, "cpu_system_pct") + _column(out, "cpu_softirq_pct").fillna(
-        0.0
-    )
-    out["events_per_dispatch"] = _column(out, "events_per_dispatch").fillna(
-        _ratio(_column(out, "dispatch_events"), _column(out, "dispatch_calls"))
+    col["cpu_kernel_pct"] = col("cpu_system_pct") + col("cpu_softirq_pct").fillna(0.0)
+    col["events_per_dispatch"] = col("events_per_dispatch").fillna(
+        _ratio(col("dispatch_events"), col("dispatch_calls"))
     )
     # Server CPU per accepted connection over the sampled window (both come from the same
     # window); without the server's accept count, one request per connection makes replies
     # stand in for connections.
-    cpu_s_per_s = _column(out, "cpu_server_pct") / 100
-    per_accept = _ratio(cpu_s_per_s * _column(out, "sampled_window_s") * 1e6,
-                        _column(out, "connections_accepted"))
-    out["cpu_us_per_conn"] = per_accept.fillna(
-        _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps")))
+    cpu_s_per_s = col("cpu_server_pct") / 100
+    per_accept = _ratio(cpu_s_per_s * col("sampled_window_s") * 1e6,
+                        col("connections_accepted"))
+    col["cpu_us_per_conn"] = per_accept.fillna(_ratio(cpu_s_per_s * 1e6, col("reply_rate_rps")))
     # Server CPU and run periods (its wake-ups, below saturation) per reply the generator
     # counted, over the same window
-    out["cpu_us_per_reply"] = _ratio(cpu_s_per_s * 1e6, _column(out, "reply_rate_rps"))
-    out["run_periods_per_reply"] = _ratio(
-        _column(out, "server_run_periods"),
-        _column(out, "reply_rate_rps") * _column(out, "sampled_window_s"))
-    packets = _column(out, "packets_in") + _column(out, "packets_out")
-    out["cycles_per_packet"] = _column(out, "cycles_per_packet").fillna(
-        _ratio(_column(out, "cycles"), packets)
+    col["cpu_us_per_reply"] = _ratio(cpu_s_per_s * 1e6, col("reply_rate_rps"))
+    col["run_periods_per_reply"] = _ratio(col("server_run_periods"),
+                                          col("reply_rate_rps") * col("sampled_window_s"))
+    packets = col("packets_in") + col("packets_out")
+    col["cycles_per_packet"] = col("cycles_per_packet").fillna(_ratio(col("cycles"), packets))
+    col["instructions_per_packet"] = col("instructions_per_packet").fillna(
+        _ratio(col("instructions"), packets)
     )
-    out["instructions_per_packet"] = _column(out, "instructions_per_packet").fillna(
-        _ratio(_column(out, "instructions"), packets)
-    )
-    out["cycles_source"] = cycles_source(out)
-    out["kernel_dispatch_ns_per_call"], out["kernel_dispatch_cpu_pct"] = _kernel_dispatch(out)
+    col["cycles_source"] = _cycles_source(col)
+    col["kernel_dispatch_ns_per_call"], col["kernel_dispatch_cpu_pct"] = _kernel_dispatch(col)
     # The dispatch call's share of the server's own CPU time (the papers' "CPU in select" on a
     # machine the server had to itself): its in-kernel time over the server's on-CPU time, both
     # counted by the tracer on one clock over one window
-    out["kernel_dispatch_share_pct"] = _share_of_server(out, out["kernel_dispatch_cpu_pct"])
-    out["kernel_syscall_ns_per_packet"], out["kernel_tx_layer_ns_per_packet"] = _kernel_stack(out)
-    out[KERNEL_STACK] = sum(_column(out, column) for column in KERNEL_LAYERS.values())
+    col["kernel_dispatch_share_pct"] = _share_of_server(col, col("kernel_dispatch_cpu_pct"))
+    col["kernel_syscall_ns_per_packet"], col["kernel_tx_layer_ns_per_packet"] = _kernel_stack(col)
+    col[KERNEL_STACK] = sum(col(column) for column in KERNEL_LAYERS.values())
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed,
     # as a share of one CPU over the window and of the server's CPU time
-    out["kernel_alloc_fd_cpu_pct"] = _cpu_pct(
-        out, _column(out, kernel_function_column("alloc_fd", "calls"))
-        * _column(out, kernel_function_column("alloc_fd", "ns_per_call")))
-    out["kernel_alloc_fd_share_pct"] = _share_of_server(out, out["kernel_alloc_fd_cpu_pct"])
+    col["kernel_alloc_fd_cpu_pct"] = _cpu_pct(
+        col, col(kernel_function_column("alloc_fd", "calls"))
+        * col(kernel_function_column("alloc_fd", "ns_per_call")))
+    col["kernel_alloc_fd_share_pct"] = _share_of_server(col, col("kernel_alloc_fd_cpu_pct"))
     # accept's in-kernel time as a share of one CPU: alloc_fd runs inside it, so this bounds
     # alloc_fd's share from above where fentry cannot time the function itself
-    out["kernel_accept_cpu_pct"] = _cpu_pct(out, _column(out, kernel_column("accept", "calls"))
-                                            * _column(out, kernel_column("accept", "ns_per_call")))
-    out["server_busy"] = _server_busy(out)
-    return out
+    col["kernel_accept_cpu_pct"] = _cpu_pct(col, col(kernel_column("accept", "calls"))
+                                            * col(kernel_column("accept", "ns_per_call")))
+    col["server_busy"] = _server_busy(col)
+    return col.joined()
 
 
 def derived_points(runs: RunSet) -> pd.DataFrame:
@@ -137,40 +160,39 @@ def derived_points(runs: RunSet) -> pd.DataFrame:
     return runs.memo("derived_points", lambda r: add_derived(with_verdict(r.points)))
 
 
-def _kernel_dispatch(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def _kernel_dispatch(col: _Columns) -> tuple[pd.Series, pd.Series]:
     """The server's event-dispatch call (kernel_trace), whichever it is: of the dispatch
     families the one it called most, its in-kernel ns per call and its share of one CPU over
     the traced window (the papers' "CPU in select"). Null where nothing was traced."""
-    calls = pd.DataFrame({f: _column(points, kernel_column(f, "calls"))
-                          for f in KERNEL_DISPATCH_FAMILIES}).fillna(0)
-    per_call = pd.DataFrame({f: _column(points, kernel_column(f, "ns_per_call"))
-                             for f in KERNEL_DISPATCH_FAMILIES})
-    chosen = calls.to_numpy().argmax(axis=1)
-    rows = np.arange(len(points))
-    called = calls.to_numpy()[rows, chosen] > 0
-    ns = pd.Series(np.where(called, per_call.to_numpy()[rows, chosen], np.nan),
-                   index=points.index)
-    spent = ns * pd.Series(calls.to_numpy()[rows, chosen], index=points.index)
-    return ns, _cpu_pct(points, spent)
+    index = col.points.index
+    calls = np.column_stack([col(kernel_column(f, "calls")).fillna(0).to_numpy(dtype=float)
+                             for f in KERNEL_DISPATCH_FAMILIES])
+    per_call = np.column_stack([col(kernel_column(f, "ns_per_call")).to_numpy(dtype=float)
+                                for f in KERNEL_DISPATCH_FAMILIES])
+    chosen = calls.argmax(axis=1)
+    rows = np.arange(len(index))
+    called = calls[rows, chosen] > 0
+    ns = pd.Series(np.where(called, per_call[rows, chosen], np.nan), index=index)
+    spent = ns * pd.Series(calls[rows, chosen], index=index)
+    return ns, _cpu_pct(col, spent)
 
 
-def _cpu_pct(points: pd.DataFrame, kernel_ns: pd.Series) -> pd.Series:
+def _cpu_pct(col: _Columns, kernel_ns: pd.Series) -> pd.Series:
     """In-kernel ns over the traced window as % of one CPU."""
-    return 100 * kernel_ns / (1e9 * _column(points, "kernel_trace_window_s"))
+    return 100 * kernel_ns / (1e9 * col("kernel_trace_window_s"))
 
 
-def _share_of_server(points: pd.DataFrame, cpu_pct: pd.Series) -> pd.Series:
+def _share_of_server(col: _Columns, cpu_pct: pd.Series) -> pd.Series:
     """In-kernel time (% of one CPU over the traced window) as a % of the server's on-CPU time
     in that window, which the tracer counted at the server's switch edges on the same clock
     (kernel_server_on_cpu_s): at most 100 % by construction. Not schedstat's run time
     (cpu_server_pct), another clock, which the in-kernel time exceeded in records whose server
     waited for its CPU. Null where the record has no on-CPU time of the tracer's."""
-    on_cpu_pct = 100 * _ratio(_column(points, "kernel_server_on_cpu_s"),
-                              _column(points, "kernel_trace_window_s"))
+    on_cpu_pct = 100 * _ratio(col("kernel_server_on_cpu_s"), col("kernel_trace_window_s"))
     return 100 * _ratio(cpu_pct, on_cpu_pct)
 
 
-def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def _kernel_stack(col: _Columns) -> tuple[pd.Series, pd.Series]:
     """The network stack's in-kernel ns per packet by layer (kernel_trace), as the cycles-per-
     packet study's layers fall at tracepoint grain (KERNEL_LAYERS): the system-call layer (the
     server's read and write families, TCP's copy to or from the user included) per packet of
@@ -180,20 +202,19 @@ def _kernel_stack(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     behind the userspace link emulator a packet is received twice, TUN and veth), they make the
     stack. A transmit softirq that handled no packet cost none. Null where nothing was
     traced."""
-    io_ns = sum(_column(points, kernel_column(f, "ns_per_call")).fillna(0)
-                * _column(points, kernel_column(f, "calls")) for f in ("read", "write"))
-    packets = _column(points, "packets_in") + _column(points, "packets_out")
-    syscall = _ratio(io_ns, packets)
-    tx = _column(points, kernel_column("tx", "ns_per_packet")).where(
-        _column(points, kernel_column("tx", "packets")) != 0, 0.0)
+    io_ns = sum(col(kernel_column(f, "ns_per_call")).fillna(0) * col(kernel_column(f, "calls"))
+                for f in ("read", "write"))
+    syscall = _ratio(io_ns, col("packets_in") + col("packets_out"))
+    tx = col(kernel_column("tx", "ns_per_packet")).where(
+        col(kernel_column("tx", "packets")) != 0, 0.0)
     return syscall, tx
 
 
-def _server_busy(points: pd.DataFrame) -> pd.Series:
+def _server_busy(col: _Columns) -> pd.Series:
     """clients.validity's rule, row by row: the server ran (or waited to run) through the
     CPUs it may use (server_cpus, as recorded or upgraded at load), whether or not it kept
     up. Null where its CPU or those CPUs are unknown."""
-    columns = [_column(points, c) for c in ("cpu_server_pct", "server_wait_pct", "server_cpus")]
+    columns = [col(c) for c in ("cpu_server_pct", "server_wait_pct", "server_cpus")]
 
     def judge(cpu: float, wait: float, cpus: float) -> bool | None:
         if pd.isna(cpu) or pd.isna(cpus):
@@ -201,14 +222,15 @@ def _server_busy(points: pd.DataFrame) -> pd.Series:
         return server_busy(cpu, cpus, None if pd.isna(wait) else wait)
 
     return pd.Series([judge(*values) for values in zip(*columns, strict=True)],
-                     index=points.index, dtype="boolean")
+                     index=col.points.index, dtype="boolean")
 
 
-def cycles_source(points: pd.DataFrame) -> pd.Series:
+def _cycles_source(col: _Columns) -> pd.Series:
     """Per row: whether cycles were counted by hardware, estimated, or are unavailable."""
+    points = col.points
     estimated = points.get("cycles_estimated", pd.Series(False, index=points.index))
     estimated = estimated.astype("boolean").fillna(False).astype(bool)
-    has_cycles = _column(points, "cycles_per_packet").notna()
+    has_cycles = col("cycles_per_packet").notna()
     source = np.where(estimated, CYCLES_ESTIMATED, CYCLES_MEASURED)
     return pd.Series(np.where(has_cycles, source, CYCLES_UNAVAILABLE), index=points.index)
 
@@ -292,7 +314,7 @@ def regressions(
     """
     from scipy import stats  # here: half a second to import, and only regressions fit
 
-    busy = points["server_busy"] if "server_busy" in points else _server_busy(points)
+    busy = points["server_busy"] if "server_busy" in points else _server_busy(_Columns(points))
     below_knee = points[(_column(points, "reply_ratio") >= KEEP_UP_FRACTION)
                         & ~busy.fillna(False).astype(bool)]
     below_knee = below_knee[_column(below_knee, x) >= min_x]
