@@ -41,6 +41,7 @@ KERNEL_LAYER_NS = "kernel_layer_ns_per_packet"
 KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
 # Metrics derived from the kernel_* columns (null where the point was not traced)
 KERNEL_DERIVED = ("kernel_dispatch_ns_per_call", "kernel_dispatch_cpu_pct",
+                  "kernel_rx_packets_per_softirq",
                   "kernel_dispatch_share_pct", "kernel_accept_cpu_pct",
                   "kernel_alloc_fd_cpu_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
                   KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
@@ -139,6 +140,10 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     col["kernel_dispatch_share_pct"] = _share_of_server(col, col("kernel_dispatch_cpu_pct"))
     col["kernel_syscall_ns_per_packet"], col["kernel_tx_layer_ns_per_packet"] = _kernel_stack(col)
     col[KERNEL_STACK] = sum(col(column) for column in KERNEL_LAYERS.values())
+    # The batch a receive softirq's time is spread over: its fixed costs weigh on each packet
+    # in inverse proportion (runs before the count was kept: null)
+    col["kernel_rx_packets_per_softirq"] = _ratio(col(kernel_column("rx", "packets")),
+                                                  col(kernel_column("rx", "softirqs")))
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed,
     # as a share of one CPU over the window and of the server's CPU time
     col["kernel_alloc_fd_cpu_pct"] = _cpu_pct(

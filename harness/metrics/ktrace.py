@@ -265,6 +265,8 @@ def columns(document: dict[str, Any] | None) -> dict[str, Any]:
     packets = {d: sum(cpu[f"{d}_packets"] for cpu in cpus) for d in KERNEL_DIRECTIONS}
     for direction in KERNEL_DIRECTIONS:
         row[kernel_column(direction, "packets")] = packets[direction]
+        row[kernel_column(direction, "softirqs")] = sum(cpu[f"net_{direction}_count"]
+                                                        for cpu in cpus)
         row[kernel_column(direction, "ns_per_packet")] = _per(
             sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets[direction])
     # only the functions timed here are in the document (fentry refused: none)

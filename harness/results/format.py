@@ -142,7 +142,8 @@ def kernel_function_column(function: str, metric: str) -> str:
 KERNEL_TRACE_COLUMNS = (
     *(kernel_column(f, m) for f in KERNEL_FAMILIES for m in KERNEL_FAMILY_METRICS),
     *(kernel_column(f, "ready_per_call") for f in KERNEL_READY_FAMILIES),
-    *(kernel_column(d, m) for d in KERNEL_DIRECTIONS for m in ("packets", "ns_per_packet")),
+    *(kernel_column(d, m) for d in KERNEL_DIRECTIONS
+      for m in ("packets", "softirqs", "ns_per_packet")),
     *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",
     "kernel_trace_window_s",

@@ -202,3 +202,14 @@ def test_accept_and_alloc_fd_as_shares_of_one_cpu() -> None:
     assert derived.loc[0, "kernel_accept_cpu_pct"] == pytest.approx(0.2)
     assert derived.loc[0, "kernel_alloc_fd_cpu_pct"] == pytest.approx(0.01)
     assert derived.loc[1, ["kernel_accept_cpu_pct", "kernel_alloc_fd_cpu_pct"]].isna().all()
+
+
+def test_packets_per_receive_softirq_and_none_where_the_count_was_not_kept() -> None:
+    points = _points(kernel_rx_packets=[2000.0, 2000.0, 0.0],
+                     kernel_rx_softirqs=[500.0, None, 0.0])
+    derived = derive.add_derived(points)
+    assert derived.loc[0, "kernel_rx_packets_per_softirq"] == 4.0
+    assert derived.loc[1:, "kernel_rx_packets_per_softirq"].isna().all()
+    # a run from before the count was kept has no column: null, not an error
+    older = derive.add_derived(_points(kernel_rx_packets=[2000.0]))
+    assert older["kernel_rx_packets_per_softirq"].isna().all()

@@ -16,8 +16,8 @@ def family(calls: int = 0, kernel_ns: int = 0, returned: int = 0) -> dict[str, A
             "returned": returned, "errors": 0, "hist_log2_ns": [0] * 32}
 
 
-def cpu(n: int, rx_ns: int, rx: int, tx_ns: int, tx: int) -> dict[str, Any]:
-    return {"cpu": n, "net_rx_ns": rx_ns, "net_rx_count": 1, "net_tx_ns": tx_ns,
+def cpu(n: int, rx_ns: int, rx: int, tx_ns: int, tx: int, softirqs: int = 1) -> dict[str, Any]:
+    return {"cpu": n, "net_rx_ns": rx_ns, "net_rx_count": softirqs, "net_tx_ns": tx_ns,
             "net_tx_count": 1, "rx_packets": rx, "tx_packets": tx}
 
 
@@ -28,7 +28,7 @@ DOCUMENT = {
     "roles": {"server": {**{name: family() for name in KERNEL_FAMILIES},
                          "select": family(1000, 30_000_000, 5000),
                          "write": family(4000, 12_000_000, 400_000)}},
-    "cpus": [cpu(0, 3_000_000, 1000, 0, 0), cpu(1, 1_000_000, 1000, 500, 2000)],
+    "cpus": [cpu(0, 3_000_000, 1000, 0, 0, softirqs=250), cpu(1, 1_000_000, 1000, 500, 2000)],
     "events": {"runs": 90_000, "traced": 9000, "untimed": 0, "followed": 0},
 }
 
@@ -52,6 +52,7 @@ def test_a_document_gives_per_call_per_packet_and_per_reply_columns():
     assert row["kernel_epoll_wait_ns_per_call"] is None
     assert row["kernel_epoll_wait_ready_per_call"] is None
     assert row["kernel_rx_packets"] == 2000 and row["kernel_rx_ns_per_packet"] == 2000
+    assert row["kernel_rx_softirqs"] == 251 and row["kernel_tx_softirqs"] == 2
     assert row["kernel_tx_packets"] == 2000 and row["kernel_tx_ns_per_packet"] == 0.25
     assert row["kernel_events_traced"] == 9000
     assert row["kernel_trace_window_s"] == 2.0
