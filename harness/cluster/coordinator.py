@@ -46,6 +46,8 @@ def refused(address: str, timeout_s: float) -> bool:
     known at once, where a Client would retry it until its timeout. A host that does not
     answer is not refused: the Client's own wait says so."""
     where = urlsplit(address)
+    if where.hostname is None or where.port is None:
+        return False  # Dask's default port, or no address at all: the Client's to say
     try:
         socket.create_connection((where.hostname, where.port), timeout=timeout_s).close()
     except ConnectionRefusedError:

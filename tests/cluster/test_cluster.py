@@ -4,6 +4,7 @@ worker`) on loopback, real wb-sclient shards against a real wb-server."""
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from harness.cluster.coordinator import (
     connect_started,
     hosts_holding,
     judged_merge,
+    refused,
     run_load,
     split,
     vouched,
@@ -153,6 +155,16 @@ def test_an_unreachable_scheduler_is_a_clear_error_before_anything_starts(certs:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "did not answer" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_refused_is_only_a_port_nothing_listens_on():
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert not refused(f"tls://127.0.0.1:{port}", 1)
+    assert refused(f"tls://127.0.0.1:{port}", 1)  # closed now
+    assert not refused("tls://127.0.0.1", 1)  # no port: Dask's default, the Client's to try
 
 
 def test_a_bad_role_is_refused_before_dask_starts():
