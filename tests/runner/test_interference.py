@@ -413,8 +413,10 @@ def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path)
     # epoll over 50 connections: on a whole CPU, wb-sclient is the bottleneck (the point
     # above this one); held to 30 % of its CPU, the server is
     point = _run_budgeted(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50"), 30)
+    # what the generator's CPU saw too: a neighbour there holds the loop below the budget
     seen = point[["cpu_server_pct", "server_wait_pct", "server_throttled_pct",
-                  "invalid_reason"]]
+                  "cpu_generator_pct", "generator_wait_pct", "other_generator_cpu_pct",
+                  "steal_generator_cpu_pct", "invalid_codes", "invalid_reason"]].to_dict()
     assert point["cpu_server_pct"] < 30 * 1.15, seen
     assert point["server_throttled_pct"] > 50 and point["server_throttled_s"] > 0, seen
     assert point["server_saturated"], seen
