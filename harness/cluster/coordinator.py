@@ -41,10 +41,16 @@ class ClusterLoad:
     clocks: dict[str, ClockOffset]
 
 
+# A Client retries a refused connection until its timeout: a first try this long, and only
+# if it fails, a look at whether anything listens there (a look that reaches a live scheduler
+# costs it a "TLS handshake failed" warning in its log, so none is taken when the first try
+# got through)
+FIRST_TRY_S = 1.0
+
+
 def refused(address: str, timeout_s: float) -> bool:
-    """Whether the scheduler's host refused a connection: nothing listens there now, which is
-    known at once, where a Client would retry it until its timeout. A host that does not
-    answer is not refused: the Client's own wait says so."""
+    """Whether the scheduler's host refused a connection: nothing listens there now. A host
+    that does not answer is not refused: the Client's own wait says so."""
     where = urlsplit(address)
     if where.hostname is None or where.port is None:
         return False  # Dask's default port, or no address at all: the Client's to say
@@ -64,24 +70,39 @@ def connect(access: Access, timeout_s: float = 5.0) -> Any:
 
     start_it = ("start it (`wanbench cluster scheduler --certs DIR --host ADDR`) and give its "
                 "tls://ADDR:PORT with the certificates it was started with")
+    security = access.certs.security() if access.certs else None
+
+    def client(within_s: float) -> Any:
+        return Client(access.address, timeout=within_s, set_as_default=False,
+                      security=security)
+
+    first_try = min(FIRST_TRY_S, timeout_s)
+    try:
+        return client(first_try)
+    except (OSError, TimeoutError, ValueError) as exc:
+        failed = exc
     if refused(access.address, timeout_s):
         raise ClusterError(f"the scheduler {access.address} did not answer: nothing listens "
                            f"there (connection refused): {start_it}")
-    security = access.certs.security() if access.certs else None
-    try:
-        return Client(access.address, timeout=timeout_s, set_as_default=False,
-                      security=security)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ClusterError(f"the scheduler {access.address} did not answer within "
-                           f"{timeout_s:g} s ({exc}): {start_it}") from None
+    if timeout_s > first_try:
+        try:
+            return client(timeout_s - first_try)
+        except (OSError, TimeoutError, ValueError) as exc:
+            failed = exc
+    raise ClusterError(f"the scheduler {access.address} did not answer within {timeout_s:g} s "
+                       f"({failed}): {start_it}")
 
 
 def connect_started(access: Access, timeout_s: float) -> Any:
     """connect() to a scheduler started a moment ago: its port is given timeout_s to listen."""
     deadline = time.monotonic() + timeout_s
-    while refused(access.address, timeout_s) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return connect(access, max(deadline - time.monotonic(), 1.0))
+    while True:
+        try:
+            return connect(access, FIRST_TRY_S)
+        except ClusterError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def workers_of(client: Any, role: str) -> dict[str, str]:
