@@ -146,6 +146,28 @@ def test_only_a_holder_of_the_clusters_certificate_gets_in(tls_cluster, tmp_path
     assert not reaches(worker_address.replace("tls://", "tcp://"), None)
 
 
+def test_a_command_reaching_a_live_scheduler_leaves_no_warning_in_its_log(certs: Certs,
+                                                                          tmp_path: Path):
+    """A look for a listener (a TCP connect without TLS) costs a live scheduler a "TLS
+    handshake failed" warning: a command looks only when its Client could not get through."""
+    address = f"tls://127.0.0.1:{free_port()}"
+    log = tmp_path / "scheduler.log"
+    with log.open("wb") as err:
+        scheduler = subprocess.Popen(
+            [*WANBENCH, "cluster", "scheduler", "--certs", str(certs.directory), "--host",
+             "127.0.0.1", "--port", address.rpartition(":")[2]], stderr=err)
+    try:
+        with connect_started(Access(address, certs), 30):
+            pass
+        with connect(Access(address, certs)):  # as `wanbench load --cluster` connects
+            pass
+    finally:
+        stop_all([scheduler])
+    said = log.read_text()
+    assert "Receive client connection" in said  # the log is the scheduler's, and it heard us
+    assert "handshake" not in said, said
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_a_stopped_scheduler_leaves_no_scratch_space(certs: Certs, tmp_path: Path, stop: int):
     """Dask's default scratch space is `dask-scratch-space` in the system temporary directory,
