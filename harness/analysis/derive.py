@@ -41,10 +41,9 @@ KERNEL_LAYER_NS = "kernel_layer_ns_per_packet"
 KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
 # Metrics derived from the kernel_* columns (null where the point was not traced)
 KERNEL_DERIVED = ("kernel_dispatch_ns_per_call", "kernel_dispatch_cpu_pct",
-                  "kernel_rx_packets_per_softirq",
                   "kernel_dispatch_share_pct", "kernel_accept_cpu_pct",
                   "kernel_alloc_fd_cpu_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
-                  KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
+                  "kernel_rx_packets_per_softirq", KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
 # One round of one run: a run's repetitions are rounds over its sweep (scenario.order)
 ROUND_COLUMNS = ("run_id", "repetition")
 
@@ -84,9 +83,12 @@ class _Columns:
         """The frame with the derived columns: a measured one replaced in its place, the
         others after the frame's, in the order they were derived."""
         out = self.points.copy()
-        for name in [n for n in self.derived if n in out.columns]:
-            out[name] = self.derived.pop(name)
-        return pd.concat([out, pd.DataFrame(self.derived, index=out.index)], axis=1)
+        for name, values in self.derived.items():
+            if name in out.columns:
+                out[name] = values
+        added = {name: values for name, values in self.derived.items()
+                 if name not in self.points.columns}
+        return pd.concat([out, pd.DataFrame(added, index=out.index)], axis=1)
 
 
 def add_derived(points: pd.DataFrame) -> pd.DataFrame:

@@ -81,7 +81,7 @@ def connect(access: Access, timeout_s: float = 5.0) -> Any:
         return client(first_try)
     except (OSError, TimeoutError, ValueError) as exc:
         failed = exc
-    if refused(access.address, timeout_s):
+    if refused(access.address, first_try):
         raise ClusterError(f"the scheduler {access.address} did not answer: nothing listens "
                            f"there (connection refused): {start_it}")
     if timeout_s > first_try:
