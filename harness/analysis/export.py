@@ -10,27 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import derive, latency
+from harness.analysis.export_choices import PERCENTILE_COLUMNS, PERCENTILES, ExportError
 from harness.analysis.numbers import metric, point_label, short_name
 from harness.analysis.summary import PointSummary
 
-SUFFIXES = (".md", ".csv", ".json")
-# The percentiles a terminal shows (wrk's --latency, wrk2's: the median to the tail); 100: the
-# largest response
-PERCENTILES = (50.0, 75.0, 90.0, 99.0, 99.9, 99.99, 100.0)
-PERCENTILE_COLUMNS = tuple(f"p{p:g}" for p in PERCENTILES)  # p50 ... p100
 LATENCY_KIND = "corrected"  # from each request's intended send time
-
-
-class ExportError(ValueError):
-    """A file the tables cannot be written to (its suffix, its folder)."""
-
-
-def check_path(text: str) -> Path:
-    """An export file named on the command line: its suffix says the format."""
-    path = Path(text)
-    if path.suffix not in SUFFIXES:
-        raise ExportError(f"{text}: name the format by the suffix: {', '.join(SUFFIXES)}")
-    return path
 
 
 def table(summaries: list[PointSummary], metrics: list[str]) -> pd.DataFrame:

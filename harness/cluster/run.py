@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.cluster import ClusterError
 from harness.cluster.security import Access, access
 from harness.runner import child
-from harness.runner.outcome import EXIT_REFUSED
+from harness.runner.refusal import EXIT_REFUSED
 from harness.runner.scenario_run import Joined
 from harness.scenario import Scenario
 

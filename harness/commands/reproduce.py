@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import terminal
-from harness.commands.run import TerminalDisplay
+from harness.commands.run_terminal import TerminalDisplay
 from harness.reproduce import beyond
 from harness.reproduce.check import check_all, history_all
 from harness.reproduce.run import ReproduceError, prune_raw, reproduce

@@ -27,7 +27,8 @@ from harness.reproduce import beyond
 from harness.results.runset import find_runs
 from harness.runner.display import PlainDisplay, RunDisplay
 from harness.runner.held import hold_key
-from harness.runner.outcome import EXIT_REFUSED, RunRefused, RunRequest
+from harness.runner.outcome import RunRequest
+from harness.runner.refusal import EXIT_REFUSED, RunRefused
 from harness.runner.run import TopologyKeeper, pending
 from harness.runner.scenario_run import run_scenario
 from harness.scenario import Range, Scenario, Values, load, points

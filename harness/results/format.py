@@ -190,6 +190,10 @@ class ResultsFormatError(ValueError):
     """A run directory does not follow docs/results-format.md."""
 
 
+# what a finished run says of its points, for other tools (docs/results-format.md)
+SUMMARY_FILE = "summary.json"
+
+
 def table_file(name: str) -> str:
     return f"{name}.parquet"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from clients.atomic import write_atomic
 from harness import interrupts
 from harness.runner.display import PlainDisplay
-from harness.runner.outcome import EXIT_REFUSED, RESULT_JSON, RunRefused, RunRequest, RunResult
+from harness.runner.outcome import RESULT_JSON, RunRequest, RunResult
+from harness.runner.refusal import EXIT_REFUSED, RunRefused
 from harness.runner.scenario_run import Hosts, run_scenario
 
 ENTRY = [sys.executable, "-m", "harness.runner"]

@@ -1,5 +1,6 @@
 """What a caller asks of a run (RunRequest) and what it gets back (RunResult): typed values at
-the runner's boundary, the same in-process and across a child process (as JSON)."""
+the runner's boundary, the same in-process and across a child process (as JSON). A run
+refused is harness.runner.refusal's."""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from clients.paths import REPO_ROOT
 from harness.analysis.summary import PointSummary
-
-# A run that could not start or go on; a finished run's statuses are the summary's
-# (harness.analysis.summary.gate), a stop signal's 128 + its number (harness.interrupts).
-EXIT_REFUSED = 2  # bad input or an error: nothing measured, or a topology refused
-
-
-class RunRefused(RuntimeError):
-    """The run could not start or go on (scenario, missing tool, run directory, topology);
-    the message is one line naming the problem and the fix."""
 
 
 class RunRequest(BaseModel):

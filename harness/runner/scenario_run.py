@@ -21,17 +21,12 @@ from harness.analysis.numbers import metric, point_label, short_name
 from harness.analysis.summary import PointSummary, document, gate
 from harness.guest import record
 from harness.metrics import perf
-from harness.results.format import ResultsFormatError
+from harness.results.format import SUMMARY_FILE, ResultsFormatError
 from harness.results.store import RunDir, RunDirError, write_json
 from harness.runner.context import RunContext
 from harness.runner.display import RunDisplay
-from harness.runner.outcome import (
-    EXIT_REFUSED,
-    RunRefused,
-    RunRequest,
-    RunResult,
-    Stop,
-)
+from harness.runner.outcome import RunRequest, RunResult, Stop
+from harness.runner.refusal import EXIT_REFUSED, RunRefused
 from harness.runner.run import (
     LocalPoints,
     MissingTool,
@@ -55,8 +50,6 @@ from harness.scenario import (
     recorded,
 )
 from harness.topology import TopologyError
-
-SUMMARY_FILE = "summary.json"
 
 
 @dataclass

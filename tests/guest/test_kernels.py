@@ -11,7 +11,7 @@ import pytest
 
 from clients.validity import EMULATED_CPU
 from harness.cli import main
-from harness.commands import run as run_command
+from harness.commands import run_terminal
 from harness.guest import accel, inside, kernels, machine
 from harness.guest.kernels import needed_modules
 from harness.results.store import RunDir
@@ -54,7 +54,7 @@ def _kernel_runs(tmp_path, monkeypatch, valid: bool) -> None:
         summaries = summaries_of(RunDir(path), scenario)
         runs.append(KernelOutcome(release, RunResult(0, path, scenario.name, 0, 0, summaries)))
     monkeypatch.setattr(kernels, "check_kernels", lambda images: None)
-    monkeypatch.setattr(run_command, "run_kernels", lambda *args: runs)
+    monkeypatch.setattr(run_terminal, "run_kernels", lambda *args: runs)
 
 
 @pytest.mark.parametrize(("valid", "allow_invalid", "status"), [

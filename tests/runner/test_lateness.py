@@ -13,7 +13,7 @@ from clients import validity
 from clients.validity import LATE_LIMIT, LATE_THRESHOLD_US, Code, GeneratorFacts, Lateness
 from harness.analysis import export
 from harness.analysis.summary import PointSummary
-from harness.commands.run import _print_summary
+from harness.commands.run_terminal import _print_summary
 from harness.reproduce.run import scenario_paths
 from harness.runner.load_side import hot_spec
 from harness.runner.outcome import RunResult

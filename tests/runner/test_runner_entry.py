@@ -13,16 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.format import SUMMARY_FILE
 from harness.runner.child import ChildFailed, ChildRun
-from harness.runner.outcome import (
-    EXIT_REFUSED,
-    RESULT_JSON,
-    RunRefused,
-    RunRequest,
-    RunResult,
-    Stop,
-)
-from harness.runner.scenario_run import SUMMARY_FILE, run_scenario
+from harness.runner.outcome import RESULT_JSON, RunRequest, RunResult, Stop
+from harness.runner.refusal import EXIT_REFUSED, RunRefused
+from harness.runner.scenario_run import run_scenario
 from tests.conftest import REPO, build
 
 TINY = f"""

@@ -113,3 +113,24 @@ def test_an_unknown_command_is_offered_the_nearest():
     assert done.stderr.startswith("wanbench: no command 'plto'; commands: server, load,")
     assert "did you mean plot?" in done.stderr and done.stderr.count("\n") == 1
     assert "did you mean" not in _wanbench("zzzzzz").stderr
+
+
+def _refused_with_pandas(argv: list[str]) -> tuple[list[str], str]:
+    """`wanbench run ARGV` in a fresh interpreter: its status and whether it imported pandas,
+    and what it printed on standard error."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom harness.cli import main\n"
+         f"status = main({['run', *argv]!r})\nprint(status, 'pandas' in sys.modules)"],
+        cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60)
+    return done.stdout.split(), done.stderr
+
+
+def test_a_scenario_that_does_not_load_is_refused_before_pandas_is_imported(tmp_path: Path):
+    # the runner's imports (pandas, pyarrow) are half a second of a refusal's time here
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text("name: bad\nbogus: 1\n")
+    said, err = _refused_with_pandas([str(scenario), "--out", str(tmp_path / "out")])
+    assert said == ["2", "False"] and "bogus: unknown field" in err, err
+    # what only the runner can refuse (a run directory to resume) it refuses, having imported
+    said, err = _refused_with_pandas(["--resume", str(tmp_path)])
+    assert said == ["2", "True"] and "manifest.json" in err, err

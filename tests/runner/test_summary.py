@@ -31,7 +31,7 @@ from harness.analysis.summary import (
 )
 from harness.cli import build_parser
 from harness.commands import LOGGER, terminal
-from harness.commands.run import (
+from harness.commands.run_terminal import (
     TerminalDisplay,
     _also_write_summary,
     _explain,
@@ -370,7 +370,7 @@ def _exporting(tmp_path: Path, **given) -> argparse.Namespace:
 
 
 def test_latency_prints_each_points_percentiles_as_wrk_does(tmp_path: Path, capsys):
-    from harness.commands.run import _exports
+    from harness.commands.run_terminal import _exports
 
     run, points = _synthetic_run(tmp_path)
     _exports(_exporting(tmp_path, latency=True), finished(points, run_dir=run.path),
@@ -387,7 +387,7 @@ def test_latency_prints_each_points_percentiles_as_wrk_does(tmp_path: Path, caps
 @pytest.mark.parametrize("suffix", [".md", ".csv", ".json"])
 def test_the_table_and_the_time_series_export_as_their_suffix_says(tmp_path: Path,
                                                                    suffix: str):
-    from harness.commands.run import _exports
+    from harness.commands.run_terminal import _exports
 
     run, points = _synthetic_run(tmp_path)
     table, samples = tmp_path / f"table{suffix}", tmp_path / f"samples{suffix}"
