@@ -105,3 +105,31 @@ def test_a_run_killed_mid_window_leaves_nothing_behind(ktrace_bin: Path, tmp_pat
             run.kill()
             run.wait()
     assert not gone_within(5)
+
+
+SCHED_FIFO = 1
+
+
+def _policy(pid: int) -> int:
+    """The scheduling policy /proc/PID/sched shows (0 SCHED_OTHER, 1 SCHED_FIFO)."""
+    line = next(ln for ln in Path(f"/proc/{pid}/sched").read_text().splitlines()
+                if ln.startswith("policy"))
+    return int(line.split(":")[1])
+
+
+@pytest.mark.parametrize(("tool", "args"), [("ktrace_bin", ("--pid", "1")),
+                                            ("whoran_bin", ("--cpu", "0", "--pid", "1"))])
+def test_a_loader_waits_for_its_window_edges_ahead_of_other_tasks(
+        tool: str, args: tuple[str, ...], request: pytest.FixtureRequest):
+    # the other tasks on its CPU must not delay the instant counting switches on or off: it
+    # waits for both at real-time priority, and loads and reports at the ordinary one
+    loader = Loader(request.getfixturevalue(tool), *args)
+    try:
+        assert _policy(loader.proc.pid) == SCHED_FIFO
+        start = time.monotonic_ns() + 50_000_000
+        loader.start(start)
+        assert _policy(loader.proc.pid) == SCHED_FIFO
+        document = loader.stop(start + 100_000_000)
+    finally:
+        loader.close()
+    assert document["window"]["start_ns"] >= start
