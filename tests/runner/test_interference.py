@@ -417,6 +417,7 @@ def test_a_closed_loop_saturates_a_budgeted_server_at_its_budget(tmp_path: Path)
     seen = point[["cpu_server_pct", "server_wait_pct", "server_throttled_pct",
                   "cpu_generator_pct", "generator_wait_pct", "other_generator_cpu_pct",
                   "steal_generator_cpu_pct", "invalid_codes", "invalid_reason"]].to_dict()
+    seen = str(seen)  # a string is printed whole: pytest cuts a dict short
     assert point["cpu_server_pct"] < 30 * 1.15, seen
     assert point["server_throttled_pct"] > 50 and point["server_throttled_s"] > 0, seen
     assert point["server_saturated"], seen
