@@ -54,29 +54,43 @@ def _column(points: pd.DataFrame, name: str) -> pd.Series:
     return pd.Series(np.nan, index=points.index, dtype=float)
 
 
-def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
-    return numerator / denominator.where(denominator > 0)
+def _values(points: pd.DataFrame, name: str) -> np.ndarray:
+    """_column as an array: integers as they are, any other number as a float (null: NaN)."""
+    numbers = _column(points, name)
+    if numbers.dtype.kind in "iu":
+        return numbers.to_numpy()
+    return numbers.to_numpy(dtype=float, na_value=np.nan)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    return numerator / np.where(denominator > 0, denominator, np.nan)
+
+
+def _filled(values: np.ndarray, nulls_from: np.ndarray | float) -> np.ndarray:
+    """values, its nulls taken from nulls_from."""
+    return np.where(np.isnan(values), nulls_from, values)
 
 
 class _Columns:
-    """A frame's columns as numbers, each converted once, and the columns derived from them:
-    asked by name, a derived one first. Deriving into a dict and joining it once costs a
-    fraction of setting ~30 columns one by one on a wide frame (add_derived runs for every
-    run a figure, table or comparison reads)."""
+    """A frame's columns as arrays, each converted once, and the columns derived from them:
+    asked by name, a derived one first. add_derived runs for every run a figure, table or
+    comparison reads, on frames of tens of rows: arithmetic on arrays costs a fraction of
+    pandas' on Series there, and deriving into a dict and joining it once a fraction of
+    setting ~30 columns one by one on a wide frame."""
 
     def __init__(self, points: pd.DataFrame):
         self.points = points
-        self.numbers: dict[str, pd.Series] = {}
-        self.derived: dict[str, pd.Series] = {}
+        self.numbers: dict[str, np.ndarray] = {}
+        self.derived: dict[str, np.ndarray | pd.Series] = {}
 
-    def __call__(self, name: str) -> pd.Series:
+    def __call__(self, name: str) -> np.ndarray:
         if name in self.derived:
-            return self.derived[name]
+            return np.asarray(self.derived[name])
         if name not in self.numbers:
-            self.numbers[name] = _column(self.points, name)
+            self.numbers[name] = _values(self.points, name)
         return self.numbers[name]
 
-    def __setitem__(self, name: str, values: pd.Series) -> None:
+    def __setitem__(self, name: str, values: np.ndarray | pd.Series) -> None:
         self.derived[name] = values
 
     def joined(self) -> pd.DataFrame:
@@ -93,13 +107,17 @@ class _Columns:
 
 def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     """Points plus derived columns; measured columns are kept, only their nulls are filled."""
-    col = _Columns(points)
+    with np.errstate(all="ignore"):  # a null in, a null out, as pandas' arithmetic gives
+        return _derived(_Columns(points)).joined()
+
+
+def _derived(col: _Columns) -> _Columns:
     col["total_conns"] = col("hot_conns") + col("cold_conns")
     # Stream scenarios count stream connections, web ones hot (requesting) connections.
-    col["client_conns"] = col("stream_conns").fillna(col("hot_conns"))
-    col["content_throughput_mbps"] = col("stream_throughput_mbps").fillna(
-        col("reply_rate_rps") * col("reply_bytes") * 8e-6
-    )
+    col["client_conns"] = _filled(col("stream_conns").astype(float), col("hot_conns"))
+    col["content_throughput_mbps"] = _filled(
+        col("stream_throughput_mbps").astype(float),
+        col("reply_rate_rps") * col("reply_bytes") * 8e-6)
     col["reply_ratio"] = _ratio(col("reply_rate_rps"), col("offered_rate_rps"))
     # Replies per request the generator sent in the same window: what "kept up" is judged
     # on, since a Poisson schedule sends more or fewer than the nominal rate in a short window
@@ -109,31 +127,32 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     # a slower CPU, the unused share of that budget (the rest of its CPU was never the
     # server's); without one, its CPU's idle time.
     budget = col("server_budget_pct")
-    of_budget = (100.0 * (1.0 - col("cpu_server_pct") / budget)).clip(0.0, 100.0)
-    col["server_idle_pct"] = col("server_idle_pct").fillna(
-        of_budget.where(budget.notna(), col("cpu_idle_pct")))
+    of_budget = np.clip(100.0 * (1.0 - col("cpu_server_pct") / budget), 0.0, 100.0)
+    col["server_idle_pct"] = _filled(col("server_idle_pct").astype(float), np.where(
+        np.isnan(budget), col("cpu_idle_pct"), of_budget))
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
-    col["cpu_kernel_pct"] = col("cpu_system_pct") + col("cpu_softirq_pct").fillna(0.0)
-    col["events_per_dispatch"] = col("events_per_dispatch").fillna(
-        _ratio(col("dispatch_events"), col("dispatch_calls"))
-    )
+    col["cpu_kernel_pct"] = col("cpu_system_pct") + _filled(
+        col("cpu_softirq_pct").astype(float), 0.0)
+    col["events_per_dispatch"] = _filled(col("events_per_dispatch").astype(float),
+                                         _ratio(col("dispatch_events"), col("dispatch_calls")))
     # Server CPU per accepted connection over the sampled window (both come from the same
     # window); without the server's accept count, one request per connection makes replies
     # stand in for connections.
     cpu_s_per_s = col("cpu_server_pct") / 100
     per_accept = _ratio(cpu_s_per_s * col("sampled_window_s") * 1e6,
                         col("connections_accepted"))
-    col["cpu_us_per_conn"] = per_accept.fillna(_ratio(cpu_s_per_s * 1e6, col("reply_rate_rps")))
+    col["cpu_us_per_conn"] = _filled(per_accept, _ratio(cpu_s_per_s * 1e6,
+                                                        col("reply_rate_rps")))
     # Server CPU and run periods (its wake-ups, below saturation) per reply the generator
     # counted, over the same window
     col["cpu_us_per_reply"] = _ratio(cpu_s_per_s * 1e6, col("reply_rate_rps"))
     col["run_periods_per_reply"] = _ratio(col("server_run_periods"),
                                           col("reply_rate_rps") * col("sampled_window_s"))
     packets = col("packets_in") + col("packets_out")
-    col["cycles_per_packet"] = col("cycles_per_packet").fillna(_ratio(col("cycles"), packets))
-    col["instructions_per_packet"] = col("instructions_per_packet").fillna(
-        _ratio(col("instructions"), packets)
-    )
+    col["cycles_per_packet"] = _filled(col("cycles_per_packet").astype(float),
+                                       _ratio(col("cycles"), packets))
+    col["instructions_per_packet"] = _filled(col("instructions_per_packet").astype(float),
+                                             _ratio(col("instructions"), packets))
     col["cycles_source"] = _cycles_source(col)
     col["kernel_dispatch_ns_per_call"], col["kernel_dispatch_cpu_pct"] = _kernel_dispatch(col)
     # The dispatch call's share of the server's own CPU time (the papers' "CPU in select" on a
@@ -157,7 +176,7 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
     col["kernel_accept_cpu_pct"] = _cpu_pct(col, col(kernel_column("accept", "calls"))
                                             * col(kernel_column("accept", "ns_per_call")))
     col["server_busy"] = _server_busy(col)
-    return col.joined()
+    return col
 
 
 def derived_points(runs: RunSet) -> pd.DataFrame:
@@ -167,29 +186,27 @@ def derived_points(runs: RunSet) -> pd.DataFrame:
     return runs.memo("derived_points", lambda r: add_derived(with_verdict(r.points)))
 
 
-def _kernel_dispatch(col: _Columns) -> tuple[pd.Series, pd.Series]:
+def _kernel_dispatch(col: _Columns) -> tuple[np.ndarray, np.ndarray]:
     """The server's event-dispatch call (kernel_trace), whichever it is: of the dispatch
     families the one it called most, its in-kernel ns per call and its share of one CPU over
     the traced window (the papers' "CPU in select"). Null where nothing was traced."""
-    index = col.points.index
-    calls = np.column_stack([col(kernel_column(f, "calls")).fillna(0).to_numpy(dtype=float)
+    calls = np.column_stack([np.nan_to_num(col(kernel_column(f, "calls")).astype(float))
                              for f in KERNEL_DISPATCH_FAMILIES])
-    per_call = np.column_stack([col(kernel_column(f, "ns_per_call")).to_numpy(dtype=float)
+    per_call = np.column_stack([col(kernel_column(f, "ns_per_call")).astype(float)
                                 for f in KERNEL_DISPATCH_FAMILIES])
     chosen = calls.argmax(axis=1)
-    rows = np.arange(len(index))
+    rows = np.arange(len(col.points))
     called = calls[rows, chosen] > 0
-    ns = pd.Series(np.where(called, per_call[rows, chosen], np.nan), index=index)
-    spent = ns * pd.Series(calls[rows, chosen], index=index)
-    return ns, _cpu_pct(col, spent)
+    ns = np.where(called, per_call[rows, chosen], np.nan)
+    return ns, _cpu_pct(col, ns * calls[rows, chosen])
 
 
-def _cpu_pct(col: _Columns, kernel_ns: pd.Series) -> pd.Series:
+def _cpu_pct(col: _Columns, kernel_ns: np.ndarray) -> np.ndarray:
     """In-kernel ns over the traced window as % of one CPU."""
     return 100 * kernel_ns / (1e9 * col("kernel_trace_window_s"))
 
 
-def _share_of_server(col: _Columns, cpu_pct: pd.Series) -> pd.Series:
+def _share_of_server(col: _Columns, cpu_pct: np.ndarray) -> np.ndarray:
     """In-kernel time (% of one CPU over the traced window) as a % of the server's on-CPU time
     in that window, which the tracer counted at the server's switch edges on the same clock
     (kernel_server_on_cpu_s): at most 100 % by construction. Not schedstat's run time
@@ -199,7 +216,7 @@ def _share_of_server(col: _Columns, cpu_pct: pd.Series) -> pd.Series:
     return 100 * _ratio(cpu_pct, on_cpu_pct)
 
 
-def _kernel_stack(col: _Columns) -> tuple[pd.Series, pd.Series]:
+def _kernel_stack(col: _Columns) -> tuple[np.ndarray, np.ndarray]:
     """The network stack's in-kernel ns per packet by layer (kernel_trace), as the cycles-per-
     packet study's layers fall at tracepoint grain (KERNEL_LAYERS): the system-call layer (the
     server's read and write families, TCP's copy to or from the user included) per packet of
@@ -209,11 +226,11 @@ def _kernel_stack(col: _Columns) -> tuple[pd.Series, pd.Series]:
     behind the userspace link emulator a packet is received twice, TUN and veth), they make the
     stack. A transmit softirq that handled no packet cost none. Null where nothing was
     traced."""
-    io_ns = sum(col(kernel_column(f, "ns_per_call")).fillna(0) * col(kernel_column(f, "calls"))
-                for f in ("read", "write"))
+    io_ns = sum(np.nan_to_num(col(kernel_column(f, "ns_per_call")).astype(float))
+                * col(kernel_column(f, "calls")) for f in ("read", "write"))
     syscall = _ratio(io_ns, col("packets_in") + col("packets_out"))
-    tx = col(kernel_column("tx", "ns_per_packet")).where(
-        col(kernel_column("tx", "packets")) != 0, 0.0)
+    tx = np.where(col(kernel_column("tx", "packets")) != 0,
+                  col(kernel_column("tx", "ns_per_packet")), 0.0)
     return syscall, tx
 
 
@@ -232,14 +249,14 @@ def _server_busy(col: _Columns) -> pd.Series:
                      index=col.points.index, dtype="boolean")
 
 
-def _cycles_source(col: _Columns) -> pd.Series:
+def _cycles_source(col: _Columns) -> np.ndarray:
     """Per row: whether cycles were counted by hardware, estimated, or are unavailable."""
     points = col.points
     estimated = points.get("cycles_estimated", pd.Series(False, index=points.index))
-    estimated = estimated.astype("boolean").fillna(False).astype(bool)
-    has_cycles = col("cycles_per_packet").notna()
+    estimated = estimated.astype("boolean").fillna(False).astype(bool).to_numpy()
+    has_cycles = ~np.isnan(col("cycles_per_packet").astype(float))
     source = np.where(estimated, CYCLES_ESTIMATED, CYCLES_MEASURED)
-    return pd.Series(np.where(has_cycles, source, CYCLES_UNAVAILABLE), index=points.index)
+    return np.where(has_cycles, source, CYCLES_UNAVAILABLE)
 
 
 def valid_points(points: pd.DataFrame) -> pd.DataFrame:
