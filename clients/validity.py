@@ -169,6 +169,7 @@ class Code(StrEnum):
     CROWDED_SERVER = "crowded_server"
     FOREIGN_WORK = "foreign_work"
     CLOSED_LOOP_ELSEWHERE = "closed_loop_elsewhere"
+    CLOSED_LOOP_CROWDED = "closed_loop_crowded"  # one whose generator others held off its CPU
     EMULATED_CPU = "emulated_cpu"
     CLOCK_OFFSET = "clock_offset"
     WINDOW_DISAGREES = "window_disagrees"
@@ -213,6 +214,8 @@ RULES = {
     Code.CROWDED_SERVER: Rule(Kind.INTERFERENCE, "another task on the server's CPU"),
     Code.FOREIGN_WORK: Rule(Kind.INTERFERENCE, "foreign work on the measured CPU"),
     Code.CLOSED_LOOP_ELSEWHERE: Rule(Kind.SETUP, "closed loop not server-bound"),
+    Code.CLOSED_LOOP_CROWDED: Rule(Kind.INTERFERENCE, "closed loop not server-bound, another "
+                                                      "task on the generator's CPU"),
     Code.EMULATED_CPU: Rule(Kind.SETUP, "emulated CPU"),
     Code.CLOCK_OFFSET: Rule(Kind.SETUP, "clock offset between hosts"),
     Code.WINDOW_DISAGREES: Rule(Kind.SETUP, "window sources disagree"),
@@ -406,7 +409,8 @@ def judge(facts: Facts) -> Verdict:
         cold_lost(window.cold_held, window.cold_asked),
         None if window.stream else closed_loop_elsewhere(
             offered, sum(g.hot_conns for g in generators), saturated, window.server_cpu_pct,
-            window.generator_wait_pct, window.server_bound),
+            window.generator_wait_pct, window.server_bound, window.generator_wait_others_pct,
+            window.other_generator_cpu_pct),
         emulated_cpu(window.emulated),  # counts stand, timings do not
         window_disagrees(window.edge_offsets_s, window.window_s),
     ) if r]
@@ -895,13 +899,30 @@ def emulated_cpu(emulated: bool) -> Reason | None:
 def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
                           saturated: bool | None, server_cpu_pct: float | None,
                           generator_wait_pct: float | None = None,
-                          server_bound: bool = True) -> Reason | None:
+                          server_bound: bool = True,
+                          wait_others_pct: float | None = None,
+                          others_pct: float | None = None) -> Reason | None:
     """generator_wait_pct: the generators' run-queue wait, % of the window; named when it is
     the likely cause (another task took the generator's CPU, so it sent less).
     server_bound=False (scenario hot.server_bound): the round trips may set the rate by
-    design, but a generator kept from its CPU still may not."""
+    design, but a generator kept from its CPU still may not.
+
+    Traced (wait_others_pct: the generator's wait while other tasks held its CPU, whoran, %
+    of the window; the run's own link emulators are not others), a wait behind others over
+    WAIT_LIMIT_PCT is interference, to be measured again (CLOSED_LOOP_CROWDED): a neighbour,
+    not the set-up, kept the loop from loading the server. Untraced, or behind the run's own
+    processes, it stays the set-up's (CLOSED_LOOP_ELSEWHERE)."""
     if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
         return None
+    held = (None if wait_others_pct is None else
+            wait_others_pct if generator_wait_pct is None
+            else min(wait_others_pct, generator_wait_pct))
+    if held is not None and held > WAIT_LIMIT_PCT:
+        return Reason(Code.CLOSED_LOOP_CROWDED,
+                      f"closed loop whose server was not the bottleneck (server CPU "
+                      f"{server_cpu_pct:.1f} %): other tasks held the generator's CPU while it "
+                      f"waited for {held:.1f} % of the window (they ran there "
+                      f"{others_pct or 0:.1f} % of it), so it sent less than it would have")
     crowded = generator_wait_pct is not None and generator_wait_pct > WAIT_LIMIT_PCT
     if not server_bound:
         return Reason(Code.CLOSED_LOOP_ELSEWHERE,

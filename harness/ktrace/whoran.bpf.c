@@ -18,6 +18,8 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __s32 who_cpu = -1;
 /* --late-us: a wait behind others shorter than this makes no send late */
 const volatile __u64 late_ns = 0;
+/* whether --own-pid gave any: without, no switch looks its task up in kt_who_own */
+const volatile bool own_given = false;
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -25,6 +27,14 @@ struct {
     __type(key, __u32);
     __type(value, struct kt_who_cpu);
 } kt_who SEC(".maps");
+
+/* the run's own other processes (--own-pid), by tgid: their threads are KT_WHO_OWN */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, KT_MAX_OWN_TGIDS);
+    __type(key, __u32);
+    __type(value, __u8);
+} kt_who_own SEC(".maps");
 
 /* pid -> its time on who_cpu, for tasks of KT_WHO_OTHER */
 struct {
@@ -61,6 +71,9 @@ static __always_inline __u64 who_of(struct task_struct *task)
         return KT_WHO_IDLE;
     if (measured(task))
         return KT_WHO_MEASURED;
+    __u32 tgid = task->tgid;
+    if (own_given && bpf_map_lookup_elem(&kt_who_own, &tgid))
+        return KT_WHO_OWN;
     /* the CPU's softirq thread does the network work its interrupts leave: the measured
      * tree's traffic, not a neighbour */
     if ((task->flags & 0x00200000 /* PF_KTHREAD */) && task->comm[0] == 'k' &&

@@ -1,12 +1,13 @@
 /* wb-whoran: who ran on one CPU over exactly the window it is told, and how long the measured
  * tree's threads waited for that CPU while other tasks held it; prints JSON.
  *
- *   wb-whoran --cpu CPU (--generator-pid PID ... | --pid PID ...) [--late-us US] [--duration S]
+ *   wb-whoran --cpu CPU (--generator-pid PID ... | --pid PID ...) [--late-us US]
+ *             [--own-pid PID ...] [--duration S]
  *   wb-whoran --probe | --help
  *
  * The measured tree is one role's: the generator's (the generator's CPU) or, with --pid, the
- * server's (the server's CPU); its forks are followed. The CPU's ksoftirqd, idle and each other
- * task by name are told apart. A context switch's worth of work on that CPU, none on the
+ * server's (the server's CPU); its forks are followed. The CPU's ksoftirqd, idle, the run's own
+ * other processes (--own-pid) and each other task by name are told apart. A context switch's worth of work on that CPU, none on the
  * others. Driven as wb-ktrace is (loader.c: run_window), nothing pinned, and why it cannot run
  * is one line on stderr and its own exit status (loader.h: kt_exit). */
 #include <errno.h>
@@ -29,12 +30,14 @@ static const char *const TRACEPOINTS[] = {
 const char TOOL_NAME[] = "wb-whoran";
 const char TOOL_USAGE[] =
     "usage: wb-whoran --cpu CPU (--generator-pid PID ... | --pid PID ...) [--late-us US]\n"
-    "                 [--duration SECONDS]\n"
+    "                 [--own-pid PID ...] [--duration SECONDS]\n"
     "       wb-whoran --probe\n"
     "  --cpu            the CPU traced: who ran there, and whom the measured tree waited behind\n"
     "  --generator-pid  a process whose tree is measured, as the generator, at most 64\n"
     "  --pid            a process whose tree is measured, as the server (not with the above)\n"
     "  --late-us        each wait behind others also counted past this\n"
+    "  --own-pid        a process of the run's own (a link emulator): its time on the CPU is\n"
+    "                   told apart, and waits behind it are not waits behind others, at most 64\n"
     "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
     "                   the document; without it: ready / start [NS] / stop [NS] on stdin\n"
     "  --probe          whether this machine allows it (one JSON line), then exit\n"
@@ -109,12 +112,13 @@ static void print_document(struct whoran_bpf *skel, struct window window, int cp
     printf("{");
     print_window(window);
     printf(", \"who_ran\": {\"cpu\": %d, \"role\": \"%s\", \"idle_ns\": %llu, "
-           "\"measured_ns\": %llu, \"ksoftirqd_ns\": %llu, \"other_ns\": %llu, "
+           "\"measured_ns\": %llu, \"ksoftirqd_ns\": %llu, \"own_ns\": %llu, \"other_ns\": %llu, "
            "\"waited_ns\": %llu, \"waited_others_ns\": %llu, \"late_us\": %g, "
            "\"waited_others_late_ns\": %llu, \"waits\": %llu, \"untraced_switches\": %llu, "
            "\"tasks\": [",
            cpu, ROLES[role], who.ran_ns[KT_WHO_IDLE], who.ran_ns[KT_WHO_MEASURED],
-           who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OTHER], who.waited_ns,
+           who.ran_ns[KT_WHO_KSOFTIRQD], who.ran_ns[KT_WHO_OWN], who.ran_ns[KT_WHO_OTHER],
+           who.waited_ns,
            who.waited_others_ns, late_us, who.waited_others_late_ns, who.waits,
            who.untraced_switches);
     for (size_t i = 0; i < count; i++) {
@@ -131,6 +135,8 @@ int main(int argc, char **argv)
     struct common_options options = COMMON_OPTIONS_INIT;
     long cpu = -1;
     double late_us = 0;
+    __u32 own[KT_MAX_OWN_TGIDS];
+    size_t owns = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool has_value = i + 1 < argc;
@@ -142,6 +148,14 @@ int main(int argc, char **argv)
             cpu = strtol(argv[++i], &end, 10);
             if (errno || *end || cpu < 0 || cpu >= libbpf_num_possible_cpus())
                 usage_error("--cpu %s: not a CPU of this machine", argv[i]);
+        } else if (strcmp(arg, "--own-pid") == 0 && has_value) {
+            errno = 0;
+            long pid = strtol(argv[++i], &end, 10);
+            if (errno || *end || pid <= 0 || pid > (long)UINT32_MAX)
+                usage_error("--own-pid %s: not a process id", argv[i]);
+            if (owns == KT_MAX_OWN_TGIDS)
+                usage_error("--own-pid: at most %d", KT_MAX_OWN_TGIDS);
+            own[owns++] = (__u32)pid;
         } else if (strcmp(arg, "--late-us") == 0 && has_value) {
             late_us = strtod(argv[++i], &end);
             if (*end || !(late_us >= 0 && late_us <= 1e9))
@@ -163,8 +177,13 @@ int main(int argc, char **argv)
         die(EXIT_FAILED, "opening the BPF object: %s", strerror(errno));
     skel->rodata->who_cpu = (__s32)cpu;
     skel->rodata->late_ns = (__u64)(late_us * 1e3);
+    skel->rodata->own_given = owns > 0;
     if (whoran_bpf__load(skel) != 0)
         die_unloaded();
+    __u8 one = 1;
+    for (size_t i = 0; i < owns; i++)
+        if (bpf_map_update_elem(bpf_map__fd(skel->maps.kt_who_own), &own[i], &one, BPF_ANY) != 0)
+            die(EXIT_FAILED, "adding own process %u: %s", own[i], strerror(errno));
     struct who_window held = {.skel = skel};
     if (options.probe) {
         /* the window's programs attach and detach once: what a point would do */

@@ -5,8 +5,12 @@
 
 #include "common.h"
 
-/* Who ran a slice of the traced CPU. */
-enum kt_who { KT_WHO_IDLE, KT_WHO_MEASURED, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHOS };
+/* Who ran a slice of the traced CPU: idle, the measured tree, the CPU's ksoftirqd, the run's
+ * own other processes (--own-pid: its link emulators, which the measured tree may wait behind
+ * by the run's design, not a neighbour's doing), or another task. */
+enum kt_who { KT_WHO_IDLE, KT_WHO_MEASURED, KT_WHO_KSOFTIRQD, KT_WHO_OTHER, KT_WHO_OWN, KT_WHOS };
+
+#define KT_MAX_OWN_TGIDS 64
 
 /* The traced CPU's time by who ran there, and the measured tree's waits for it (who held the
  * CPU meanwhile). One entry, written by the programs on that CPU only and read by a wake-up
@@ -27,7 +31,8 @@ struct kt_who_cpu {
     __u64 untraced_switches;
 };
 
-/* A task other than the measured tree's, the CPU's ksoftirqd and idle that ran on that CPU. */
+/* A task other than the measured tree's, the run's own, the CPU's ksoftirqd and idle that ran on
+ * that CPU. */
 struct kt_who_task {
     __u64 ran_ns;
     char comm[16];

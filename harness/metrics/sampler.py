@@ -140,8 +140,12 @@ class WindowSampler:
         self._generator_cpu = cpu.TreeCpu(pids)
         self._interference = Interference(c.server_pid, c.server_cpu, pids, c.generator_cpu,
                                           c.proc_stat)
+        # the run's link emulators beside the generator are its set-up, not others: a
+        # generator kept waiting by them is not measured again (on the server's CPU they
+        # stay others, crowded_server, as any task the measured server waited behind)
         generator_who_ran = whoran.TracedCpu(whoran.GENERATOR, pids, c.generator_cpu,
-                                             c.workdir, c.late_us, c.who_ran_refused)
+                                             c.workdir, c.late_us, c.who_ran_refused,
+                                             c.emulator_pids)
         self._who_ran = (generator_who_ran, self._server_who_ran)
         left = (None if window_start_ns is None
                 else max(0, window_start_ns - time.monotonic_ns()) / 1e9)

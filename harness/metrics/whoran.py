@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class WhoRan:
     measured_s: float
     ksoftirqd_s: float
     idle_s: float
+    own_s: float  # the run's own other processes (its link emulators): not others
     others_s: float
     waited_s: float  # the measured threads runnable there but not running
     waited_behind_others_s: float  # of which while another task ran there
@@ -63,7 +65,8 @@ class WhoRan:
         return cls(role=who["role"], edges=ktrace.WindowEdges.of(document),
                    window_s=document["window_ns"] / 1e9, measured_s=who["measured_ns"] / 1e9,
                    ksoftirqd_s=who["ksoftirqd_ns"] / 1e9, idle_s=who["idle_ns"] / 1e9,
-                   others_s=who["other_ns"] / 1e9, waited_s=who["waited_ns"] / 1e9,
+                   own_s=who["own_ns"] / 1e9, others_s=who["other_ns"] / 1e9,
+                   waited_s=who["waited_ns"] / 1e9,
                    waited_behind_others_s=who["waited_others_ns"] / 1e9,
                    late_behind_others_s=who["waited_others_late_ns"] / 1e9,
                    tasks=tuple(TaskTime(t["comm"], t["pid"], t["ran_ns"] / 1e9)
@@ -84,14 +87,17 @@ def cannot_run() -> str | None:
 
 
 def trace(role: str, pids: list[int], measured_cpu: int, workdir: Path,
-          late_us: float | None = None) -> ktrace.KernelTrace:
+          late_us: float | None = None, own_pids: Sequence[int] = ()) -> ktrace.KernelTrace:
     """The tracer for one window on measured_cpu, where role's trees (pids) run (prepare,
     start, stop, close as KernelTrace); late_us: the tree's late threshold (the generator's;
-    the server has none). Its loader sleeps through the window, off that CPU (unless it is the
-    only one)."""
+    the server has none); own_pids: the run's other processes (its link emulators), whose
+    time there is the run's own, not others'. Its loader sleeps through the window, off that
+    CPU (unless it is the only one)."""
     args = ["--cpu", str(measured_cpu), "--late-us", f"{late_us or 0:g}"]
     for pid in pids:
         args += [_ROLE_FLAG[role], str(pid)]
+    for pid in own_pids:
+        args += ["--own-pid", str(pid)]
     name = "whoran" if role == GENERATOR else f"whoran-{role}"
     return ktrace.KernelTrace(ktrace.WHO_RAN, args,
                               pinning.all_but(measured_cpu) or {measured_cpu}, workdir, name)
@@ -112,9 +118,10 @@ class TracedCpu:
     must not be traced here, as the caller knows it (an emulated CPU)."""
 
     def __init__(self, role: str, pids: list[int], cpu: int | None, workdir: Path,
-                 late_us: float | None = None, refused: str | None = None):
+                 late_us: float | None = None, refused: str | None = None,
+                 own_pids: Sequence[int] = ()):
         self.role, self.pids, self.cpu, self.workdir = role, pids, cpu, workdir
-        self.late_us, self.refused = late_us, refused
+        self.late_us, self.refused, self.own_pids = late_us, refused, own_pids
         self.untraced = ""
         self._tracer: ktrace.KernelTrace | None = None
         self._unready: ktrace.KernelTrace | None = None  # not ready by the window's start
@@ -144,7 +151,8 @@ class TracedCpu:
             self.untraced = why
             return
         try:
-            self._tracer = trace(self.role, self.pids, self.cpu, self.workdir, self.late_us)
+            self._tracer = trace(self.role, self.pids, self.cpu, self.workdir, self.late_us,
+                                 self.own_pids)
             await self._tracer.prepare()
         except (MissingBinary, ktrace.KernelTraceFailed, OSError) as exc:
             self.untraced = str(exc)

@@ -55,6 +55,18 @@ def _generator(started: list[subprocess.Popen], *args: str,
     return proc
 
 
+def _generator_and_staller(started: list[subprocess.Popen]) -> tuple[subprocess.Popen,
+                                                                      subprocess.Popen]:
+    """The generator, and a real-time task holding its CPU 5 ms in every 50."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the loader and the staller would share the generator's")
+    generator = _generator(started)
+    staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU), sys.executable,
+                                "-c", STALLER], start_new_session=True)
+    started.append(staller)
+    return generator, staller
+
+
 def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5,
             role: str = "--generator-pid", late_us: str = "1000") -> WhoRan:
     loader = Loader(binary, "--cpu", str(CPU), role, str(generator.pid), "--late-us", late_us)
@@ -68,12 +80,7 @@ def _window(binary: Path, generator: subprocess.Popen, seconds: float = 1.5,
 
 def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(whoran_bin: Path,
                                                                   started: list):
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("one CPU: the loader and the staller would share the generator's")
-    generator = _generator(started)
-    staller = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", str(CPU), sys.executable,
-                                "-c", STALLER], start_new_session=True)
-    started.append(staller)
+    generator, staller = _generator_and_staller(started)
     window = _window(whoran_bin, generator)
     held = next(t for t in window.tasks if t.pid == staller.pid)
     # 5 ms in every 50: about 10 % of the window (the hypervisor may stretch it)
@@ -85,6 +92,26 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(whoran_bin: P
     assert "python" in window.named()
     # past 1 ms of each wait: the 4 ms after each stall's first, which make sends late
     assert 0.3 * held.ran_s < window.late_behind_others_s < window.waited_behind_others_s
+
+
+def test_the_runs_own_emulator_is_not_another_task(whoran_bin: Path, started: list):
+    """--own-pid (the run's link emulators): the same staller as above, given as the run's
+    own, holds the CPU as long, but its time is the run's own and waiting behind it is not
+    waiting behind others (a neighbour's doing, which a point is measured again for)."""
+    generator, staller = _generator_and_staller(started)
+    loader = Loader(whoran_bin, "--cpu", str(CPU), "--generator-pid", str(generator.pid),
+                    "--late-us", "1000", "--own-pid", str(staller.pid))
+    try:
+        loader.start()
+        subprocess.run(["sleep", "1.5"], check=True)
+        window = WhoRan.of(loader.stop())
+    finally:
+        loader.close()
+    assert 0.04 < window.own_s / window.window_s < 0.3, window
+    assert staller.pid not in {t.pid for t in window.tasks}, window
+    # the generator waited behind it (runnable through most of each stall), not behind others
+    assert window.waited_s > 0.5 * window.own_s, window
+    assert window.waited_behind_others_s < 0.1 * window.own_s, window
 
 
 def test_the_generators_own_shard_is_not_another_task(whoran_bin: Path, started: list):

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from clients import validity
@@ -31,22 +32,28 @@ def traced() -> None:
         pytest.skip(f"the generator's CPU cannot be traced here: {why}")
 
 
-def test_a_task_holding_the_generators_cpu_makes_late_sends_interference(tmp_path: Path):
+def _stalled(tmp_path: Path, text: str) -> pd.Series:
+    """The point of text with a real-time task holding the generator's CPU (1) 5 ms in every
+    50 from a second in: once the generator runs, its warm-up and start-up first."""
     stallers: list[subprocess.Popen] = []
 
-    def start() -> None:  # once the generator runs: its warm-up and start-up first
+    def start() -> None:
         stallers.append(subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "1",
                                           sys.executable, "-c", STALLER]))
 
     timer = threading.Timer(1.0, start)
     timer.start()
     try:
-        point = _run(tmp_path, ONCE).iloc[0]
+        return _run(tmp_path, text).iloc[0]
     finally:
         timer.cancel()
         for staller in stallers:
             staller.kill()
             staller.wait()
+
+
+def test_a_task_holding_the_generators_cpu_makes_late_sends_interference(tmp_path: Path):
+    point = _stalled(tmp_path, ONCE)
     seen = point[["late_sends", "generator_wait_pct", "generator_wait_others_pct",
                   "other_generator_cpu_pct", "other_generator_tasks", "invalid_reason"]]
     assert point["other_generator_measure"] == "traced"
@@ -56,6 +63,24 @@ def test_a_task_holding_the_generators_cpu_makes_late_sends_interference(tmp_pat
     assert not point["valid"], seen
     assert "generator_crowded" in point["invalid_codes"].split(","), seen
     assert "late_sends" not in point["invalid_codes"].split(","), seen
+    assert point["interference_only"], seen  # measured again under interference_retries
+
+
+def test_a_task_holding_the_generators_cpu_in_a_closed_loop_is_interference(tmp_path: Path):
+    """One connection, one request at a time: the round trip, not the server, sets the rate
+    (closed_loop_elsewhere, the set-up's: test_interference). A real-time task holding the
+    generator's CPU 5 ms in every 50 keeps the loop from sending: a neighbour's doing,
+    measured again."""
+    point = _stalled(tmp_path, ONCE.replace("conns: 4, rate_rps: 4000", "conns: 1"))
+    seen = str(point[["cpu_server_pct", "generator_wait_pct", "generator_wait_others_pct",
+                      "other_generator_cpu_pct", "other_generator_tasks",
+                      "invalid_reason"]].to_dict())
+    assert point["other_generator_measure"] == "traced"
+    # 5 ms stalls every 50 ms: its reply comes in each, and its wait behind it is 4 ms past
+    # the 1 ms threshold: 8 %
+    assert point["generator_wait_others_pct"] > validity.WAIT_LIMIT_PCT, seen
+    assert not point["valid"], seen
+    assert point["invalid_codes"].split(",") == ["closed_loop_crowded"], seen
     assert point["interference_only"], seen  # measured again under interference_retries
 
 
