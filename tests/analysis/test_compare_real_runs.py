@@ -5,12 +5,16 @@ is a regression whose interval covers the change the other runs show."""
 
 from __future__ import annotations
 
+import functools
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from harness.analysis.compare import noise, samples
 
 from .conftest import run_command
 
@@ -29,12 +33,19 @@ def _compare(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return code, json.loads(capsys.readouterr().out)
 
 
-def _record(tmp_path: Path, runs: list[Path], capsys: pytest.CaptureFixture[str]) -> Path:
-    """The noise record of these A/A runs (the machine's history)."""
+@functools.cache
+def _loaded(run: Path) -> samples.Run:
+    """A run as `wanbench noise` reads it, read once for the module: each pair's record is of
+    the other A/A runs, and reading them again for every pair was most of this file's time."""
+    (loaded,) = samples.load_runs(run, "RUN")
+    return loaded
+
+
+def _record(tmp_path: Path, runs: list[Path]) -> Path:
+    """The noise record of these A/A runs (the machine's history), as `wanbench noise` writes
+    it (the command itself: tests/analysis/test_analysis_compare.py)."""
     out = tmp_path / "noise.json"
-    assert run_command("harness.commands.noise",
-                       ["noise", *map(str, runs), "--out", str(out)]) == 0
-    capsys.readouterr()
+    noise.write(noise.record([_loaded(run) for run in runs], datetime.now(UTC)), out)
     return out
 
 
@@ -57,7 +68,7 @@ def test_an_aa_pair_of_real_runs_never_exits_1(
     """With a noise record of the other A/A runs (never of the pair itself), and without one;
     with the invalid repetitions judged too."""
     base, cand = PAIRS[pair]
-    record = _record(tmp_path, _others(base, cand), capsys)
+    record = _record(tmp_path, _others(base, cand))
     code, report = _compare([str(base), str(cand), "--noise", str(record)], capsys)
     assert code in (0, 3), report["candidates"][0]["summary"]
     assert "0 regression(s)" in report["candidates"][0]["summary"]
@@ -133,7 +144,7 @@ def test_the_server_held_to_70_percent_of_its_cpu_is_a_regression(
     codes = []
     for cand in FOUND:
         base = _nearest_valid_aa(cand)
-        record = _record(tmp_path, _others(base), capsys)
+        record = _record(tmp_path, _others(base))
         code, report = _compare([str(base), str(cand), "--noise", str(record), "--force"],
                                 capsys)
         codes.append(code)
