@@ -94,6 +94,7 @@ def test_a_task_holding_the_generators_cpu_is_who_it_waited_behind(whoran_bin: P
     assert 0.3 * held.ran_s < window.late_behind_others_s < window.waited_behind_others_s
 
 
+@pytest.mark.timing
 def test_the_runs_own_emulator_is_not_another_task(whoran_bin: Path, started: list):
     """--own-pid (the run's link emulators): the same staller as above, given as the run's
     own, holds the CPU as long, but its time is the run's own and waiting behind it is not
@@ -109,9 +110,9 @@ def test_the_runs_own_emulator_is_not_another_task(whoran_bin: Path, started: li
         loader.close()
     assert 0.04 < window.own_s / window.window_s < 0.3, window
     assert staller.pid not in {t.pid for t in window.tasks}, window
-    # the generator waited behind it (runnable through most of each stall), not behind others
-    assert window.waited_s > 0.5 * window.own_s, window
-    assert window.waited_behind_others_s < 0.1 * window.own_s, window
+    # the generator waited behind it (runnable through most of each stall), and that wait is
+    # not counted behind others (who may hold the CPU too, beside the suite)
+    assert window.waited_s - window.waited_behind_others_s > 0.5 * window.own_s, window
 
 
 def test_the_generators_own_shard_is_not_another_task(whoran_bin: Path, started: list):

@@ -66,6 +66,7 @@ def test_a_task_holding_the_generators_cpu_makes_late_sends_interference(tmp_pat
     assert point["interference_only"], seen  # measured again under interference_retries
 
 
+@pytest.mark.timing
 def test_a_task_holding_the_generators_cpu_in_a_closed_loop_is_interference(tmp_path: Path):
     """One connection, one request at a time: the round trip, not the server, sets the rate
     (closed_loop_elsewhere, the set-up's: test_interference). A real-time task holding the
