@@ -81,7 +81,9 @@ def test_a_task_holding_the_generators_cpu_in_a_closed_loop_is_interference(tmp_
     # the 1 ms threshold: 8 %
     assert point["generator_wait_others_pct"] > validity.WAIT_LIMIT_PCT, seen
     assert not point["valid"], seen
-    assert point["invalid_codes"].split(",") == ["closed_loop_crowded"], seen
+    # beside the suite others may crowd the server too: interference as well
+    codes = point["invalid_codes"].split(",")
+    assert "closed_loop_crowded" in codes and "closed_loop_elsewhere" not in codes, seen
     assert point["interference_only"], seen  # measured again under interference_retries
 
 
