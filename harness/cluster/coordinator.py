@@ -5,6 +5,7 @@ scheduled time and their documents merged (clients.schema.merge_documents)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
 import time
 from collections.abc import Callable
@@ -63,11 +64,28 @@ def refused(address: str, timeout_s: float) -> bool:
     return False
 
 
+@functools.cache
+def _client_type() -> type:
+    """distributed.Client, but one whose start that fails stops the IO-loop thread it started
+    (a Client that could not connect leaves it running: one more thread a try). Made on first
+    use: the cluster extra, which single-box runs never import."""
+    from distributed import Client
+
+    class StoppedIfUnstarted(Client):
+        def start(self, **kwargs: Any) -> None:
+            try:
+                super().start(**kwargs)
+            except BaseException:
+                self._loop_runner.stop()
+                raise
+
+    return StoppedIfUnstarted
+
+
 def connect(access: Access, timeout_s: float = 5.0) -> Any:
     """A distributed.Client to the scheduler, proving itself with the cluster's certificate
     (harness.cluster.security), or ClusterError before anything starts."""
-    from distributed import Client  # the cluster extra: single-box runs never import it
-
+    Client = _client_type()  # noqa: N806 - distributed's class, as its users name it
     start_it = ("start it (`wanbench cluster scheduler --certs DIR --host ADDR`) and give its "
                 "tls://ADDR:PORT with the certificates it was started with")
     security = access.certs.security() if access.certs else None

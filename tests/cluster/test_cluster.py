@@ -7,6 +7,7 @@ import concurrent.futures
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,6 +166,19 @@ def test_refused_is_only_a_port_nothing_listens_on():
         assert not refused(f"tls://127.0.0.1:{port}", 1)
     assert refused(f"tls://127.0.0.1:{port}", 1)  # closed now
     assert not refused("tls://127.0.0.1", 1)  # no port: Dask's default, the Client's to try
+
+
+def test_a_scheduler_that_never_answered_leaves_no_thread_behind():
+    # each failed Client used to leave its IO-loop thread running: connect_started tries
+    # every 0.1 s while a scheduler starts, and a runner lives on after a refusal
+    def loops() -> int:
+        return sum(thread.name == "IO loop" for thread in threading.enumerate())
+
+    before = loops()
+    for _ in range(3):
+        with pytest.raises(ClusterError, match="nothing listens there"):
+            connect(Access(f"tcp://127.0.0.1:{free_port()}", None), 1.0)
+    assert loops() == before
 
 
 def test_a_bad_role_is_refused_before_dask_starts():
