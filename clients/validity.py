@@ -768,6 +768,13 @@ def stolen(server_cpu_pct: float | None, generator_cpu_pct: float | None) -> Rea
                   f"hypervisor ran someone else on these vCPUs")
 
 
+def traced_wait_behind_others(wait_others_pct: float, wait_pct: float | None) -> float:
+    """A wait behind other tasks as whoran traced it (% of the window), never more than the
+    whole wait schedstat counted (wait_pct): the trace counts each wake-up's own latency as
+    waiting, schedstat does not."""
+    return wait_others_pct if wait_pct is None else min(wait_others_pct, wait_pct)
+
+
 def crowded(server_wait_pct: float | None, server_cpu: int | None,
             others_pct: float | None = None,
             wait_others_pct: float | None = None) -> Reason | None:
@@ -781,8 +788,7 @@ def crowded(server_wait_pct: float | None, server_cpu: int | None,
     host's own when receive is steered there, its ksoftirqd) or a halted vCPU slow to wake,
     none of them a neighbour. Without either, any long wait counts."""
     if wait_others_pct is not None:
-        explained = (wait_others_pct if server_wait_pct is None
-                     else min(wait_others_pct, server_wait_pct))
+        explained = traced_wait_behind_others(wait_others_pct, server_wait_pct)
     elif server_wait_pct is None:
         return None
     else:
@@ -821,8 +827,7 @@ def generator_crowded(late: Reason, generator_wait_pct: float | None,
     docs/validity.md)."""
     stolen = stolen_pct or 0.0
     if wait_others_pct is not None:
-        held = (wait_others_pct if generator_wait_pct is None
-                else min(wait_others_pct, generator_wait_pct))
+        held = traced_wait_behind_others(wait_others_pct, generator_wait_pct)
     elif generator_wait_pct is None or others_pct is None:
         return None
     else:
@@ -914,9 +919,8 @@ def closed_loop_elsewhere(offered_rps: float | None, hot_conns: int | None,
     processes, it stays the set-up's (CLOSED_LOOP_ELSEWHERE)."""
     if offered_rps or not hot_conns or saturated is not False or server_cpu_pct is None:
         return None
-    held = (None if wait_others_pct is None else
-            wait_others_pct if generator_wait_pct is None
-            else min(wait_others_pct, generator_wait_pct))
+    held = (None if wait_others_pct is None
+            else traced_wait_behind_others(wait_others_pct, generator_wait_pct))
     if held is not None and held > WAIT_LIMIT_PCT:
         return Reason(Code.CLOSED_LOOP_CROWDED,
                       f"closed loop whose server was not the bottleneck (server CPU "
