@@ -67,7 +67,8 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 def _filled(values: np.ndarray, nulls_from: np.ndarray | float) -> np.ndarray:
-    """values, its nulls taken from nulls_from."""
+    """values as floats, its nulls taken from nulls_from."""
+    values = values.astype(float)
     return np.where(np.isnan(values), nulls_from, values)
 
 
@@ -114,10 +115,9 @@ def add_derived(points: pd.DataFrame) -> pd.DataFrame:
 def _derived(col: _Columns) -> _Columns:
     col["total_conns"] = col("hot_conns") + col("cold_conns")
     # Stream scenarios count stream connections, web ones hot (requesting) connections.
-    col["client_conns"] = _filled(col("stream_conns").astype(float), col("hot_conns"))
-    col["content_throughput_mbps"] = _filled(
-        col("stream_throughput_mbps").astype(float),
-        col("reply_rate_rps") * col("reply_bytes") * 8e-6)
+    col["client_conns"] = _filled(col("stream_conns"), col("hot_conns"))
+    col["content_throughput_mbps"] = _filled(col("stream_throughput_mbps"),
+                                             col("reply_rate_rps") * col("reply_bytes") * 8e-6)
     col["reply_ratio"] = _ratio(col("reply_rate_rps"), col("offered_rate_rps"))
     # Replies per request the generator sent in the same window: what "kept up" is judged
     # on, since a Poisson schedule sends more or fewer than the nominal rate in a short window
@@ -128,12 +128,11 @@ def _derived(col: _Columns) -> _Columns:
     # server's); without one, its CPU's idle time.
     budget = col("server_budget_pct")
     of_budget = np.clip(100.0 * (1.0 - col("cpu_server_pct") / budget), 0.0, 100.0)
-    col["server_idle_pct"] = _filled(col("server_idle_pct").astype(float), np.where(
+    col["server_idle_pct"] = _filled(col("server_idle_pct"), np.where(
         np.isnan(budget), col("cpu_idle_pct"), of_budget))
     # Banga & Mogul's "kernel mode" time includes interrupt work: system + softirq.
-    col["cpu_kernel_pct"] = col("cpu_system_pct") + _filled(
-        col("cpu_softirq_pct").astype(float), 0.0)
-    col["events_per_dispatch"] = _filled(col("events_per_dispatch").astype(float),
+    col["cpu_kernel_pct"] = col("cpu_system_pct") + _filled(col("cpu_softirq_pct"), 0.0)
+    col["events_per_dispatch"] = _filled(col("events_per_dispatch"),
                                          _ratio(col("dispatch_events"), col("dispatch_calls")))
     # Server CPU per accepted connection over the sampled window (both come from the same
     # window); without the server's accept count, one request per connection makes replies
@@ -149,9 +148,9 @@ def _derived(col: _Columns) -> _Columns:
     col["run_periods_per_reply"] = _ratio(col("server_run_periods"),
                                           col("reply_rate_rps") * col("sampled_window_s"))
     packets = col("packets_in") + col("packets_out")
-    col["cycles_per_packet"] = _filled(col("cycles_per_packet").astype(float),
+    col["cycles_per_packet"] = _filled(col("cycles_per_packet"),
                                        _ratio(col("cycles"), packets))
-    col["instructions_per_packet"] = _filled(col("instructions_per_packet").astype(float),
+    col["instructions_per_packet"] = _filled(col("instructions_per_packet"),
                                              _ratio(col("instructions"), packets))
     col["cycles_source"] = _cycles_source(col)
     col["kernel_dispatch_ns_per_call"], col["kernel_dispatch_cpu_pct"] = _kernel_dispatch(col)
