@@ -4,18 +4,24 @@ exit 2, in one line naming the damage, without a traceback.
 A copy of a small finished run of results/reference is damaged one way per case, then given to
 `wanbench plot`, `reproduce --check`, `noise`, `compare` (as the base, an intact copy as the
 candidate) and, where the damage is in what a resume reads (the manifest), `run --resume`.
-The one case table for `make test-hostile` and tests/runner/test_damaged_runs.py."""
+The one case table for `make test-hostile` and tests/runner/test_damaged_runs.py.
+
+Each case runs the command line's own main() in a process forked from one that imported the
+commands once (multiprocessing's forkserver, preloaded): the refusal is what is tested, not a
+second of interpreter start and imports per case, which `python -m harness.cli` would add."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
+import resource
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +31,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.chaos_hostile import REPO, TIMEOUT_S, _limit_memory, _wait  # noqa: E402
+from harness.cli import COMMANDS  # noqa: E402
+from scripts.chaos_hostile import MEMORY_LIMIT_BYTES, REPO, TIMEOUT_S  # noqa: E402
 
 SOURCE = next((REPO / "results/reference/cpp-table1-layers").glob("*/manifest.json")).parent
 NESTED = 100_000  # levels of a manifest made to exhaust a recursive reader
@@ -85,7 +92,10 @@ DAMAGES = [
     Damage("points-run-id", lambda run: _points_column(run, "run_id", "20200101T000000-x"),
            "tables and manifest of different runs", False),
 ]
-COMMANDS = ("plot", "reproduce", "noise", "compare", "resume")
+READERS = ("plot", "reproduce", "noise", "compare", "resume")
+# The forkserver imports these once; each case's child starts with them loaded.
+PRELOADED = ["scripts.chaos_damaged", "harness.commands.run_terminal",
+             *(COMMANDS[command] for command in ("plot", "reproduce", "noise", "compare", "run"))]
 
 
 def argv(command: str, run: Path, intact: Path, scratch: Path) -> list[str]:
@@ -99,7 +109,7 @@ def argv(command: str, run: Path, intact: Path, scratch: Path) -> list[str]:
 
 
 def cases() -> list[tuple[Damage, str]]:
-    return [(damage, command) for damage in DAMAGES for command in COMMANDS
+    return [(damage, command) for damage in DAMAGES for command in READERS
             if command != "resume" or damage.resumed]
 
 
@@ -121,6 +131,24 @@ class Outcome:
         return found
 
 
+def _cli(args: list[str], cwd: Path, stderr: Path) -> None:
+    """The child: `wanbench ARGS` in cwd, its stderr to a file, in a session of its own, in
+    the address space chaos_hostile gives a whole run (the loaded commands take 0.6 GB)."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    os.setsid()
+    os.chdir(cwd)
+    os.dup2(os.open(stderr, os.O_WRONLY), 2)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    from harness.cli import main
+    sys.exit(main(args))
+
+
+def _forkserver() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
+    return context
+
+
 def run_case(damage: Damage, command: str, timeout_s: float = TIMEOUT_S) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"damaged-{damage.name}-") as tmp:
         scratch = Path(tmp)
@@ -130,14 +158,18 @@ def run_case(damage: Damage, command: str, timeout_s: float = TIMEOUT_S) -> Outc
         shutil.copytree(SOURCE, intact)
         damage.damage(run)
         err = scratch / "stderr.txt"
-        with err.open("w") as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.cli", *argv(command, run, intact, scratch)],
-                cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=stderr, env={**os.environ, "PYTHONPATH": str(REPO)},
-                preexec_fn=_limit_memory, start_new_session=True)
-        status, _ = _wait(proc, time.monotonic() + timeout_s)
-        return Outcome(status, err.read_text(errors="replace"))
+        err.touch()  # empty if the child is killed before it writes
+        child = _forkserver().Process(target=_cli, args=(argv(command, run, intact, scratch),
+                                                         scratch, err))
+        child.start()
+        child.join(timeout_s)
+        hung = child.exitcode is None
+        if hung:  # the child and anything it started
+            with contextlib.suppress(ProcessLookupError):  # no session yet: nothing started
+                os.killpg(child.pid, signal.SIGKILL)
+            child.kill()
+            child.join()
+        return Outcome(None if hung else child.exitcode, err.read_text(errors="replace"))
 
 
 def main() -> int:
