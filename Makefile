@@ -49,16 +49,17 @@ demo: deps all
 # run on both CPUs, and the guests' boots (the `guest` mark) beside them: an emulated CPU's
 # timings mean nothing, and its one emulator thread would otherwise hold the machine for
 # minutes alone. The rest run one test at a time, as real loads, namespaces and `timing`
-# tests need the machine to themselves. Every part runs; any fails it.
+# tests need the machine to themselves. Every part runs; any fails it. The parts share one
+# cache apart from the user's (tests/conftest.py): a probe's answer is found, not probed again.
 test: deps all
 	@bash scripts/setup-system.sh test
-	@status=0; guests=$$(mktemp); \
+	@status=0; guests=$$(mktemp); export WANBENCH_TEST_CACHE=$$(mktemp -d); \
 	$(PY) -m pytest -q -p no:cacheprovider --durations=5 -m "guest and not beside" tests \
 		>$$guests 2>&1 & guest_pid=$$!; \
 	$(PY) -m pytest -q -n 2 --durations=10 -m "beside and not guest" tests || status=$$?; \
 	wait $$guest_pid || status=$$?; cat $$guests; rm -f $$guests; \
 	$(PY) -m pytest -q --durations=25 -m "not beside and not guest" tests || status=$$?; \
-	exit $$status
+	rm -rf "$$WANBENCH_TEST_CACHE"; exit $$status
 
 # Every `timing` test 20 times beside the rest of the suite, then the guests' tests (a boot
 # of about 4 minutes each under TCG): each must pass 20 of 20.
