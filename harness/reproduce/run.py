@@ -50,7 +50,7 @@ COLD_CONN_S = 0.00025
 # only its closing beyond it: cpp-fig5-beyond-llc's 149,508 took 43 s, 7 s over its windows,
 # warm-ups, point overheads and start-up.
 STREAM_CONN_S = 0.00005
-QUICK = ["repetitions=1", "duration_s=1"]
+QUICK = ["repetitions=1", "duration_s=0.5"]
 QUICK_WARMUP_S = 0.3  # where the scenario's generator settles sooner (clients.spec.settling_s)
 SUMMARY = "reproduce.json"
 
