@@ -136,6 +136,8 @@ BESIDE = (
     "tests/runner/test_noise_sources.py",
     "tests/runner/test_quiet.py",
     "tests/clients/test_limits.py",
+    "tests/clients/test_target_rule.py",
+    "tests/cluster/test_placement.py",
     "tests/clients/test_overload_rules.py",
     "tests/ktrace/test_describe.py",
     "tests/ktrace/test_doctor.py",
