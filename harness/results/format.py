@@ -199,8 +199,8 @@ def table_file(name: str) -> str:
 
 
 def new_run_id(kernel_release: str, clash: int = 0) -> str:
-    """The id of a run started now; clash: how many runs of its scenario already took this
-    second's id (the second gets `.1`, and so on: ids sort in the order runs were made)."""
+    """The id of a run started now; clash: how many runs in its results folder already took
+    this second's id (the second gets `.1`, and so on: ids sort in the order runs were made)."""
     return (time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + (f".{clash}" if clash else "")
             + "-" + kernel_release)
 

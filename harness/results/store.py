@@ -128,17 +128,22 @@ class RunDir:
 
     @classmethod
     def create(cls, results_root: Path, scenario_name: str, kernel_release: str) -> RunDir:
-        """A new run of scenario_name under results_root, under an id no other run has."""
+        """A new run of scenario_name under results_root, under an id no other run there has:
+        readers tell the runs they read together apart by id, and one results folder is read
+        together (`reproduce --check`, `plot`), its scenarios' runs made a second apart or less."""
         parent = results_root / scenario_name
         try:
             parent.mkdir(parents=True, exist_ok=True)
             clash = 0
             while True:
-                path = parent / new_run_id(kernel_release, clash)
+                run_id = new_run_id(kernel_release, clash)
+                path = parent / run_id
                 try:
+                    if any((other / run_id).exists() for other in results_root.iterdir()):
+                        raise FileExistsError  # another scenario's run, made this second
                     path.mkdir()
                     break
-                except FileExistsError:  # another run of the scenario, made this second
+                except FileExistsError:  # or another run of this scenario
                     clash += 1
         except OSError as exc:
             not_folder = results_root.exists() and not results_root.is_dir()

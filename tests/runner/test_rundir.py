@@ -236,6 +236,24 @@ def test_run_ids_made_in_the_same_second_do_not_collide(tmp_path: Path, monkeypa
                for run in runs)
 
 
+def test_runs_of_two_scenarios_made_in_the_same_second_have_two_ids(tmp_path: Path,
+                                                                    monkeypatch):
+    """A results folder is read together (reproduce --check): its runs are told apart by id.
+    Before, `reproduce --quick` on half-second windows started two scenarios' runs in one
+    second and its check refused the folder, "run ... given twice"."""
+    now = time.gmtime()
+    monkeypatch.setattr(results_format.time, "gmtime", lambda: now)
+    runs = [RunDir.create(tmp_path, scenario, "6.1.0-18-amd64")
+            for scenario in ("first", "second", "first")]
+    for run in runs:
+        run.close()
+    assert len({run.run_id for run in runs}) == 3
+    assert [run.run_id for run in runs] == sorted(run.run_id for run in runs)
+    elsewhere = RunDir.create(tmp_path / "elsewhere", "first", "6.1.0-18-amd64")
+    elsewhere.close()
+    assert elsewhere.run_id == runs[0].run_id  # another folder's runs are not read with these
+
+
 def _a_file(tmp_path: Path) -> Path:
     path = tmp_path / "file"
     path.write_text("x")
