@@ -144,13 +144,20 @@ def tool_versions() -> dict[str, str | None]:
     return versions
 
 
+# What runs and reproductions write, not the code that measures: changed, the revision is
+# still clean (`make beyond` after `make reproduce`, which rewrote both, is from the same one).
+OUTPUTS = ("results", "REPRODUCTION.md")
+
+
 def git_revision() -> str | None:
+    """HEAD's commit, with `-dirty` when a tracked file other than OUTPUTS differs from it."""
     try:
         rev = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
                              capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               timeout=5)
+                                "--untracked-files=no", "--", ".",
+                                *(f":(exclude){path}" for path in OUTPUTS)],
+                               capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if rev.returncode != 0:
