@@ -81,7 +81,7 @@ test-hostile: deps all
 lint: python-deps
 	$(VENV)/bin/ruff check harness clients tests
 
-bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace bench-demo bench-window
+bench: bench-servers bench-clients bench-wan bench-runner bench-analysis bench-cluster bench-ktrace bench-ktrace-hooks bench-demo bench-window
 
 clean:
 	rm -rf build

@@ -193,7 +193,9 @@ def report(runs_given: RunSet) -> str:
         *kernel_table(shown), "", " ".join(growth(shown)), "",
         "select scans every descriptor it is given on every call; epoll_wait looks at its "
         "ready list. kernel_trace stays off by default (harness/scenario.py): what it costs "
-        "falls on the traced server's CPU and on every other process's system calls.", ""])
+        "falls on the traced server's CPU and on every other process's system calls. How much "
+        "of it the hooks cost before any program works: docs/bench-ktrace-hooks.md "
+        "(`make bench-ktrace-hooks`).", ""])
 
 
 if __name__ == "__main__":

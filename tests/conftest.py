@@ -116,6 +116,7 @@ BESIDE = (
     "tests/clients/test_validity.py",
     "tests/clients/test_bench_clients_page.py",
     "tests/ktrace/test_bench_report.py",
+    "tests/ktrace/test_bench_hooks_page.py",
     "tests/ktrace/test_columns.py",
     "tests/ktrace/test_compare.py",
     "tests/ktrace/test_figures.py",

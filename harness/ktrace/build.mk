@@ -50,3 +50,9 @@ $(KTRACE_ASAN_BINS): $(ASANBIN)/wb-%: $(KTRACE_LOADER_DEPS)
 bench-ktrace: python-deps $(BIN)/wb-ktrace $(BIN)/wb-server $(BIN)/wb-sclient
 	$(VENV)/bin/wanbench run --out results/bench --allow-invalid scenarios/bench/bench-ktrace.yaml
 	$(PY) scripts/bench_ktrace.py --out docs/bench-ktrace.md
+
+# What the hooks alone cost (programs attached, not counting) beside tracing whole, on the
+# quickstart's epoll point: results/bench/bench-ktrace-hooks/, then docs/bench-ktrace-hooks.md.
+.PHONY: bench-ktrace-hooks
+bench-ktrace-hooks: python-deps $(BIN)/wb-ktrace $(BIN)/wb-server $(BIN)/wb-sclient
+	$(PY) scripts/bench_ktrace_hooks.py

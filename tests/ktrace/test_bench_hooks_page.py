@@ -1,0 +1,47 @@
+"""docs/bench-ktrace-hooks.md from made-up windows: each change is against the untraced window
+of its round, the hooks' share is told apart from the programs' work, and the 5 % goal is met
+or not, both ways, with the hooks alone named when they are over it."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.bench_ktrace_hooks import REPO, changes, page
+
+SOURCE = REPO / "results" / "bench" / "bench-ktrace-hooks" / "made-up.json"
+
+
+def data(hooks_pct: float, traced_pct: float) -> dict:
+    """Two rounds; the second machine 10 % slower, which a change within its round hides."""
+    windows = []
+    for round_, scale in ((0, 1.0), (1, 1.1)):
+        for arm, server in (("untraced", 40.0), ("hooks", 40.0 * (1 + hooks_pct / 100)),
+                            ("traced", 40.0 * (1 + traced_pct / 100))):
+            windows.append({"round": round_, "arm": arm, "server_cpu_pct": server * scale,
+                            "generator_cpu_pct": 30.0 * scale, "steal_cpu0_pct": 0.1,
+                            "steal_cpu1_pct": 0.2 * round_,
+                            "events_per_s": 500_000.0 if arm == "traced" else None})
+    return {"started_at": "2026-11-29T12:00:00+00:00", "revision": "0123456789abcdef",
+            "kernel": "6.18.0", "load_average": (0.1, 0.2, 0.3), "rounds": 2, "window_s": 3.0,
+            "rate_rps": 40_000, "hot_conns": 50, "windows": windows}
+
+
+def test_changes_are_within_each_round():
+    assert changes(data(2.0, 8.0), "traced", "server_cpu_pct") == pytest.approx([8.0, 8.0])
+    assert changes(data(2.0, 8.0), "hooks", "server_cpu_pct") == pytest.approx([2.0, 2.0])
+
+
+def test_a_goal_met_says_met():
+    text = page(data(hooks_pct=1.5, traced_pct=4.0), SOURCE)
+    assert "the hooks alone are +1.5 % and the programs' work the rest, +2.5 %" in text
+    assert "CPU: met." in text
+    assert "| traced | 43.7 | +4.0 % |" in text  # CPU: the median over rounds (41.6, 45.76)
+    assert "steal at most 0.2 %" in text and "wanbench 0123456" in text
+
+
+def test_a_goal_missed_says_so_and_whether_the_hooks_alone_miss_it():
+    programs = page(data(hooks_pct=2.0, traced_pct=9.0), SOURCE)
+    assert "CPU: NOT met." in programs
+    hooks = page(data(hooks_pct=6.0, traced_pct=9.0), SOURCE)
+    assert "NOT met; the hooks alone are over it, so no program body can meet it here." \
+        in hooks
