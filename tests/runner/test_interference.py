@@ -344,15 +344,23 @@ def test_a_closed_loop_that_saturates_the_server_is_valid_of_it(tmp_path: Path):
     point = _run(tmp_path, POINT.replace("conns: 4, rate_rps: 4000", "conns: 50")
                  .replace("dispatch: epoll", "dispatch: select")
                  + "cold: {conns: 3000, ramp_rps: 20000}\n").iloc[0]
-    seen = point[["cpu_server_pct", "server_wait_pct", "generator_wait_pct",
-                  "steal_server_cpu_pct", "steal_generator_cpu_pct", "invalid_reason"]]
+    seen = point[["cpu_server_pct", "server_wait_pct", "server_wait_others_pct",
+                  "other_server_cpu_pct", "generator_wait_pct", "steal_server_cpu_pct",
+                  "steal_generator_cpu_pct", "invalid_reason"]]
     if max(point["steal_server_cpu_pct"], point["steal_generator_cpu_pct"]) > \
             validity.STEAL_LIMIT_PCT:
         # the hypervisor took a CPU from under the loop: the point must say so, and cannot
         # say who would have been the bottleneck without it
         assert "CPU steal during the window" in point["invalid_reason"], seen
         return
-    if point["server_wait_pct"] > validity.WAIT_LIMIT_PCT:
+    # the server's wait that other tasks explain (docs/validity.md, crowded_server): behind
+    # them as traced, else at most their time on its CPU; the rest of a wait is its CPU's own
+    # interrupt and softirq work, which leaves the point valid (once beside the suite: a wait
+    # over 5 % that others did not explain)
+    behind_others = (point["server_wait_others_pct"]
+                     if pd.notna(point["server_wait_others_pct"])
+                     else point["other_server_cpu_pct"])
+    if min(behind_others, point["server_wait_pct"]) > validity.WAIT_LIMIT_PCT:
         # other tests crowded the server's CPU: the point must say so (it cannot say more)
         assert "the server waited for its CPU" in point["invalid_reason"], seen
         return
