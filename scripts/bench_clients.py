@@ -1,6 +1,8 @@
 """`make bench-clients`: the generators side by side against one wb-server, table to Markdown.
 
-Server on CPU 0, generator on CPU 1, 3 repetitions of every point, all in one run.
+Server on CPU 0, generator on CPU 1, 3 repetitions of every point, all in one run; the default
+load's run after run goes through `wanbench run` (scenarios/bench/bench-clients-latency.yaml),
+its runs kept under results/bench/ like the other benches'.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from clients import LoadSpec, command, parse_result, run
+from clients.paths import REPO_ROOT
+from harness.analysis import benchpage
 from harness.metrics.cpu import (
     busy_s_between,
     cpu_percentages,
@@ -28,6 +34,8 @@ from harness.metrics.cpu import (
     process_tree,
     task_ids,
 )
+from harness.results import verdict
+from harness.results.runset import read_runs
 from harness.servers import RunningServer, ServerConfig, running
 
 SERVER_CPU, GENERATOR_CPU = 0, 1
@@ -38,7 +46,13 @@ COLD_GOAL_S = 20  # issue #32
 COLD_READY_TIMEOUT_S = 300
 COLD_CLOSED_SLACK = 1000  # sockets of others' work that may come and go meanwhile
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+LATENCY_RATE_RPS = 2000  # the fixed rate latency is resolved at
+LATENCY_GOAL_US = 10  # corrected p50 within this of the paced ping-pong's
+# the paced ping-pong's gap between requests: the gap the server sees at the fixed rate
+LATENCY_SPACING_MS = 1e3 / LATENCY_RATE_RPS
 LATENCY_SPIN_US = 150  # longer than a loopback round trip here (~70 us), with margin
+DEFAULT_LOAD_SCENARIO = "bench-clients-latency"
+DEFAULT_LOAD_YAML = REPO_ROOT / "scenarios/bench" / f"{DEFAULT_LOAD_SCENARIO}.yaml"
 OPEN_LOOP_COALESCE_US = 50  # fewer wake-ups at 10^5 req/s; adds <= 50 us of send slip
 
 
@@ -141,49 +155,176 @@ def open_loop(server: RunningServer, tmp: str, closed_rate: float) -> list[str]:
                     "is its run-queue time (schedstat): other processes on its CPU."]
 
 
-def latency(server: RunningServer, tmp: str) -> list[str]:
+@dataclass(frozen=True)
+class LatencySetting:
+    """One generator and setting's latency figures, one value per repetition (µs; CPU in %)."""
+
+    generator: str
+    setting: str
+    back_to_back_p50_us: list[float]  # ping-pong on one connection, back to back
+    paced_p50_us: list[float]  # ping-pong on one connection at the fixed rate's spacing
+    uncorrected_p50_us: list[float]  # the fixed rate over 50 connections, from the actual send
+    corrected_p50_us: list[float]  # the same, from the intended send
+    cpu_pct: list[float]
+
+    def vs_paced(self) -> list[float]:
+        return [c - p for c, p in zip(self.corrected_p50_us, self.paced_p50_us, strict=True)]
+
+    def vs_uncorrected(self) -> list[float]:
+        return [c - u for c, u in zip(self.corrected_p50_us, self.uncorrected_p50_us,
+                                      strict=True)]
+
+    def meets_goal(self) -> bool:
+        return abs(med(self.vs_paced())) <= LATENCY_GOAL_US
+
+
+def measure_latency(server: RunningServer, tmp: str, gen: str, setting: str,
+                    extra: dict[str, Any]) -> LatencySetting:
+    # wrk2 cannot ping-pong on one connection: sclient with the same setting stands in
+    prober = "sclient" if gen == "wrk2" else gen
+    back_to_back, paced, uncorrected, corrected, cpu = [], [], [], [], []
+    for _ in range(REPS):
+        back_to_back.append(run(load(prober, server, tmp, hot_conns=1, duration_s=2, **extra))
+                            ["latency"]["uncorrected"]["p50_us"])
+        # one connection at the fixed rate: one request per LATENCY_SPACING_MS
+        paced.append(run(load(prober, server, tmp, hot_conns=1, rate_rps=LATENCY_RATE_RPS,
+                              duration_s=2, **extra))["latency"]["uncorrected"]["p50_us"])
+        doc = run(load(gen, server, tmp, hot_conns=50, rate_rps=LATENCY_RATE_RPS, duration_s=3,
+                       **extra))
+        corrected.append(doc["latency"]["corrected"]["p50_us"])
+        uncorrected.append(doc["latency"]["uncorrected"]["p50_us"] or float("nan"))
+        cpu.append(doc["generator_cpu"]["pct"] or float("nan"))
+    return LatencySetting(gen, setting, back_to_back_p50_us=back_to_back, paced_p50_us=paced,
+                          uncorrected_p50_us=uncorrected, corrected_p50_us=corrected,
+                          cpu_pct=cpu)
+
+
+def latency_table(settings: list[LatencySetting]) -> list[str]:
+    """The table, each row's verdict on the goal, and which settings meet it."""
     lines = ["| generator | setting | ping-pong p50 µs, back to back | ping-pong p50 µs, one "
-             "request per ms | uncorrected p50 µs, 1,000 req/s over 50 conns | corrected p50 µs "
-             "| corrected − paced ping-pong µs (reps) | corrected − uncorrected µs (reps) | "
-             "generator CPU % |", "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |"]
+             f"request per {LATENCY_SPACING_MS:g} ms | uncorrected p50 µs, "
+             f"{LATENCY_RATE_RPS:,} req/s over 50 conns | corrected p50 µs | corrected − paced "
+             "ping-pong µs, median (reps) "
+             f"| within ±{LATENCY_GOAL_US} µs | corrected − uncorrected µs (reps) | generator "
+             "CPU % |", "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: |"]
+    for s in settings:
+        vs_paced, vs_unc = s.vs_paced(), s.vs_uncorrected()
+        lines.append(f"| {s.generator} | {s.setting} | {med(s.back_to_back_p50_us):.1f} | "
+                     f"{med(s.paced_p50_us):.1f} | {med(s.uncorrected_p50_us):.1f} | "
+                     f"{med(s.corrected_p50_us):.1f} | {med(vs_paced):+.1f} "
+                     f"({reps(vs_paced, '{:+.1f}')}) | {'met' if s.meets_goal() else '**not met**'}"
+                     f" | {med(vs_unc):+.1f} ({reps(vs_unc, '{:+.1f}')}) | {med(s.cpu_pct):.0f} |")
+    met = [f"{s.generator} {s.setting}" for s in settings if s.meets_goal()]
+    missed = [f"{s.generator} {s.setting}" for s in settings if not s.meets_goal()]
+    return [*lines, "", f"Goal: corrected p50 within ±{LATENCY_GOAL_US} µs of the paced "
+            f"ping-pong's p50, judged on the median of their difference over {REPS} "
+            f"repetitions. Met by: {', '.join(met) or 'none'}; not met by: "
+            f"{', '.join(missed) or 'none'}."]
+
+
+def latency(server: RunningServer, tmp: str) -> list[str]:
     setups: list[tuple[str, str, dict[str, Any]]] = [
         ("sclient", "default", {}),
         ("sclient", f"--spin-us {LATENCY_SPIN_US}", {"spin_us": LATENCY_SPIN_US}),
         ("asyncio", "uvloop", {})]
     if _on_path("wrk2"):
         setups.append(("wrk2", "default", {}))
-    for gen, label, extra in setups:
-        prober = "sclient" if gen == "wrk2" else gen
-        hot, paced, p50s, unc, cpu = [], [], [], [], []
-        for _ in range(REPS):
-            hot.append(run(load(prober, server, tmp, hot_conns=1, duration_s=2, **extra))
-                       ["latency"]["uncorrected"]["p50_us"])
-            paced.append(run(load(prober, server, tmp, hot_conns=1, rate_rps=1000,
-                                  duration_s=2, **extra))["latency"]["uncorrected"]["p50_us"])
-            doc = run(load(gen, server, tmp, hot_conns=50, rate_rps=1000, duration_s=3, **extra))
-            p50s.append(doc["latency"]["corrected"]["p50_us"])
-            unc.append(doc["latency"]["uncorrected"]["p50_us"] or float("nan"))
-            cpu.append(doc["generator_cpu"]["pct"] or float("nan"))
-        vs_ping = [p - r for p, r in zip(p50s, paced, strict=True)]
-        vs_unc = [p - u for p, u in zip(p50s, unc, strict=True)]
-        lines.append(f"| {gen} | {label} | {med(hot):.1f} | {med(paced):.1f} | {med(unc):.1f} | "
-                     f"{med(p50s):.1f} | {med(vs_ping):+.1f} ({reps(vs_ping, '{:+.1f}')}) | "
-                     f"{med(vs_unc):+.1f} ({reps(vs_unc, '{:+.1f}')}) | {med(cpu):.0f} |")
-    lines += ["", "Goal: corrected p50 within 30 µs of the connection's measured RTT. The RTT is "
-              "a ping-pong on one established connection by the same generator and setting: "
-              "back to back (neither end ever sleeps long) and paced at one request per ms, "
-              "the spacing the server sees at 1,000 req/s, so that both pay the same server "
-              "wake-up from idle (this VM's CPUs take tens of µs to wake). A generator that "
-              "sleeps between requests also pays for waking its own CPU on every reply; "
-              f"`--spin-us {LATENCY_SPIN_US}` polls instead of sleeping, from "
-              f"{LATENCY_SPIN_US} µs before each send until the reply (at most "
-              f"{LATENCY_SPIN_US} µs after the send); the CPU column shows the price. "
-              "Corrected − uncorrected is the generator's lateness in sending. TCP's own "
-              "smoothed RTT of the connections (`latency.tcp_srtt`) was about 2 µs: on "
-              "loopback the server's kernel acknowledges a request before the server replies."]
+    settings = [measure_latency(server, tmp, gen, label, extra) for gen, label, extra in setups]
+    lines = [*latency_table(settings), "", "The paced ping-pong is the connection's measured RTT: "
+             "a ping-pong on one established connection by the same generator and setting, "
+             f"paced at one request per {LATENCY_SPACING_MS:g} ms, the spacing the server "
+             f"sees at {LATENCY_RATE_RPS:,} req/s, so that both pay the same server wake-up from "
+             "idle (this VM's CPUs take tens of µs to wake); back to back, neither end ever "
+             "sleeps long. A generator that sleeps between requests also pays for waking its "
+             f"own CPU on every reply; `--spin-us {LATENCY_SPIN_US}` polls instead of sleeping, "
+             f"from {LATENCY_SPIN_US} µs before each send until the reply (at most "
+             f"{LATENCY_SPIN_US} µs after the send); the CPU column shows the price. "
+             "Corrected − uncorrected is the generator's lateness in sending. TCP's own "
+             "smoothed RTT of the connections (`latency.tcp_srtt`) was about 2 µs: on "
+             "loopback the server's kernel acknowledges a request before the server replies. "
+             "Whether that load stays valid run after run: the next section."]
     if not _on_path("wrk2"):
         lines.append("wrk2 is not installed here, so it is not in the table.")
     return lines
+
+
+def run_default_load(results: Path) -> Path:
+    """The default load's scenario through the runner, kept under results; its run directory."""
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(DEFAULT_LOAD_YAML),
+                           "--out", str(results), "--allow-invalid", "-q"], cwd=REPO_ROOT,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"bench_clients.py: `wanbench run {DEFAULT_LOAD_YAML}` exited "
+                         f"{done.returncode} (its output above says why)")
+    return benchpage.newest_run(results, DEFAULT_LOAD_SCENARIO, "bench-clients")
+
+
+def default_load(run_dir: Path) -> list[str]:
+    """The default load's section from its run: when and beside what it ran, then each run."""
+    mine, manifest = benchpage.scenario_runs(read_runs([run_dir]), DEFAULT_LOAD_SCENARIO)
+    return [benchpage.measured_line(manifest, mine.points), "",
+            *default_load_lines(mine.points, manifest["scenario"])]
+
+
+def default_load_lines(points: pd.DataFrame, scenario: dict[str, Any]) -> list[str]:
+    """What ran (the run's scenario), how many runs were valid, their corrected latency, and
+    each invalid run's reason beside who else ran on the two CPUs meanwhile."""
+    hot, cpus = scenario["hot"], scenario["cpus"]
+    ok = verdict.valid(points)
+    good = points[ok]
+    retries = scenario["interference_retries"]
+    lines = [f"**{int(ok.sum())} of {len(points)} runs valid** (goal: all of them).", "",
+             f"{hot['generator']} (`spin_us: {hot['spin_us']}`) offering "
+             f"{hot['rate_rps']:,.0f} req/s over {hot['conns']} hot connections to wb-server "
+             f"{scenario['server']['dispatch']}, server on CPU {cpus['server']}, generator on "
+             f"CPU {cpus['generator']}; {scenario['duration_s']:g} s measured after "
+             f"{scenario['warmup_s']:g} s of warm-up, {scenario['repetitions']} runs by "
+             f"`wanbench run scenarios/bench/{scenario['name']}.yaml`, each judged by the "
+             "runner's rules (docs/validity.md); "
+             + ("an invalid run is kept as it happened, not measured again." if not retries
+                else f"a run invalid by interference alone is measured again up to {retries} "
+                     "times, the last attempt kept."), ""]
+    if good.empty:
+        lines.append("No valid run, so no latency to report.")
+    else:
+        lines.append(f"Corrected latency over the {len(good)} valid runs: "
+                     f"{_spread_us(good['resp_time_p50_ms'], 'p50')}, "
+                     f"{_spread_us(good['resp_time_p99_ms'], 'p99')}.")
+    bad = points[~ok].sort_values("repetition")
+    if not bad.empty:
+        lines += ["", "Each invalid run, the runner's reason, and who else ran on each CPU in "
+                  "its window (traced by wb-whoran where it runs; a share of the window, the "
+                  "time in brackets):", ""]
+        for _, row in bad.iterrows():
+            lines.append(f"- run {row['repetition']}: {row['invalid_reason']}. Generator's "
+                         f"CPU: {_who_ran(row, 'generator')}. Server's CPU: "
+                         f"{_who_ran(row, 'server')}.")
+    return lines
+
+
+def _spread_us(values_ms: pd.Series, name: str) -> str:
+    us = 1e3 * values_ms
+    return f"{name} median {us.median():,.1f} µs (range {us.min():,.1f}–{us.max():,.1f})"
+
+
+def _who_ran(row: pd.Series, side: str) -> str:
+    """Other tasks' time on side's CPU (generator, server), side's wait for it and the steal
+    there, each as a share of the window and its time."""
+    window_s = row["window_s"]
+
+    def share(pct: float | None) -> str:
+        if pct is None or pd.isna(pct):
+            return "not measured"
+        return f"{pct:.1f} % ({pct / 100 * window_s * 1e3:,.1f} ms)"
+
+    tasks = row.get(f"other_{side}_tasks")
+    named = f": {tasks}" if isinstance(tasks, str) and tasks else ""
+    measure = row.get(f"other_{side}_measure")
+    bound = f" ({measure})" if isinstance(measure, str) and measure != "traced" else ""
+    return (f"other tasks ran {share(row.get(f'other_{side}_cpu_pct'))}{named}{bound}; the "
+            f"{side} waited for it {share(row.get(f'{side}_wait_pct'))}, behind other tasks "
+            f"{share(row.get(f'{side}_wait_others_pct'))}; steal "
+            f"{share(row.get(f'steal_{side}_cpu_pct'))}")
 
 
 def _on_path(tool: str) -> bool:
@@ -394,10 +535,12 @@ def agreement(server: RunningServer, tmp: str) -> list[str]:
 
 CLOSED_TITLE = "Closed loop, 50 connections: sclient vs wrk"
 OPEN_TITLE = "Open loop: achieved vs offered (sclient)"
-LATENCY_TITLE = "Latency resolution at 1,000 req/s"
+LATENCY_TITLE = f"Latency resolution at {LATENCY_RATE_RPS:,} req/s"
+DEFAULT_LOAD_TITLE = f"The default {LATENCY_RATE_RPS:,} req/s load, run after run"
 AGREEMENT_TITLE = "Agreement at 2,000 req/s over 50 hot connections"
 COLD_TITLE = f"{COLD_BIG:,} cold connections held"
-MEASURED_TITLES = (CLOSED_TITLE, OPEN_TITLE, LATENCY_TITLE, AGREEMENT_TITLE, COLD_TITLE)
+MEASURED_TITLES = (CLOSED_TITLE, OPEN_TITLE, LATENCY_TITLE, DEFAULT_LOAD_TITLE, AGREEMENT_TITLE,
+                   COLD_TITLE)
 # Written by hand from a profile (perf, schedstat): carried over whenever the page is rewritten.
 HAND_WRITTEN = ("Where a million connections' time goes",)
 
@@ -433,21 +576,30 @@ def _trimmed(lines: list[str]) -> list[str]:
     return lines
 
 
-def _is_cold(title: str) -> bool:
-    return title.endswith("cold connections held")  # any size: the old page's too
+def _measures(title: str) -> str | None:
+    """The section of this script's that a page's title is a measurement of: its own, or an
+    older page's under another title (a cold hold of another size, latency at another rate)."""
+    if title.endswith("cold connections held"):
+        return COLD_TITLE
+    if title.startswith("Latency resolution at "):
+        return LATENCY_TITLE
+    return title if title in MEASURED_TITLES else None
 
 
 def assemble(head: list[str], measured: list[tuple[str, list[str]]],
              old: dict[str, list[str]]) -> tuple[str, list[str]]:
     """The page: this script's sections in their order, each as measured now or else as the
-    old page had it (a cold section of another size is an old measurement of this one), then
-    the hand-written sections, carried over. Any other old section is left out and named in
-    the second value."""
+    old page had it (under the old page's title), then the hand-written sections, carried
+    over. Any other old section is left out and named in the second value."""
     now = dict(measured)
-    body = [(t, now[t] if t in now else old[t]) for t in MEASURED_TITLES if t in now or t in old]
+    body: list[tuple[str, list[str]]] = []
+    for title in MEASURED_TITLES:
+        if title in now:
+            body.append((title, now[title]))
+        else:
+            body += [(t, text) for t, text in old.items() if _measures(t) == title]
     body += [(t, old[t]) for t in HAND_WRITTEN if t in old]
-    dropped = [t for t in old if t not in MEASURED_TITLES and t not in HAND_WRITTEN
-               and not (_is_cold(t) and COLD_TITLE in now)]
+    dropped = [t for t in old if _measures(t) is None and t not in HAND_WRITTEN]
     lines = list(head)
     for title, text in body:
         lines += [f"## {title}", "", *text, ""]
@@ -457,9 +609,9 @@ def assemble(head: list[str], measured: list[tuple[str, list[str]]],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("docs/bench-clients.md"))
-    parser.add_argument("--only", choices=["cold"],
-                        help="measure only this section; the page's other sections stay as "
-                             "they were")
+    parser.add_argument("--only", choices=["latency", "cold"],
+                        help="measure only this part (latency: its table and the default "
+                             "load run after run); the page's other sections stay as they were")
     args = parser.parse_args()
     old = page_sections(args.out.read_text()) if args.out.is_file() else {}
     if args.only and not old:
@@ -468,21 +620,28 @@ def main() -> None:
         raise SystemExit(2)
     measured: list[tuple[str, list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="wb-bench-clients-") as tmp:
-        if not args.only:
+        if args.only != "cold":
             stats = Path(tmp) / "server-stats.json"
             with running(ServerConfig(cpu=SERVER_CPU, stats_path=stats)) as server:
-                saturation = 0.0
+                if not args.only:
+                    saturation = 0.0
 
-                def closed() -> list[str]:
-                    nonlocal saturation
-                    lines, saturation = closed_loop(server, tmp)
-                    return lines
+                    def closed() -> list[str]:
+                        nonlocal saturation
+                        lines, saturation = closed_loop(server, tmp)
+                        return lines
 
-                measured.append(section(CLOSED_TITLE, closed))
-                measured.append(section(OPEN_TITLE, lambda: open_loop(server, tmp, saturation)))
+                    measured.append(section(CLOSED_TITLE, closed))
+                    measured.append(section(OPEN_TITLE,
+                                            lambda: open_loop(server, tmp, saturation)))
                 measured.append(section(LATENCY_TITLE, lambda: latency(server, tmp)))
-                measured.append(section(AGREEMENT_TITLE, lambda: agreement(server, tmp)))
-        measured.append(section(COLD_TITLE, lambda: cold_hold(tmp)))
+                if not args.only:
+                    measured.append(section(AGREEMENT_TITLE, lambda: agreement(server, tmp)))
+            # after this server is gone: the runner starts its own on the same CPU
+            measured.append(section(DEFAULT_LOAD_TITLE, lambda: default_load(
+                run_default_load(REPO_ROOT / benchpage.BENCH_RESULTS))))
+        if args.only != "latency":
+            measured.append(section(COLD_TITLE, lambda: cold_hold(tmp)))
     head = [
         "# Load generator benchmarks (`make bench-clients`)", "",
         f"Measured on {platform.node()} (kernel {platform.release()}, {os.cpu_count()} CPUs), "
@@ -490,8 +649,9 @@ def main() -> None:
         f"--reply-bytes 92` on CPU {SERVER_CPU}, generators on CPU {GENERATOR_CPU}. Each "
         "section ends with when it was measured and the load average then: other engineers' "
         "jobs may have shared the machine, so absolute figures are noisy; the ratios are side "
-        "by side. `scripts/bench_clients.py --only cold` measures the cold section alone and "
-        "keeps the others as they were.", ""]
+        "by side. `scripts/bench_clients.py --only cold` measures the cold section alone, "
+        "`--only latency` the latency table and the default load run after run; either keeps "
+        "the others as they were.", ""]
     page, dropped = assemble(head, measured, old)
     for title in dropped:
         print(f"bench_clients.py: left out \"{title}\" (not this script's section)")
