@@ -104,6 +104,9 @@ class WbServer(Strict):
     accept: str = Field(default_factory=lambda: describe().defaults["accept"])
     reply_bytes: int = Field(default_factory=lambda: describe().defaults["reply_bytes"])
     workers: int = Field(default_factory=lambda: describe().defaults["workers"])
+    # while requests keep coming, sleep this long before each wait, so that one wake-up
+    # serves several (fewer wake-ups, longer responses: servers/README.md)
+    min_wait_us: int = Field(default_factory=lambda: describe().defaults["min_wait_us"])
     backlog: int | None = None
     port: int = Field(8080, ge=1, le=65535)
     # RLIMIT_SIGPENDING for the server; the papers' Linux 2.4 queued at most 1024 RT signals
@@ -124,7 +127,7 @@ class WbServer(Strict):
     def _accept(cls, value: Any) -> str:
         return describe().check_accept(str(value))  # YAML reads `accept: 4` as a number
 
-    @field_validator("reply_bytes", "workers", "backlog")
+    @field_validator("reply_bytes", "workers", "backlog", "min_wait_us")
     @classmethod
     def _within_limits(cls, value: int | None, info: ValidationInfo) -> int | None:
         return None if value is None else describe().check_limit(info.field_name, value)

@@ -90,6 +90,7 @@ class ServerConfig:
     stats_path: Path | str | None = None
     counters_path: Path | str | None = None  # read with Counters, at the reader's instant
     sink: bool = False
+    min_wait_us: int = _default("min_wait_us")
     rt_signal_queue: int | None = None  # RLIMIT_SIGPENDING: the RT-signal queue length
 
     def __post_init__(self) -> None:
@@ -98,6 +99,7 @@ class ServerConfig:
         said.check_accept(self.accept)
         said.check_limit("reply_bytes", self.reply_bytes)
         said.check_limit("workers", self.workers)
+        said.check_limit("min_wait_us", self.min_wait_us)
         if self.backlog is not None:
             said.check_limit("backlog", self.backlog)
         if self.rt_signal_queue is not None:
@@ -122,6 +124,8 @@ class ServerConfig:
             argv += ["--cpu", str(self.cpu)]
         if self.sink:
             argv.append("--sink")
+        if self.min_wait_us:
+            argv += ["--min-wait-us", str(self.min_wait_us)]
         return argv
 
 

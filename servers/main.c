@@ -24,6 +24,7 @@
 #define MAX_REPLY_BYTES (64L << 20) /* every worker builds its replies in memory up front */
 #define MAX_ACCEPT INT_MAX          /* --accept N is a C int */
 #define MAX_BACKLOG INT_MAX
+#define MAX_MIN_WAIT_US 1000000L /* a second: longer only delays replies */
 
 /* The backends are listed from their table in dispatch.c. */
 static void print_usage(FILE *f)
@@ -33,7 +34,7 @@ static void print_usage(FILE *f)
             "usage: wb-server --dispatch %s\n"
             "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
             "                 [--backlog N] [--stats PATH] [--counters PATH] [--workers N]\n"
-            "                 [--cpu N[,N...]] [--sink]\n"
+            "                 [--cpu N[,N...]] [--sink] [--min-wait-us US]\n"
             "       wb-server --describe   (backends, limits and defaults as JSON)\n",
             dispatch_names(names, sizeof names));
 }
@@ -151,12 +152,14 @@ static void describe(void)
         printf("%s\"%s\"", i ? ", " : "", dispatch_at(i)->name);
     printf("],\n \"accept_policies\": [\"single\", \"multi\"],\n"
            " \"limits\": {\"accept\": [1, %d], \"reply_bytes\": [0, %ld], \"workers\": [1, %d],"
-           " \"backlog\": [1, %d], \"cpus\": [0, %d]},\n",
-           MAX_ACCEPT, MAX_REPLY_BYTES, MAX_WORKERS, MAX_BACKLOG, CPU_SETSIZE - 1);
+           " \"backlog\": [1, %d], \"cpus\": [0, %d], \"min_wait_us\": [0, %ld]},\n",
+           MAX_ACCEPT, MAX_REPLY_BYTES, MAX_WORKERS, MAX_BACKLOG, CPU_SETSIZE - 1,
+           MAX_MIN_WAIT_US);
     printf(" \"defaults\": {\"dispatch\": \"%s\", \"accept\": \"%s\", \"reply_bytes\": %ld,"
-           " \"listen\": \"%s\", \"backlog\": %d, \"workers\": %d}}\n",
+           " \"listen\": \"%s\", \"backlog\": %d, \"workers\": %d, \"min_wait_us\": %ld}}\n",
            opt.server.ops->name, opt.accept_name, opt.server.reply_bytes,
-           address_text(&opt.listen, listen, sizeof listen), opt.backlog, opt.workers);
+           address_text(&opt.listen, listen, sizeof listen), opt.backlog, opt.workers,
+           opt.server.min_wait_us);
 }
 
 static void parse_args(int argc, char **argv)
@@ -167,6 +170,7 @@ static void parse_args(int argc, char **argv)
         {"backlog", required_argument, NULL, 'b'}, {"stats", required_argument, NULL, 's'},
         {"workers", required_argument, NULL, 'w'}, {"cpu", required_argument, NULL, 'c'},
         {"counters", required_argument, NULL, 'C'}, {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+        {"min-wait-us", required_argument, NULL, 'm'},
         {"describe", no_argument, NULL, 'D'}, {0, 0, 0, 0},
     };
     set_defaults();
@@ -199,6 +203,7 @@ static void parse_args(int argc, char **argv)
         case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
         case 'c': parse_cpus(optarg); break;
         case 'k': opt.server.sink = 1; break;
+        case 'm': opt.server.min_wait_us = parse_count("--min-wait-us", optarg, 0, MAX_MIN_WAIT_US); break;
         case 'h': print_usage(stdout); exit(0);
         case 'D': describe(); exit(0);
         case ':': bad_usage("flag %s needs a value", argv[optind - 1]);

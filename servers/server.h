@@ -13,6 +13,7 @@ struct server_config {
     int accept_limit; /* accepts per listener readiness; 0 = until EAGAIN */
     long reply_bytes;
     int sink;         /* read and discard, never reply */
+    long min_wait_us; /* while events keep coming, sleep this long before each wait; 0: off */
 };
 
 /* Flags set by signal handlers, checked once per loop iteration. */

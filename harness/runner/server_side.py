@@ -127,7 +127,7 @@ class ServerSide:
                 reply_bytes=cfg.server.reply_bytes, listen=f"{self.address}:{port}",
                 backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
                 stats_path=self.stats_path, counters_path=self.counters.path,
-                sink=cfg.stream is not None,
+                sink=cfg.stream is not None, min_wait_us=cfg.server.min_wait_us,
                 rt_signal_queue=cfg.server.rt_signal_queue)
             self.server = await self._spawn_server(server.argv())
             assert self.server.stdout is not None

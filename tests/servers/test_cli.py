@@ -109,6 +109,7 @@ def edges(limit: str) -> list[str]:
     *(("--reply-bytes", n) for n in edges("reply_bytes")),
     *(("--workers", n) for n in edges("workers")),
     *(("--backlog", n) for n in edges("backlog")),
+    *(("--min-wait-us", n) for n in edges("min_wait_us")),
 ])
 def test_the_binary_refuses_what_its_description_refuses(normal_binary: Path, flag: str,
                                                          value: str) -> None:
@@ -185,6 +186,40 @@ def test_workers_share_the_port_and_merge_stats(normal_binary: Path, tmp_path: P
         assert server.stop() == 0
         assert server.proc.stdout is not None
     assert read_stats(tmp_path / "s.json")["requests"] == 40
+
+
+HOLD_OFF_S = 0.3  # long beside the test's own steps, so that a busy machine cannot blur it
+LULL_S = 4 * HOLD_OFF_S  # a hold-off may be under way when it starts: then 3 are left
+GAP_S = HOLD_OFF_S / 6  # the server is surely waiting again, or holding off, by then
+
+
+def answered_after_s(client: Client) -> float:
+    time.sleep(GAP_S)
+    started = time.monotonic()
+    client.send(request())
+    assert client.reply().status == 200
+    return time.monotonic() - started
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("dispatch", ["epoll", "uring"])  # the loop's, and the odd one's wait
+def test_min_wait_holds_requests_while_they_keep_coming_and_not_after_a_lull(
+        normal_binary: Path, tmp_path: Path, dispatch: str) -> None:
+    cfg = ServerConfig(dispatch=dispatch, min_wait_us=int(HOLD_OFF_S * 1e6),
+                       stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        first, second, third = (Client(server.host, server.port) for _ in range(3))
+        with first, second, third:
+            time.sleep(LULL_S)  # the accepts came in a quick run: a lull ends it
+            # after a lull a request is answered at once; the second comes a gap later,
+            # within the hold-off of the wait that found it: requests keep coming
+            assert answered_after_s(first) < HOLD_OFF_S / 2
+            assert answered_after_s(second) < HOLD_OFF_S / 2
+            # so the server sleeps the hold-off before it waits again, whoever sends
+            assert answered_after_s(third) > HOLD_OFF_S / 2
+            time.sleep(LULL_S)
+            assert answered_after_s(first) < HOLD_OFF_S / 2
+        assert server.snapshot()["replies"] == 4
 
 
 def test_sink_reads_and_never_replies(normal_binary: Path, tmp_path: Path) -> None:
