@@ -18,11 +18,13 @@ from harness.analysis.derive import add_derived
 from harness.results import verdict
 from harness.results.format import ResultsFormatError
 from harness.results.runset import RunSet
+from harness.scenario import ExternalServer, WbServer, recorded
+from harness.scenario import points as scenario_points
 
 IDLE_SCENARIO, NGINX_SCENARIO = "bench-servers-idle", "bench-servers-nginx"
 STABLE_BACKENDS = ("devpoll", "epoll", "rtsig", "uring")  # the papers: flat with idle conns
 FLAT = 0.10  # a stable backend stays within 10 % of its 0-idle rate and cost
-TARGET_RATIO = 0.8  # wb-server's CPU per reply at most 0.8 × nginx's
+TARGET_RATIO = 0.7  # wb-server's CPU per reply at most 0.7 × nginx's, at every load
 
 
 def points_of(runs: RunSet, scenario: str) -> pd.DataFrame:
@@ -97,10 +99,32 @@ def shape_checks(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-# -- epoll against nginx ------------------------------------------------------------------------
+# -- wb-server against nginx ---------------------------------------------------------------------
+
+NGINX = "nginx"
+WB_FAMILIES = ("epoll_wait", "read", "write")  # the system calls a reply costs (accept: none)
+
+
+def server_label(server: WbServer | ExternalServer) -> str:
+    if isinstance(server, ExternalServer):
+        return server.name
+    held = f", hold-off {server.min_wait_us} µs" if server.min_wait_us else ""
+    return f"wb-server {server.dispatch}{held}"
+
+
+def labelled(runs: RunSet, scenario: str, points: pd.DataFrame) -> pd.DataFrame:
+    """The points with `label`, each server as the page names it: two wb-server entries that
+    differ only in min_wait_us, which no results column carries, are told apart by the run's
+    recorded scenario."""
+    manifest = next(iter(runs.scenario(scenario).raw_manifests.values()))
+    grid = scenario_points(recorded(manifest, scenario))
+    labels = {point.point_id: server_label(point.config.server) for point in grid}
+    order = list(dict.fromkeys(labels.values()))  # as the scenario lists them
+    return points.assign(label=pd.Categorical(points["point_id"].map(labels), order))
+
 
 def offered(rate: float) -> str:
-    return "closed loop" if pd.isna(rate) else f"{rate:,.0f}"
+    return "closed loop" if pd.isna(rate) else f"{rate:,.0f} req/s"
 
 
 def by_rate(points: pd.DataFrame) -> list[tuple[float, pd.DataFrame]]:
@@ -111,53 +135,137 @@ def by_rate(points: pd.DataFrame) -> list[tuple[float, pd.DataFrame]]:
     return groups + ([(float("nan"), closed)] if not closed.empty else [])
 
 
-def nginx_table(points: pd.DataFrame) -> list[str]:
-    lines = ["| offered req/s | rep | server | replies/s | CPU µs/reply | run periods/reply | "
-             "valid |", "| ---: | ---: | --- | ---: | ---: | ---: | --- |"]
-    for rate, rows in by_rate(points):
-        for _, r in rows.sort_values(["repetition", "server"], key=_wb_first).iterrows():
-            lines.append(f"| {offered(rate)} | {r['repetition']} | {server_name(r['server'])} | "
-                         f"{num(r['reply_rate_rps'])} | {num(r['cpu_us_per_reply'], 2)} | "
-                         f"{num(r['run_periods_per_reply'], 3)} | "
-                         f"{'yes' if r['valid'] else 'no'} |")
+def traced(points: pd.DataFrame) -> pd.Series:
+    """Which rows ran with wb-ktrace attached (a run that swept no kernel_trace: none)."""
+    column = points.get("kernel_trace", pd.Series(False, index=points.index))
+    return column.fillna(False).astype(bool)
+
+
+def labels_in_order(points: pd.DataFrame) -> list[str]:
+    """The servers present, in the scenario's order (else as they come), nginx last."""
+    present = set(points["label"])
+    listed = getattr(points["label"], "cat", None)
+    order = list(listed.categories if listed is not None else dict.fromkeys(points["label"]))
+    return sorted((label for label in order if label in present),
+                  key=lambda label: label == NGINX)
+
+
+def per_reply_us(pct: pd.Series, rate: pd.Series) -> pd.Series:
+    return pct / 100 / rate * 1e6
+
+
+def cpu_medians(points: pd.DataFrame) -> pd.DataFrame:
+    """Per load and server, over the valid untraced runs: medians of the rate, CPU per reply,
+    run periods per reply, the user and kernel split (ticks), response times; each server's
+    CPU per reply over nginx's at that load."""
+    rows = []
+    for rate, at_rate in by_rate(points[~traced(points)]):
+        at_load = []
+        for label in labels_in_order(at_rate):
+            runs = at_rate[at_rate["label"] == label]
+            good = valid(runs)
+            at_load.append({
+                "rate": rate, "label": label, "runs": len(runs), "valid": len(good),
+                "replies": good["reply_rate_rps"].median(),
+                "cpu": good["cpu_us_per_reply"].median(),
+                "periods": good["run_periods_per_reply"].median(),
+                "user": per_reply_us(good["cpu_server_user_pct"],
+                                     good["reply_rate_rps"]).median(),
+                "kernel": per_reply_us(good["cpu_server_sys_pct"],
+                                       good["reply_rate_rps"]).median(),
+                "p50": good["resp_time_p50_ms"].median(),
+                "p99": good["resp_time_p99_ms"].median()})
+        nginx = next((row["cpu"] for row in at_load if row["label"] == NGINX), float("nan"))
+        rows += [{**row, "over_nginx": row["cpu"] / nginx} for row in at_load]
+    return pd.DataFrame(rows)
+
+
+def cpu_table(medians: pd.DataFrame) -> list[str]:
+    lines = ["| load | server | valid | replies/s | CPU µs/reply | × nginx | run periods/reply "
+             "| user / kernel µs/reply | p50 / p99 ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in medians.itertuples():
+        lines.append(f"| {offered(r.rate)} | {r.label} | {r.valid} of {r.runs} | "
+                     f"{num(r.replies)} | {num(r.cpu, 2)} | {num(r.over_nginx, 2)} | "
+                     f"{num(r.periods, 3)} | {num(r.user, 2)} / {num(r.kernel, 2)} | "
+                     f"{num(r.p50, 3)} / {num(r.p99, 3)} |")
     return lines
 
 
-def _wb_first(column: pd.Series) -> pd.Series:
-    return column.map(lambda s: s != "wb-server") if column.name == "server" else column
-
-
-def server_name(server: str) -> str:
-    return "wb-server epoll" if server == "wb-server" else server
-
-
-def ratios(points: pd.DataFrame) -> list[str]:
+def ratios(medians: pd.DataFrame) -> list[str]:
+    """The target's verdict per load and wb-server entry: met, NOT met, or no verdict where a
+    server had no valid run."""
     lines = []
-    for rate, rows in by_rate(points):
-        good = valid(rows)
-        ours = good.loc[good["server"] == "wb-server", "cpu_us_per_reply"].median()
-        theirs = good.loc[good["server"] == "nginx", "cpu_us_per_reply"].median()
-        counted = (f"over {len(good)} valid of {len(rows)} runs" if len(good) < len(rows)
-                   else f"over {len(rows)} runs")
-        if pd.isna(ours) or pd.isna(theirs):
-            ours, theirs = (rows.loc[rows["server"] == s, "cpu_us_per_reply"].median()
-                            for s in ("wb-server", "nginx"))
-            lines.append(f"- {offered(rate)}: no verdict, a server has no valid run here; over "
-                         f"all {len(rows)} runs (see the reasons below) median CPU per reply "
-                         f"epoll {num(ours, 2)} µs, nginx {num(theirs, 2)} µs, ratio "
-                         f"{num(ours / theirs, 2)}×.")
+    for rate, rows in medians.groupby("rate", dropna=False, sort=False):
+        nginx = rows[rows["label"] == NGINX].iloc[0]
+        said = []
+        for r in rows[rows["label"] != NGINX].itertuples():
+            if pd.isna(r.over_nginx):
+                said.append(f"{r.label}: no verdict, {'it' if r.valid == 0 else 'nginx'} "
+                            f"had no valid run")
+                continue
+            verdict = "met" if r.over_nginx <= TARGET_RATIO else "NOT met"
+            said.append(f"{r.label} **{r.over_nginx:.2f}×** ({verdict}; p50 {num(r.p50, 3)} "
+                        f"ms)")
+        lines.append(f"- {offered(rate)}: against nginx's {num(nginx.cpu, 2)} µs per reply "
+                     f"(p50 {num(nginx.p50, 3)} ms): {'; '.join(said)}.")
+    return lines
+
+
+def kernel_medians(points: pd.DataFrame) -> pd.DataFrame:
+    """Per load and server, over the valid traced runs: system calls per reply, their
+    in-kernel µs per reply, and the server's µs on a CPU per reply in the traced window."""
+    rows = []
+    for rate, at_rate in by_rate(valid(points[traced(points)])):
+        for label in labels_in_order(at_rate):
+            runs = at_rate[at_rate["label"] == label]
+            replies = runs["reply_rate_rps"] * runs["kernel_trace_window_s"]
+            row: dict = {"rate": rate, "label": label, "runs": len(runs)}
+            for family in WB_FAMILIES:
+                row[f"{family}_calls"] = (runs[f"kernel_{family}_calls"] / replies).median()
+            in_calls = sum(runs[f"kernel_{family}_ns_per_reply"].fillna(0)
+                           for family in (*WB_FAMILIES, "accept")) / 1000
+            on_cpu = runs["kernel_server_on_cpu_s"] / replies * 1e6
+            row.update(in_calls=in_calls.median(), on_cpu=on_cpu.median(),
+                       rest=(on_cpu - in_calls).median())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def kernel_table(medians: pd.DataFrame) -> list[str]:
+    if medians.empty:
+        return ["No traced runs: where the time goes is not measured."]
+    lines = ["| load | server | traced runs | epoll_wait / read / write calls per reply | "
+             "in those calls µs/reply | on a CPU µs/reply | the rest µs/reply |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in medians.itertuples():
+        calls = " / ".join(num(getattr(r, f"{family}_calls"), 2) for family in WB_FAMILIES)
+        lines.append(f"| {offered(r.rate)} | {r.label} | {r.runs} | {calls} | "
+                     f"{num(r.in_calls, 2)} | {num(r.on_cpu, 2)} | {num(r.rest, 2)} |")
+    return lines
+
+
+def floor(medians: pd.DataFrame) -> list[str]:
+    """Where every wb-server entry misses the target at a load: how far its kernel time
+    alone (the ticks' split) is from nginx's whole CPU per reply there, the ratio it could
+    not go under with no user-space time at all."""
+    lines = []
+    for rate, rows in medians.groupby("rate", dropna=False, sort=False):
+        ours = rows[rows["label"] != NGINX]
+        nginx = rows[rows["label"] == NGINX].iloc[0]
+        if ours["over_nginx"].isna().all() or (ours["over_nginx"] <= TARGET_RATIO).any():
             continue
-        ratio = ours / theirs
-        if pd.isna(rate):
-            lines.append(f"- closed loop (each server saturated, so not the same rate: a "
-                         f"reference for the cost of a request without idle wake-ups): median "
-                         f"CPU per reply epoll {ours:.2f} µs, nginx {theirs:.2f} µs ({counted}); "
-                         f"ratio {ratio:.2f}×.")
-            continue
-        verdict = "meets" if ratio <= TARGET_RATIO else "does NOT meet"
-        lines.append(f"- {offered(rate)} req/s: median CPU per reply epoll {ours:.2f} µs, nginx "
-                     f"{theirs:.2f} µs ({counted}); ratio **{ratio:.2f}×** ({verdict} the "
-                     f"≤ {TARGET_RATIO}× target).")
+        best = ours.loc[ours["over_nginx"].idxmin()]
+        bound = best["kernel"] / nginx["cpu"]
+        reach = ("the kernel's time alone is over the target: it is out of reach unless the "
+                 "kernel does less per reply for wb-server than for nginx"
+                 if bound > TARGET_RATIO else
+                 "the kernel's time alone is under the target: user space and wake-ups are "
+                 "what is left to cut")
+        lines.append(f"- {offered(rate)}: {best['label']} spends {num(best['user'], 2)} µs "
+                     f"per reply in user space and {num(best['kernel'], 2)} µs in the kernel; "
+                     f"that kernel time alone is {bound:.2f}× nginx's whole "
+                     f"{num(nginx['cpu'], 2)} µs: {reach}.")
     return lines
 
 
@@ -192,8 +300,17 @@ def budget(runs: RunSet) -> str:
             "not wrk, is the bottleneck")
 
 
+def budget_of(points: pd.DataFrame) -> str:
+    """The closed loop's server CPU budget, as the run recorded it."""
+    budgets = points.get("server_budget_pct", pd.Series(float("nan"), index=points.index))
+    held = budgets[points["offered_rate_rps"].isna()].dropna()
+    return f"{held.iloc[0]:.0f}" if not held.empty else "100"
+
+
 def report(runs: RunSet) -> str:
-    idle, ngx = points_of(runs, IDLE_SCENARIO), points_of(runs, NGINX_SCENARIO)
+    idle = points_of(runs, IDLE_SCENARIO)
+    ngx = labelled(runs, NGINX_SCENARIO, points_of(runs, NGINX_SCENARIO))
+    medians = cpu_medians(ngx)
     first = idle.iloc[0]
     table = idle_medians(idle)
     return "\n".join([
@@ -220,32 +337,44 @@ def report(runs: RunSet) -> str:
         "The rate of a closed loop also moves with whatever else runs on either CPU (see the "
         "min–max spread); CPU per reply is measured on the server alone and is the steadier "
         "of the two figures.", "",
-        "## epoll backend vs nginx at fixed offered rates", "",
+        "## wb-server vs nginx: CPU per reply, and where it goes", "",
         measured(runs, NGINX_SCENARIO, ngx), "",
-        f"wb-sclient with `coalesce_us: 50` at fixed offered rates (and in a closed loop, as a "
-        f"reference) over {ngx['hot_conns'].iloc[0]} persistent connections for "
-        f"{ngx['sampled_window_s'].median():.0f} s measured, "
-        f"{ngx['repetition'].max() + 1} repetitions in "
-        "shuffled rounds, each server pinned to the same CPU and the generator to the other; "
-        "nginx with 1 worker, `return 200` of the same "
-        f"{ngx['reply_bytes'].iloc[0]}-byte body, access log off. CPU per reply = server "
-        "process tree CPU time (nginx: master + worker; schedstat, nanoseconds) / replies "
-        "counted by the generator. Run periods per reply = times the server tree was put on a "
-        "CPU / replies: below saturation most of them are wake-ups from epoll_wait. A server "
-        "pays per wake-up (its own sleep and wake, and waking the generator when a reply finds "
-        "it asleep, which on a virtual machine costs an inter-processor interrupt), not only "
-        "per request; the closed loop has almost no wake-ups and shows the cost of the "
-        "requests themselves.", "",
-        *nginx_table(ngx), "", *ratios(ngx),
-        *invalid_reasons([(f"{server_name(s)}, {offered(rate)}", rows[rows["server"] == s])
-                          for rate, rows in by_rate(ngx) for s in ("wb-server", "nginx")]),
-        "",
-        "Reading: per request both servers make one recv, one send and a share of one "
-        "epoll_wait, and TCP sends the same two segments per exchange for both; wb-server's "
-        "user-space part is the smaller one. At fixed rates below saturation a server also "
-        "pays per wake-up. Where idle CPUs halt at once, that wake is an exit to the "
-        "hypervisor costing the waker tens of µs, alike for both servers: the lower the rate, "
-        "the more of the CPU per reply is wake-ups and the closer the ratio gets to 1.", ""])
+        f"wb-sclient with `coalesce_us: 50` over {ngx['hot_conns'].iloc[0]} persistent "
+        "connections at fixed offered rates, and in a closed loop with each server held to "
+        f"{budget_of(ngx)} % of its CPU (cgroup CPU bandwidth) so that the server, not the "
+        f"generator, is the bottleneck; {ngx['sampled_window_s'].median():.0f} s measured, "
+        f"{ngx['repetition'].max() + 1} repetitions in shuffled rounds, each server pinned to "
+        "the same CPU and the generator to the other. nginx with 1 worker, `return 200` of the "
+        f"same {ngx['reply_bytes'].iloc[0]}-byte body, access log off; wb-server's epoll "
+        "backend as it comes, and with a hold-off before each wait while requests keep coming "
+        "(`min_wait_us`, servers/README.md: one wake-up serves what arrived meanwhile, at a "
+        "price in response time). Every point is measured untraced and, beside it in the same "
+        "round, with wb-ktrace attached.", "",
+        "CPU per reply = server process tree CPU time (nginx: master + worker; schedstat, "
+        "nanoseconds) / replies counted by the generator, untraced runs. Run periods per reply "
+        "= times the server tree was put on a CPU / replies: below saturation most are "
+        "wake-ups. User / kernel: the same CPU time split by /proc/PID/stat's utime and stime "
+        "(10 ms ticks, so coarse; softirq work that ran in the server's time counts as "
+        "kernel). p50 / p99: the generator's response times (from each request's intended "
+        "send).", "",
+        *cpu_table(medians), "",
+        f"Target: wb-server's CPU per reply ≤ {TARGET_RATIO}× nginx's at every load.", "",
+        *ratios(medians), *floor(medians), "",
+        "### Where the time goes (traced runs)", "",
+        "wb-ktrace times the server tree's system calls in the kernel (on a CPU, not asleep in "
+        "them, without the network softirqs that ran inside them: docs/results-format.md); "
+        "calls per reply and their in-kernel time per reply are medians over the valid traced "
+        "runs. On a CPU = the tree's time on a CPU in the traced window, on the tracer's "
+        "clock; the rest = on a CPU less the calls' in-kernel time: user space, the softirqs "
+        "that ran in the server's time (on loopback, a send runs the receiver's TCP input), "
+        "and being switched in and out. Tracing itself adds to every system call "
+        "(docs/bench-ktrace-hooks.md), so these totals are above the untraced ones.", "",
+        *kernel_table(kernel_medians(ngx)),
+        *invalid_reasons([(f"{label}, {offered(rate)}{', traced' if on else ''}",
+                           rows[(rows["label"] == label) & (traced(rows) == on)])
+                          for rate, rows in by_rate(ngx) for label in labels_in_order(rows)
+                          for on in (False, True)]),
+        ""])
 
 
 if __name__ == "__main__":
