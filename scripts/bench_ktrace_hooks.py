@@ -8,7 +8,10 @@ round three windows of the server's CPU, in an order that turns from round to ro
 - hooks: wb-ktrace's programs attached but not counting (told to start counting at an instant
   past the window, each returns at its first test): what the kernel's hooks cost, the
   system-call tracepoints' slow path, the tracepoints and BPF's dispatch of a program;
-- traced: wb-ktrace counting, as `kernel_trace: true` runs it.
+- traced: wb-ktrace counting, as `kernel_trace: true` runs it;
+- hooks of one group: as hooks, with only one group of tracepoints attached (`wb-ktrace
+  --hooks`): the system-call pair (sys_enter, sys_exit), the scheduler's switch, the softirqs'
+  entry and exit, the packets' receive and transmit: which of them costs most.
 A change is a window's server CPU over the untraced one's of the same round; the page gives
 the median over rounds. Each window's server CPU is the sum of its threads' run time
 (/proc/PID/task/*/schedstat), the generator's likewise; steal and the machine's other load
@@ -38,7 +41,9 @@ from harness.manifest import git_revision  # noqa: E402
 
 DATA_DIR = REPO / "results" / "bench" / "bench-ktrace-hooks"
 PAGE = REPO / "docs" / "bench-ktrace-hooks.md"
-ARMS = ("untraced", "hooks", "traced")
+# wb-ktrace's groups of tracepoints (its --hooks), each alone in an arm of its own
+GROUPS = ("calls", "switch", "softirq", "packets")
+ARMS = ("untraced", "hooks", "traced", *(f"hooks {group}" for group in GROUPS))
 SERVER_CPU, GENERATOR_CPU = 0, 1
 RATE_RPS, HOT_CONNS = 40_000, 50
 WINDOW_S = 3.0
@@ -81,10 +86,11 @@ def window(server: int, generator: int) -> dict[str, float]:
 class Tracer:
     """wb-ktrace on the server's tree, driven on stdin, loaded and off the server's CPU."""
 
-    def __init__(self, server: int) -> None:
+    def __init__(self, server: int, group: str | None = None) -> None:
+        only = ["--hooks", group] if group else []
         self.proc = subprocess.Popen(
             ["taskset", "-c", str(GENERATOR_CPU), str(binary("wb-ktrace")), "--pid",
-             str(server)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             str(server), *only], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._expect("ready")
 
     def _expect(self, line: str) -> None:
@@ -137,7 +143,8 @@ def measure(rounds: int) -> dict:
         for round_ in range(rounds):
             for turn in range(len(ARMS)):
                 arm = ARMS[(round_ + turn) % len(ARMS)]
-                tracer = None if arm == "untraced" else Tracer(server.pid)
+                group = arm.removeprefix("hooks ") if arm.startswith("hooks ") else None
+                tracer = None if arm == "untraced" else Tracer(server.pid, group)
                 events = None
                 try:
                     if tracer is not None:
@@ -186,15 +193,19 @@ def page(data: dict, source: Path) -> str:
         "(scripts/bench_ktrace_hooks.py, whose docstring says how).", "",
         f"wb-server (epoll, 0 idle connections) on CPU {SERVER_CPU}, wb-sclient's "
         f"{data['hot_conns']} connections offering {data['rate_rps']:,} req/s over loopback on "
-        f"CPU {GENERATOR_CPU}, {data['rounds']} rounds of three {data['window_s']:g} s windows: "
-        "untraced, hooks (wb-ktrace's programs attached, each returning at its first test), "
-        "traced (wb-ktrace counting). A change is against the untraced window of the same "
-        "round.", "",
+        f"CPU {GENERATOR_CPU}, {data['rounds']} rounds of {len(arms_of(data))} "
+        f"{data['window_s']:g} s windows: untraced, hooks (wb-ktrace's programs attached, each "
+        "returning at its first test), traced (wb-ktrace counting)"
+        + (", and hooks of one group of tracepoints only (`wb-ktrace --hooks`): calls "
+           "(sys_enter and sys_exit, every system call of every task), switch "
+           "(sched_switch), softirq (softirq_entry and _exit), packets (netif_receive_skb, "
+           "net_dev_xmit)" if len(arms_of(data)) > 3 else "")
+        + ". A change is against the untraced window of the same round.", "",
         "| arm | server CPU % (median) | change (median) | change (rounds) | generator CPU % "
         "(median) | change (median) |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for arm in ARMS:
+    for arm in arms_of(data):
         mine = [w for w in windows if w["arm"] == arm]
         server = statistics.median(w["server_cpu_pct"] for w in mine)
         generator = statistics.median(w["generator_cpu_pct"] for w in mine)
@@ -221,8 +232,31 @@ def page(data: dict, source: Path) -> str:
         + ("" if hooks <= TARGET_PCT else
            "; the hooks alone are over it, so no program body can meet it here") + ".",
         "",
+        *costliest(data),
     ]
     return "\n".join(lines)
+
+
+def arms_of(data: dict) -> list[str]:
+    """The arms the measurement had, in ARMS' order (an earlier one had no group arms)."""
+    measured = {w["arm"] for w in data["windows"]}
+    return [arm for arm in ARMS if arm in measured]
+
+
+def costliest(data: dict) -> list[str]:
+    """Each group's hooks alone against all of them, the costliest named."""
+    groups = [arm for arm in arms_of(data) if arm.startswith("hooks ")]
+    if not groups:
+        return []
+    alone = {arm.removeprefix("hooks "): statistics.median(changes(data, arm, "server_cpu_pct"))
+             for arm in groups}
+    every = statistics.median(changes(data, "hooks", "server_cpu_pct"))
+    top = max(alone, key=alone.__getitem__)
+    told = ", ".join(f"{group} {change:+.1f} %" for group, change in alone.items())
+    return [f"Each group's hooks alone (median over rounds): {told}; all of them together "
+            f"{every:+.1f} %. The costliest is {top}, {alone[top]:+.1f} %"
+            + (f", itself over the {TARGET_PCT:g} % goal" if alone[top] > TARGET_PCT else "")
+            + ".", ""]
 
 
 def main() -> int:

@@ -257,8 +257,9 @@ def floor(medians: pd.DataFrame) -> list[str]:
             continue
         best = ours.loc[ours["over_nginx"].idxmin()]
         bound = best["kernel"] / nginx["cpu"]
-        reach = ("the kernel's time alone is over the target: it is out of reach unless the "
-                 "kernel does less per reply for wb-server than for nginx"
+        reach = ("the kernel's time alone is over the target: out of reach while a reply "
+                 "costs the kernel what it costs now (the traced table: a read, a write and a "
+                 "share of an epoll_wait, for either server)"
                  if bound > TARGET_RATIO else
                  "the kernel's time alone is under the target: user space and wake-ups are "
                  "what is left to cut")

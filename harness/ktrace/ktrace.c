@@ -133,12 +133,16 @@ static const char *const TRACEPOINTS[] = {
 const char TOOL_NAME[] = "wb-ktrace";
 const char TOOL_USAGE[] =
     "usage: wb-ktrace --pid PID [--pid PID ...] [--generator-pid PID ...] "
-    "[--duration SECONDS]\n"
+    "[--duration SECONDS] [--hooks GROUP[,GROUP...]]\n"
     "       wb-ktrace --probe | --describe\n"
     "  --pid            a process whose tree is measured (the server), at most 64\n"
     "  --generator-pid  a process whose tree is traced apart, as the generator\n"
     "  --duration       count for this long (or until SIGINT/SIGTERM), then print\n"
     "                   the document; without it: ready / start [NS] / stop [NS] on stdin\n"
+    "  --hooks          attach only these groups: calls, switch, softirq, packets,\n"
+    "                   functions (default all); what each costs the traced machine\n"
+    "                   (docs/bench-ktrace-hooks.md), not a document to read: the left-out\n"
+    "                   groups' figures are missing from it, not null\n"
     "  --probe          what this machine allows (one JSON line), then exit\n"
     "  --describe       the families and exit statuses (JSON), then exit\n"
     "exit: 0 ok, 1 failed, 2 usage, 3 no CAP_BPF/CAP_SYS_ADMIN, 4 no BTF, "
@@ -302,13 +306,42 @@ static void print_timed_as(const struct function *functions)
     printf("}");
 }
 
-/* What a window holds: the skeleton, the functions' pairs, the calls' and softirqs' links. */
+/* The window's programs by the group of tracepoints each is attached to: --hooks attaches
+ * some groups only, to measure what each costs. */
+enum hook_group { HOOK_CALLS, HOOK_SWITCH, HOOK_SOFTIRQ, HOOK_PACKETS, HOOK_FUNCTIONS, HOOK_GROUPS };
+static const char *const HOOK_GROUP_NAMES[HOOK_GROUPS] = {"calls", "switch", "softirq", "packets",
+                                                          "functions"};
+#define ALL_HOOKS ((1u << HOOK_GROUPS) - 1)
+
+/* What a window holds: the skeleton, the functions' pairs, the calls' and softirqs' links,
+ * the groups to attach. */
 #define WINDOW_PROGRAMS 7
 struct calls_window {
     struct ktrace_bpf *skel;
     struct function *functions;
     struct bpf_link *links[WINDOW_PROGRAMS];
+    unsigned hooks; /* bit per enum hook_group */
 };
+
+/* --hooks: a comma-separated list of group names, as a bit set. */
+static unsigned parse_hooks(const char *list)
+{
+    unsigned hooks = 0;
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *saved, *name = strtok_r(copy, ",", &saved); name; name = strtok_r(NULL, ",", &saved)) {
+        int g = 0;
+        while (g < HOOK_GROUPS && strcmp(name, HOOK_GROUP_NAMES[g]) != 0)
+            g++;
+        if (g == HOOK_GROUPS)
+            usage_error("--hooks %s: %s is not a group (calls, switch, softirq, packets, "
+                        "functions)", list, name);
+        hooks |= 1u << g;
+    }
+    if (!hooks)
+        usage_error("--hooks: give at least one group");
+    return hooks;
+}
 
 /* Attaches the window's programs and, at the instant at (0: at once), switches counting on:
  * the instant it did (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock), before which nothing counts.
@@ -317,13 +350,23 @@ static uint64_t window_opens(void *held, uint64_t at)
 {
     struct calls_window *window = held;
     struct ktrace_bpf *skel = window->skel;
-    struct bpf_program *const programs[WINDOW_PROGRAMS] = {
-        skel->progs.kt_sys_enter, skel->progs.kt_sys_exit, skel->progs.kt_sched_switch,
-        skel->progs.kt_softirq_entry, skel->progs.kt_softirq_exit, skel->progs.kt_netif_receive_skb,
-        skel->progs.kt_net_dev_xmit,
+    const struct {
+        struct bpf_program *program;
+        enum hook_group group;
+    } hooked[WINDOW_PROGRAMS] = {
+        {skel->progs.kt_sys_enter, HOOK_CALLS}, {skel->progs.kt_sys_exit, HOOK_CALLS},
+        {skel->progs.kt_sched_switch, HOOK_SWITCH}, {skel->progs.kt_softirq_entry, HOOK_SOFTIRQ},
+        {skel->progs.kt_softirq_exit, HOOK_SOFTIRQ},
+        {skel->progs.kt_netif_receive_skb, HOOK_PACKETS}, {skel->progs.kt_net_dev_xmit, HOOK_PACKETS},
     };
-    attach_programs(programs, WINDOW_PROGRAMS, window->links);
-    attach_functions(window->functions);
+    struct bpf_program *programs[WINDOW_PROGRAMS];
+    size_t count = 0;
+    for (size_t i = 0; i < WINDOW_PROGRAMS; i++)
+        if (window->hooks & (1u << hooked[i].group))
+            programs[count++] = hooked[i].program;
+    attach_programs(programs, count, window->links);
+    if (window->hooks & (1u << HOOK_FUNCTIONS))
+        attach_functions(window->functions);
     sleep_until(at);
     uint64_t start = now_ns();
     skel->bss->counting_since_ns = start;
@@ -450,10 +493,15 @@ static void print_document(struct ktrace_bpf *skel, const struct function *funct
 int main(int argc, char **argv)
 {
     struct common_options options = COMMON_OPTIONS_INIT;
+    unsigned hooks = ALL_HOOKS;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--describe") == 0) {
             describe();
             return EXIT_OK;
+        }
+        if (strcmp(argv[i], "--hooks") == 0 && i + 1 < argc) {
+            hooks = parse_hooks(argv[++i]);
+            continue;
         }
         if (!common_option(argc, argv, &i, &options))
             usage_error("%s: unknown option or missing value", argv[i]);
@@ -471,7 +519,7 @@ int main(int argc, char **argv)
     choose_functions(skel, functions, fentry);
     if (ktrace_bpf__load(skel) != 0)
         die_unloaded();
-    struct calls_window held = {.skel = skel, .functions = functions};
+    struct calls_window held = {.skel = skel, .functions = functions, .hooks = hooks};
     if (options.probe) {
         /* the window's programs attach and detach once: what a point would do */
         window_opens(&held, 0);

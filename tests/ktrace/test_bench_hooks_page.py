@@ -11,12 +11,14 @@ from scripts.bench_ktrace_hooks import REPO, changes, page
 SOURCE = REPO / "results" / "bench" / "bench-ktrace-hooks" / "made-up.json"
 
 
-def data(hooks_pct: float, traced_pct: float) -> dict:
-    """Two rounds; the second machine 10 % slower, which a change within its round hides."""
+def data(hooks_pct: float, traced_pct: float, groups: dict[str, float] | None = None) -> dict:
+    """Two rounds; the second machine 10 % slower, which a change within its round hides;
+    groups: each group's hooks alone, % (none: a measurement made before group arms)."""
     windows = []
+    arms = (("untraced", 0.0), ("hooks", hooks_pct), ("traced", traced_pct),
+            *((f"hooks {group}", pct) for group, pct in (groups or {}).items()))
     for round_, scale in ((0, 1.0), (1, 1.1)):
-        for arm, server in (("untraced", 40.0), ("hooks", 40.0 * (1 + hooks_pct / 100)),
-                            ("traced", 40.0 * (1 + traced_pct / 100))):
+        for arm, server in ((arm, 40.0 * (1 + pct / 100)) for arm, pct in arms):
             windows.append({"round": round_, "arm": arm, "server_cpu_pct": server * scale,
                             "generator_cpu_pct": 30.0 * scale, "steal_cpu0_pct": 0.1,
                             "steal_cpu1_pct": 0.2 * round_,
@@ -45,3 +47,19 @@ def test_a_goal_missed_says_so_and_whether_the_hooks_alone_miss_it():
     hooks = page(data(hooks_pct=6.0, traced_pct=9.0), SOURCE)
     assert "NOT met; the hooks alone are over it, so no program body can meet it here." \
         in hooks
+
+
+def test_the_costliest_group_is_named_and_whether_it_alone_misses_the_goal():
+    over = page(data(9.0, 15.0, {"calls": 7.0, "switch": 1.0, "softirq": 0.5,
+                                 "packets": 1.5}), SOURCE)
+    assert ("calls +7.0 %, switch +1.0 %, softirq +0.5 %, packets +1.5 %; all of them "
+            "together +9.0 %. The costliest is calls, +7.0 %, itself over the 5 % goal.") in over
+    under = page(data(4.0, 6.0, {"calls": 1.0, "switch": 2.5, "softirq": 0.5,
+                                 "packets": 0.0}), SOURCE)
+    assert "The costliest is switch, +2.5 %." in under
+    assert "and hooks of one group" in under
+
+
+def test_a_measurement_without_group_arms_names_no_group():
+    text = page(data(2.0, 8.0), SOURCE)
+    assert "costliest" not in text and "one group" not in text

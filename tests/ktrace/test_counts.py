@@ -91,3 +91,19 @@ def test_calls_outside_the_window_are_not_counted(ktrace_bin: Path, workloads: l
     finally:
         loader.close()
     assert document["roles"]["server"]["select"]["calls"] == 0
+
+
+def test_hooks_attach_only_the_groups_given(ktrace_bin: Path):
+    """--hooks (what each group of tracepoints costs: bench-ktrace-hooks) leaves the other
+    groups unattached: the system calls are counted with `calls` and not without it."""
+    with_calls = traced(ktrace_bin, "epoll", 10, CALLS, extra=("--hooks", "calls,softirq"))
+    assert with_calls["roles"]["server"]["epoll_wait"]["calls"] == CALLS
+    without = traced(ktrace_bin, "epoll", 10, CALLS, extra=("--hooks", "switch,packets"))
+    assert without["roles"]["server"]["epoll_wait"]["calls"] == 0
+
+
+def test_an_unknown_hook_group_is_refused_by_name(ktrace_bin: Path):
+    refused = subprocess.run([str(ktrace_bin), "--hooks", "calls,syscalls", "--pid", "1"],
+                             capture_output=True, text=True, timeout=10)
+    assert refused.returncode == 2
+    assert "syscalls is not a group" in refused.stderr
