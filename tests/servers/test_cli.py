@@ -188,7 +188,7 @@ def test_workers_share_the_port_and_merge_stats(normal_binary: Path, tmp_path: P
     assert read_stats(tmp_path / "s.json")["requests"] == 40
 
 
-HOLD_OFF_S = 0.3  # long beside the test's own steps, so that a busy machine cannot blur it
+HOLD_OFF_S = 0.2  # long beside the test's own steps, so that a busy machine cannot blur it
 LULL_S = 4 * HOLD_OFF_S  # a hold-off may be under way when it starts: then 3 are left
 GAP_S = HOLD_OFF_S / 6  # the server is surely waiting again, or holding off, by then
 
