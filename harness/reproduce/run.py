@@ -115,6 +115,17 @@ def quick_overrides(path: Path) -> list[str]:
     return sets
 
 
+def grouped_by_topology(paths: list[Path]) -> list[Path]:
+    """The scenarios on one topology next to each other, each topology where it first comes:
+    a quick run keeps a topology up across consecutive scenarios (TopologyKeeper), so each is
+    brought up and calibrated once."""
+    topologies = [json.dumps(load(path).topology.model_dump(mode="json"), sort_keys=True)
+                  for path in paths]
+    first = {topology: index for index, topology in reversed(list(enumerate(topologies)))}
+    return [path for _, path in sorted(zip(topologies, paths, strict=True),
+                                       key=lambda pair: first[pair[0]])]
+
+
 def _estimate_s(scenario: Scenario) -> float:
     """The scenario's point × repetitions in the order they run, each charged its cold
     connections only when it opens them (not carried over from the previous one)."""
@@ -194,6 +205,8 @@ def reproduce(out: Path, quick: bool = False, allow_dirty: bool = False,
     leaves them all."""
     revision = check_revision(allow_dirty)
     paths = [p for p in scenario_paths() if p.stem in only] if only else papers_paths()
+    if quick:
+        paths = grouped_by_topology(paths)
     if only and len(paths) != len(set(only)):
         known = ", ".join(p.stem for p in scenario_paths())
         raise ReproduceError(f"--only {' '.join(only)}: unknown scenario; known: {known}")

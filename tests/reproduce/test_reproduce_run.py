@@ -29,6 +29,22 @@ def test_quick_keeps_each_axis_column_at_its_first_level():
     assert (run.points, run.repetitions) == (1, 1)
 
 
+def test_quick_runs_put_the_scenarios_of_one_topology_together_in_their_order():
+    papers = reproduce_run.papers_paths()
+    grouped = reproduce_run.grouped_by_topology(papers)
+    topology = {path: load(path).topology for path in papers}
+    runs = [topology[path] for path in grouped]
+    # each topology in one stretch, the topologies in the order they first come
+    stretches = [t for i, t in enumerate(runs) if i == 0 or t != runs[i - 1]]
+    assert stretches == [t for i, t in enumerate(topology.values())
+                         if t not in list(topology.values())[:i]]
+    # within a topology, the scenarios keep their order; the loopback ones moved up
+    for each in stretches:
+        assert [p for p in grouped if topology[p] == each] == [p for p in papers
+                                                              if topology[p] == each]
+    assert sorted(grouped) == sorted(papers) and grouped != papers
+
+
 def test_the_papers_targets_fit_the_budget_by_their_own_estimate():
     papers = plan(reproduce_run.papers_paths(), quick=False)
     assert len(papers) == 16 and all(r.repetitions >= 3 for r in papers)
