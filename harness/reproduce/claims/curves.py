@@ -104,27 +104,44 @@ def rises_then_falls(metric: str, column: str, rise: float, floor: float, pooled
 
 def peak_ratio(column: str, numerator: object, denominator: object, low: float | None = None,
                high: float | None = None, above: float | None = None,
-               each: tuple[str, ...] = (), **where: object) -> Test:
-    """One series' peak reply rate (the highest median over offered rates: the paper's
-    saturation throughput) / another's, within [low, high]; `above` is a strict bound, for
-    claims that one is higher than the other: a tie does not pass it."""
+               each: tuple[str, ...] = (), pooled: bool = False, **where: object) -> Test:
+    """One series' peak reply rate (the highest over offered rates: the paper's saturation
+    throughput) / another's, within [low, high]; `above` is a strict bound, for claims that
+    one is higher than the other: a tie does not pass it. The peaks are each round's (the
+    highest of the rates the round measured validly) and the ratio the median of the rounds'
+    ratios, as every ratio of two points is; pooled: the ratio of the highest medians over
+    all rounds, as earlier forms took it (the check history rebuilds them)."""
 
-    def peak(m: Measured, combo: dict, series: object) -> float:
+    def inside(value: Any) -> Any:
+        return ((low is None or value >= low) & (high is None or value <= high)
+                & (above is None or value > above))
+
+    def peaks(m: Measured, combo: dict, series: object) -> pd.Series:
         at = {**combo, column: series}
-        return max(m.median("reply_rate_rps", **at, offered_rate_rps=rate)
-                   for rate in m.levels("offered_rate_rps", **at))
+        rates = m.levels("offered_rate_rps", **at)
+        if pooled:
+            return pd.Series([max(m.median("reply_rate_rps", **at, offered_rate_rps=rate)
+                                  for rate in rates)])
+        return pd.concat([m.by_round("reply_rate_rps", **at, offered_rate_rps=rate)
+                          for rate in rates], axis=1).max(axis=1)
 
     def test(m: Measured) -> Outcome:
         parts, passed = [], True
         for combo in combinations(m, each, where):
-            top, bottom = peak(m, combo, numerator), peak(m, combo, denominator)
-            ratio = top / bottom
-            ok = ((low is None or ratio >= low) and (high is None or ratio <= high)
-                  and (above is None or ratio > above))
+            top, bottom = peaks(m, combo, numerator), peaks(m, combo, denominator)
+            ratios = (top / bottom).dropna()
+            if ratios.empty:
+                raise Unmeasured(f"{column}: no round has both {numerator}'s and "
+                                 f"{denominator}'s peak where {combo or 'anywhere'}")
+            ratio = float(ratios.median())
+            ok = bool(inside(ratio))
             passed &= ok
             label = coordinates(combo)
-            parts.append(f"{label + ': ' if label else ''}peak {numerator} {rounded(top)} / "
-                         f"{denominator} {rounded(bottom)} = {ratio:.3g}{'' if ok else ' ✗'}")
+            spread = "" if pooled else rounds_spread(ratios, inside(ratios))
+            parts.append(f"{label + ': ' if label else ''}peak {numerator} "
+                         f"{rounded(float(top.median()))} / {denominator} "
+                         f"{rounded(float(bottom.median()))} = {ratio:.3g}{spread}"
+                         f"{'' if ok else ' ✗'}")
         return Outcome(passed, "; ".join(parts))
 
     return test
