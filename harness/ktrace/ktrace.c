@@ -334,8 +334,7 @@ static unsigned parse_hooks(const char *list)
         while (g < HOOK_GROUPS && strcmp(name, HOOK_GROUP_NAMES[g]) != 0)
             g++;
         if (g == HOOK_GROUPS)
-            usage_error("--hooks %s: %s is not a group (calls, switch, softirq, packets, "
-                        "functions)", list, name);
+            usage_error("--hooks %s: %s is not a group (the usage lists them)", list, name);
         hooks |= 1u << g;
     }
     if (!hooks)
