@@ -102,7 +102,7 @@ def shape_checks(table: pd.DataFrame) -> list[str]:
 # -- wb-server against nginx ---------------------------------------------------------------------
 
 NGINX = "nginx"
-WB_FAMILIES = ("epoll_wait", "read", "write")  # the system calls a reply costs (accept: none)
+REPLY_FAMILIES = ("epoll_wait", "read", "write")  # the system calls a reply costs (accept: none)
 
 
 def server_label(server: WbServer | ExternalServer) -> str:
@@ -221,10 +221,10 @@ def kernel_medians(points: pd.DataFrame) -> pd.DataFrame:
             runs = at_rate[at_rate["label"] == label]
             replies = runs["reply_rate_rps"] * runs["kernel_trace_window_s"]
             row: dict = {"rate": rate, "label": label, "runs": len(runs)}
-            for family in WB_FAMILIES:
+            for family in REPLY_FAMILIES:
                 row[f"{family}_calls"] = (runs[f"kernel_{family}_calls"] / replies).median()
             in_calls = sum(runs[f"kernel_{family}_ns_per_reply"].fillna(0)
-                           for family in (*WB_FAMILIES, "accept")) / 1000
+                           for family in (*REPLY_FAMILIES, "accept")) / 1000
             on_cpu = runs["kernel_server_on_cpu_s"] / replies * 1e6
             row.update(in_calls=in_calls.median(), on_cpu=on_cpu.median(),
                        rest=(on_cpu - in_calls).median())
@@ -239,7 +239,7 @@ def kernel_table(medians: pd.DataFrame) -> list[str]:
              "in those calls µs/reply | on a CPU µs/reply | the rest µs/reply |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in medians.itertuples():
-        calls = " / ".join(num(getattr(r, f"{family}_calls"), 2) for family in WB_FAMILIES)
+        calls = " / ".join(num(getattr(r, f"{family}_calls"), 2) for family in REPLY_FAMILIES)
         lines.append(f"| {offered(r.rate)} | {r.label} | {r.runs} | {calls} | "
                      f"{num(r.in_calls, 2)} | {num(r.on_cpu, 2)} | {num(r.rest, 2)} |")
     return lines
