@@ -152,6 +152,7 @@ def _merged_timeline(docs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 
 
 # the config fields a load split over shards divides between them
+STREAM_SHAPE = ("write_bytes", "sender")  # a stream document's fields that are not counts
 SHARED_LOAD = ("hot_conns", "cold_conns", "stream_conns", "rate_rps", "stream_mbps")
 
 
@@ -203,8 +204,10 @@ def merge_documents(shards: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "timeline": _merged_timeline(docs),
         "cold": {**_add_counts(cold), "established_s": _peak([c.get("established_s")
                                                               for c in cold])},
-        "stream": {**_add_counts(streams), "write_bytes": streams[0].get("write_bytes")}
-        if streams else None,
+        # every shard's streams write the same chunks, sent by the same side
+        "stream": {**_add_counts([{k: v for k, v in s.items() if k not in STREAM_SHAPE}
+                                  for s in streams]),
+                   **{k: streams[0].get(k) for k in STREAM_SHAPE}} if streams else None,
         "generator_cpu": _add_counts([d.get("generator_cpu") for d in docs]),
         "generator_memory": {"rss_kb": _sum([m.get("rss_kb") for m in memory]),
                              "bytes_per_cold_conn": cold_bytes / established

@@ -199,6 +199,10 @@ class LoadSpec:
     stream_mbps: float | None = option(
         "--stream-mbps", None, metavar="B",
         help="total Mbit/s shared by the stream connections")
+    stream_read: bool = option(
+        "--stream-read", False, native=SCLIENT, action="store_true",
+        help="sclient: the server sends the stream (wb-server --source) at --stream-mbps; the "
+             "stream connections read it")
     # The runner's window (harness.runner.window) as CLOCK_MONOTONIC instants: the generator
     # measures exactly [start, end) instead of warmup_s/duration_s after its own start. Set by
     # the run, never from `wanbench load`; wb-sclient and asyncgen take it, the external
@@ -267,6 +271,8 @@ class LoadSpec:
                 raise ValueError(f"{len(self.targets)} targets: wb-sclient takes at most {most}")
         if not (self.hot_conns or self.cold_conns or self.stream_conns):
             raise ValueError("nothing to run: set hot_conns, cold_conns or stream_conns")
+        if self.stream_read and not self.stream_conns:
+            raise ValueError("stream_read: the streams that read are stream_conns: set it")
         if self.rate_rps is not None and self.rate_rps <= 0:
             raise ValueError(f"rate_rps {self.rate_rps} must be > 0 (None for closed loop)")
         check_duration(self.duration_s, self.cold_only)
@@ -419,6 +425,9 @@ def native_argv(spec: LoadSpec) -> list[str]:
     for f in native_options(spec.generator):
         value = getattr(spec, f.name)
         if value is None or (not value and value == f.default):
+            continue
+        if value is True:  # a switch: its flag alone
+            argv.append(f.metadata["flag"])
             continue
         argv += [f.metadata["flag"], ",".join(value) if isinstance(value, list) else str(value)]
     return check_native_argv(spec, argv)

@@ -90,6 +90,7 @@ class ServerConfig:
     stats_path: Path | str | None = None
     counters_path: Path | str | None = None  # read with Counters, at the reader's instant
     sink: bool = False
+    source_mbps: float = 0.0  # > 0: send a paced stream to the connections (--source)
     min_wait_us: int = _default("min_wait_us")
     rt_signal_queue: int | None = None  # RLIMIT_SIGPENDING: the RT-signal queue length
 
@@ -100,6 +101,10 @@ class ServerConfig:
         said.check_limit("reply_bytes", self.reply_bytes)
         said.check_limit("workers", self.workers)
         said.check_limit("min_wait_us", self.min_wait_us)
+        said.check_limit("source_mbps", self.source_mbps)
+        if self.sink and self.source_mbps:
+            raise ValueError("sink and source_mbps: a server either receives the stream or "
+                             "sends it")
         if self.backlog is not None:
             said.check_limit("backlog", self.backlog)
         if self.rt_signal_queue is not None:
@@ -124,6 +129,8 @@ class ServerConfig:
             argv += ["--cpu", str(self.cpu)]
         if self.sink:
             argv.append("--sink")
+        if self.source_mbps:
+            argv += ["--source", f"{self.source_mbps:g}"]
         if self.min_wait_us:
             argv += ["--min-wait-us", str(self.min_wait_us)]
         return argv

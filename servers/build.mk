@@ -2,9 +2,10 @@
 # the libFuzzer target for the HTTP parser, and `make bench-servers`.
 SERVER_SRCS := $(addprefix servers/,main.c server.c http.c stats.c dispatch.c pollset.c \
   epollset.c dispatch_select.c dispatch_poll.c dispatch_devpoll.c dispatch_epoll.c \
-  dispatch_rtsig.c dispatch_uring.c)
-SERVER_HDRS := $(wildcard servers/*.h)
-SERVER_LIBS := -luring
+  dispatch_rtsig.c dispatch_uring.c) clients/sclient/pacing.c
+SERVER_HDRS := $(wildcard servers/*.h) clients/sclient/pacing.h
+# --source paces its stream as wb-sclient's stream connections do: the same file
+SERVER_LIBS := -Iclients/sclient -luring
 FUZZBIN := build/fuzz
 
 BINARIES += $(BIN)/wb-server

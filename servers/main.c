@@ -25,6 +25,7 @@
 #define MAX_ACCEPT INT_MAX          /* --accept N is a C int */
 #define MAX_BACKLOG INT_MAX
 #define MAX_MIN_WAIT_US 1000000L /* a second: longer only delays replies */
+#define MAX_SOURCE_MBPS 1e6        /* a terabit: past any link here */
 
 /* The backends are listed from their table in dispatch.c. */
 static void print_usage(FILE *f)
@@ -34,7 +35,7 @@ static void print_usage(FILE *f)
             "usage: wb-server --dispatch %s\n"
             "                 --accept single|multi|N --reply-bytes B --listen ADDR:PORT|[ADDR]:PORT\n"
             "                 [--backlog N] [--stats PATH] [--counters PATH] [--workers N]\n"
-            "                 [--cpu N[,N...]] [--sink] [--min-wait-us US]\n"
+            "                 [--cpu N[,N...]] [--sink | --source MBPS] [--min-wait-us US]\n"
             "       wb-server --describe   (backends, limits and defaults as JSON)\n",
             dispatch_names(names, sizeof names));
 }
@@ -72,6 +73,16 @@ static long parse_count(const char *flag, const char *s, long min, long max)
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < min || v > max)
         bad_usage("%s: '%s' is not a whole number from %ld to %ld", flag, s, min, max);
+    return v;
+}
+
+static double parse_number(const char *flag, const char *s, double min, double max)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= min && v <= max))
+        bad_usage("%s: '%s' is not a number from %g to %g", flag, s, min, max);
     return v;
 }
 
@@ -152,9 +163,10 @@ static void describe(void)
         printf("%s\"%s\"", i ? ", " : "", dispatch_at(i)->name);
     printf("],\n \"accept_policies\": [\"single\", \"multi\"],\n"
            " \"limits\": {\"accept\": [1, %d], \"reply_bytes\": [0, %ld], \"workers\": [1, %d],"
-           " \"backlog\": [1, %d], \"cpus\": [0, %d], \"min_wait_us\": [0, %ld]},\n",
+           " \"backlog\": [1, %d], \"cpus\": [0, %d], \"min_wait_us\": [0, %ld],"
+           " \"source_mbps\": [0, %g]},\n",
            MAX_ACCEPT, MAX_REPLY_BYTES, MAX_WORKERS, MAX_BACKLOG, CPU_SETSIZE - 1,
-           MAX_MIN_WAIT_US);
+           MAX_MIN_WAIT_US, MAX_SOURCE_MBPS);
     printf(" \"defaults\": {\"dispatch\": \"%s\", \"accept\": \"%s\", \"reply_bytes\": %ld,"
            " \"listen\": \"%s\", \"backlog\": %d, \"workers\": %d, \"min_wait_us\": %ld}}\n",
            opt.server.ops->name, opt.accept_name, opt.server.reply_bytes,
@@ -170,7 +182,7 @@ static void parse_args(int argc, char **argv)
         {"backlog", required_argument, NULL, 'b'}, {"stats", required_argument, NULL, 's'},
         {"workers", required_argument, NULL, 'w'}, {"cpu", required_argument, NULL, 'c'},
         {"counters", required_argument, NULL, 'C'}, {"sink", no_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
-        {"min-wait-us", required_argument, NULL, 'm'},
+        {"min-wait-us", required_argument, NULL, 'm'}, {"source", required_argument, NULL, 'S'},
         {"describe", no_argument, NULL, 'D'}, {0, 0, 0, 0},
     };
     set_defaults();
@@ -203,6 +215,7 @@ static void parse_args(int argc, char **argv)
         case 'w': opt.workers = (int)parse_count("--workers", optarg, 1, MAX_WORKERS); break;
         case 'c': parse_cpus(optarg); break;
         case 'k': opt.server.sink = 1; break;
+        case 'S': opt.server.source_mbps = parse_number("--source", optarg, 0, MAX_SOURCE_MBPS); break;
         case 'm': opt.server.min_wait_us = parse_count("--min-wait-us", optarg, 0, MAX_MIN_WAIT_US); break;
         case 'h': print_usage(stdout); exit(0);
         case 'D': describe(); exit(0);
@@ -212,6 +225,9 @@ static void parse_args(int argc, char **argv)
     }
     if (optind < argc)
         bad_usage("unexpected argument %s", argv[optind]);
+    if (opt.server.sink && opt.server.source_mbps > 0)
+        bad_usage("--sink and --source: a server either receives the stream or sends it");
+    opt.server.source_mbps /= opt.workers; /* each worker paces its own connections */
 }
 
 static void on_signal(int sig)

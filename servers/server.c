@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "pacing.h"
 
 #define READ_CHUNK 65536
 #define READS_PER_TURN 16 /* then other connections get their turn */
@@ -41,6 +42,8 @@ struct conn {
     struct run runs[RUNS];
     uint8_t run_head, run_count;
     uint8_t open, closing, draining, peer_eof, queued;
+    uint8_t blocked;         /* --source: its socket was full, until it is writable again */
+    uint32_t stream_pos;     /* --source: its place in srv.streams */
     uint32_t offset;         /* bytes of the first queued reply already written */
     char *stash;             /* input read but not yet parsed (when the run queue is full) */
     uint32_t stash_len, stash_off;
@@ -56,6 +59,9 @@ static struct {
     int *again, again_count; /* fds to service without waiting for an event (see DISPATCH_EDGE) */
     int *turn;
     int events_keep_coming; /* the last blocking wait returned within --min-wait-us */
+    int *streams, nstreams; /* --source: the open connections, in the order pacing takes them */
+    struct pacing pacing;
+    char chunk[STREAM_CHUNK];
     char rbuf[READ_CHUNK];
 } srv;
 
@@ -91,6 +97,11 @@ static void want(int fd, int mask)
 static void conn_close(int fd)
 {
     struct conn *c = &srv.conns[fd];
+    if (srv.cfg->source_mbps > 0) { /* the last stream takes its place */
+        int last = srv.streams[--srv.nstreams];
+        srv.streams[c->stream_pos] = last;
+        srv.conns[last].stream_pos = c->stream_pos;
+    }
     want(fd, DISPATCH_NONE);
     close(fd);
     free(c->stash);
@@ -114,6 +125,10 @@ static void conn_open(int fd)
     srv.st->connections_accepted++;
     if (++srv.st->connections_current > srv.st->connections_max)
         srv.st->connections_max = srv.st->connections_current;
+    if (srv.cfg->source_mbps > 0) {
+        c->stream_pos = (uint32_t)srv.nstreams;
+        srv.streams[srv.nstreams++] = fd;
+    }
     if (dispatch_set(&srv.d, fd, DISPATCH_READABLE) < 0) {
         perror("wb-server: registering a connection");
         conn_close(fd);
@@ -289,6 +304,49 @@ static void drive(int fd, int fired)
     }
 }
 
+/* --source: a connection's events. Writable: its socket has room again for pacing's writes.
+ * Readable: what the peer sends is read and discarded (a receiver sends nothing but ACKs,
+ * so only its close or a reset is read). Only an event asks for a read: a writable edge
+ * alone would otherwise cost a read that returns EAGAIN in the stream's system-call time. */
+static void source_drive(int fd, int fired)
+{
+    struct conn *c = &srv.conns[fd];
+    if (fired & DISPATCH_WRITABLE)
+        c->blocked = 0;
+    while (fired & (DISPATCH_READABLE | DISPATCH_HUP)) {
+        ssize_t n = recv(fd, srv.rbuf, sizeof srv.rbuf, 0);
+        if (n > 0) {
+            srv.st->bytes_in += (uint64_t)n;
+        } else if (n < 0 && errno == EAGAIN) {
+            break;
+        } else if (n == 0 || errno != EINTR) {
+            return conn_close(fd);
+        }
+    }
+    want(fd, DISPATCH_READABLE | (c->blocked ? DISPATCH_WRITABLE : 0));
+}
+
+/* pacing_write for --source: one segment's payload to the index-th open connection. */
+static size_t source_write(void *owner, int index)
+{
+    (void)owner;
+    int fd = srv.streams[index];
+    struct conn *c = &srv.conns[fd];
+    if (c->blocked)
+        return 0;
+    ssize_t n = send(fd, srv.chunk, sizeof srv.chunk, MSG_NOSIGNAL);
+    if (n >= 0) {
+        srv.st->bytes_out += (uint64_t)n;
+        return (size_t)n;
+    }
+    c->blocked = 1;
+    if (errno == EAGAIN)
+        want(fd, DISPATCH_READABLE | DISPATCH_WRITABLE);
+    else
+        queue_again(fd); /* failed: its read finds why and closes it, outside pacing's round */
+    return 0;
+}
+
 /* Out of descriptors: free the reserved one, accept and close the oldest pending
  * connection, reserve again. Without this a level-triggered listener spins. Returns 0
  * when nothing was pending (accept reports EMFILE before it looks at the queue). */
@@ -336,6 +394,8 @@ static void handle(int fd, int fired)
         drain_wake();
     else if (fd == srv.listen_fd)
         accept_ready();
+    else if (srv.conns[fd].open && srv.cfg->source_mbps > 0)
+        source_drive(fd, fired);
     else if (srv.conns[fd].open)
         drive(fd, fired);
 }
@@ -353,9 +413,10 @@ static int setup(const struct server_config *cfg, int listen_fd, struct stats *s
     srv.conns = calloc((size_t)setsize, sizeof *srv.conns);
     srv.again = malloc((size_t)setsize * sizeof *srv.again);
     srv.turn = malloc((size_t)setsize * sizeof *srv.turn);
+    srv.streams = malloc((size_t)setsize * sizeof *srv.streams);
     srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int wake[2];
-    if (!srv.conns || !srv.again || !srv.turn || srv.reserve_fd < 0 ||
+    if (!srv.conns || !srv.again || !srv.turn || !srv.streams || srv.reserve_fd < 0 ||
         pipe2(wake, O_NONBLOCK | O_CLOEXEC) < 0 ||
         replies_build(srv.replies, (size_t)cfg->reply_bytes) < 0 ||
         dispatch_open(&srv.d, cfg->ops, setsize, listen_fd, stats) < 0 ||
@@ -385,10 +446,10 @@ static int64_t monotonic_ns(void)
  * requests in flight at N per hold-off. A busy server finds events ready and never sleeps;
  * when a wait finds nothing for longer than the hold-off, the loop waits at once again,
  * so a light load is not delayed. */
-static int wait_for_events(long min_wait_us, int blocking)
+static int wait_for_events(long min_wait_us, int timeout_ms)
 {
-    if (!blocking || !min_wait_us)
-        return srv.d.ops->wait(&srv.d, blocking ? -1 : 0);
+    if (!timeout_ms || !min_wait_us)
+        return srv.d.ops->wait(&srv.d, timeout_ms);
     if (srv.events_keep_coming) {
         int n = srv.d.ops->wait(&srv.d, 0);
         if (n != 0)
@@ -398,9 +459,22 @@ static int wait_for_events(long min_wait_us, int blocking)
         nanosleep(&hold, NULL); /* a signal ends it early: the wait then sees the flags */
     }
     int64_t from = monotonic_ns();
-    int n = srv.d.ops->wait(&srv.d, -1);
+    int n = srv.d.ops->wait(&srv.d, timeout_ms);
     srv.events_keep_coming = n > 0 && monotonic_ns() - from < min_wait_us * 1000;
     return n;
+}
+
+/* How long the loop may wait: not at all with connections to service, until pacing's next
+ * tick with a stream to send (whole ms, the backends' unit: pacing makes up the rest), else
+ * for as long as nothing happens. */
+static int wait_timeout_ms(void)
+{
+    if (srv.again_count)
+        return 0;
+    if (srv.cfg->source_mbps <= 0 || !srv.nstreams)
+        return -1;
+    int64_t due = pacing_next(&srv.pacing, srv.nstreams) - monotonic_ns();
+    return due <= 0 ? 0 : (int)((due + 999999) / 1000000);
 }
 
 int server_run(const struct server_config *cfg, int listen_fd, struct stats *stats,
@@ -411,6 +485,8 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
                 strerror(errno));
         return -1;
     }
+    pacing_init(&srv.pacing, cfg->source_mbps, monotonic_ns());
+    memset(srv.chunk, 'x', sizeof srv.chunk);
     while (!server_stop) {
         if (server_snapshot) {
             server_snapshot = 0;
@@ -418,7 +494,7 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
             on_snapshot();
             srv.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
-        int n = wait_for_events(cfg->min_wait_us, srv.again_count == 0);
+        int n = wait_for_events(cfg->min_wait_us, wait_timeout_ms());
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "wb-server: %s wait: %s\n", cfg->ops->name, strerror(errno));
             return -1;
@@ -432,6 +508,8 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
             srv.conns[srv.turn[i]].queued = 0;
             handle(srv.turn[i], DISPATCH_HUP); /* no event to go by: read to EAGAIN */
         }
+        if (cfg->source_mbps > 0)
+            pacing_run(&srv.pacing, monotonic_ns(), srv.nstreams, source_write, NULL);
     }
     srv.d.ops->destroy(&srv.d);
     close(srv.reserve_fd); /* for the final stats */

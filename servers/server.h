@@ -13,6 +13,8 @@ struct server_config {
     int accept_limit; /* accepts per listener readiness; 0 = until EAGAIN */
     long reply_bytes;
     int sink;         /* read and discard, never reply */
+    double source_mbps; /* > 0: send a paced stream of this many Mbit/s shared evenly over the
+                           connections, in one-segment writes; read and discard, never reply */
     long min_wait_us; /* while events keep coming, sleep this long before each wait; 0: off */
 };
 

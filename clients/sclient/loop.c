@@ -58,8 +58,12 @@ struct loop {
     /* cold */
     struct ramp ramp;
     int cold_open, cold_ready_sent;
-    /* stream */
+    /* stream: opened in turn, at most --max-connecting at once (all at once, their SYNs
+     * overflow the listen queue and the retries back off for seconds), then paced */
+    struct conn **streams;
+    int nstreams, streams_opened, streams_connecting;
     struct pacing pacing;
+    char chunk[STREAM_CHUNK];
     char buf[READ_BUF];
 };
 
@@ -159,7 +163,7 @@ static void conn_fail(struct loop *loop, struct conn *conn, enum err err) {
         if (was == CONNECTING) loop->result->cold_failed++, loop->ramp.connecting--;
         else loop->cold_open--, conn->reopened = 1;
     } else {
-        if (was == CONNECTING) loop->pacing.connecting--;
+        if (was == CONNECTING) loop->streams_connecting--;
         count_error(loop, err, 1);
     }
     close(conn->fd);
@@ -189,7 +193,7 @@ static void conn_connect(struct loop *loop, struct conn *conn) {
     conn->state = CONNECTING;
     conn->sent_on_conn = conn->pend_head = 0;
     if (conn->kind == COLD) loop->ramp.connecting++;
-    if (conn->kind == STREAM) loop->pacing.connecting++;
+    if (conn->kind == STREAM) loop->streams_connecting++;
     if (conn->fd < 0) {
         conn_fail(loop, conn, errno == EMFILE || errno == ENFILE ? E_NO_DESCRIPTOR : E_OTHER);
         return;
@@ -331,7 +335,7 @@ static void conn_established(struct loop *loop, struct conn *conn) {
             conn_deadline(loop, conn, loop->now + (int64_t)(rng_uniform(&loop->rng) * interval_s * 1e9));
         cold_announce(loop);
     } else if (conn->kind == STREAM) {
-        loop->pacing.connecting--;
+        loop->streams_connecting--;
     }
 }
 
@@ -414,7 +418,9 @@ static void conn_read(struct loop *loop, struct conn *conn, uint32_t events) {
     while (conn->state == OPEN) {
         ssize_t n = read(conn->fd, loop->buf, sizeof loop->buf);
         if (n > 0) {
-            if (conn->kind != STREAM && parse_input(loop, conn, loop->buf, (size_t)n) < 0) {
+            if (conn->kind == STREAM) {
+                if (in_window(loop, loop->now)) loop->result->stream_bytes += (uint64_t)n;
+            } else if (parse_input(loop, conn, loop->buf, (size_t)n) < 0) {
                 conn_fail(loop, conn, E_OTHER);
                 return;
             }
@@ -568,15 +574,27 @@ static void run_cold_ramp(struct loop *loop) {
     while (ramp_take(&loop->ramp, loop->now, &index)) conn_connect(loop, &loop->conns[index]);
 }
 
-static void stream_failed(void *loop, struct conn *conn, enum err err) {
-    conn_fail(loop, conn, err);
+/* pacing_write for the stream connections: one chunk, counted inside the window. */
+static size_t stream_write(void *owner, int index) {
+    struct loop *loop = owner;
+    struct conn *conn = loop->streams[index];
+    if (conn->state != OPEN || conn->blocked) return 0;
+    ssize_t written = send(conn->fd, loop->chunk, STREAM_CHUNK, MSG_NOSIGNAL);
+    if (written < 0) {
+        if (errno == EAGAIN) conn->blocked = 1;
+        else conn_fail(loop, conn, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
+        return 0;
+    }
+    if (in_window(loop, loop->now)) loop->result->stream_bytes += (uint64_t)written;
+    return (size_t)written;
 }
 
 static void run_streams(struct loop *loop) {
-    for (struct conn *conn; (conn = pacing_to_open(&loop->pacing, loop->opts->max_connecting));)
-        conn_connect(loop, conn);
-    pacing_run(&loop->pacing, loop->now,
-               in_window(loop, loop->now) ? &loop->result->stream_bytes : NULL, stream_failed, loop);
+    while (loop->streams_opened < loop->nstreams &&
+           loop->streams_connecting < loop->opts->max_connecting)
+        conn_connect(loop, loop->streams[loop->streams_opened++]);
+    if (!loop->opts->stream_read)
+        pacing_run(&loop->pacing, loop->now, loop->nstreams, stream_write, loop);
 }
 
 /* ---- setup and the loop ---- */
@@ -605,9 +623,10 @@ static void setup_conns(struct loop *loop) {
     loop->backlog = malloc(BACKLOG_MAX * sizeof *loop->backlog);
     int ramp_failed = ramp_init(&loop->ramp, (size_t)shard->cold, opts->cold_ramp / shard->nshards,
                                 opts->max_connecting, loop->start);
-    int pacing_failed = pacing_init(&loop->pacing, shard->stream, opts->stream_mbps / shard->nshards,
-                                    loop->start);
-    if (!loop->conns || !loop->ready || !loop->backlog || ramp_failed || pacing_failed) {
+    loop->streams = calloc((size_t)shard->stream + 1, sizeof *loop->streams);
+    pacing_init(&loop->pacing, opts->stream_mbps / shard->nshards, loop->start);
+    memset(loop->chunk, 'x', sizeof loop->chunk);
+    if (!loop->conns || !loop->ready || !loop->backlog || ramp_failed || !loop->streams) {
         perror("wb-sclient: allocating connections");
         exit(1);
     }
@@ -630,7 +649,7 @@ static void setup_conns(struct loop *loop) {
             conn->kind = STREAM;
             conn->gidx = (uint32_t)(opts->hot_conns + opts->cold_conns + shard->stream_first +
                                     (i - shard->hot - shard->cold));
-            pacing_add(&loop->pacing, conn);
+            loop->streams[loop->nstreams++] = conn;
         }
     }
 }
@@ -641,7 +660,8 @@ static int64_t next_wakeup(const struct loop *loop) {
     if (timers_next(&loop->timers) < t) t = timers_next(&loop->timers);
     int64_t ramp = ramp_next(&loop->ramp, loop->now);
     if (ramp < t) t = ramp;
-    if (pacing_next(&loop->pacing) < t) t = pacing_next(&loop->pacing);
+    int64_t pacing = loop->opts->stream_read ? INT64_MAX : pacing_next(&loop->pacing, loop->nstreams);
+    if (pacing < t) t = pacing;
     if (!loop->window_open && loop->window_start < t) t = loop->window_start;
     return t;
 }

@@ -46,7 +46,8 @@ static const char usage[] =
     "        passes its validity rule's)\n"
     "cold:   --cold N --cold-ramp R (per second, 0: unpaced) --cold-interval S (0: silent)\n"
     "        --max-connecting N (cold and stream connects in flight at once)\n"
-    "stream: --stream N --stream-mbps B (0: unpaced)\n"
+    "stream: --stream N --stream-mbps B (0: unpaced) --stream-read (the server sends at B,\n"
+    "        as wb-server --source does: the streams read and count what arrives)\n"
     "wb-sclient --describe   (limits and defaults as JSON)\n";
 
 static void die(const char *fmt, const char *arg) {
@@ -237,7 +238,7 @@ static void parse_args(struct opts *opts, int argc, char **argv) {
         {"spin-us", 1, 0, 'x'}, {"slice-us", 1, 0, 'L'}, {"coalesce-us", 1, 0, 'z'},
         {"cold", 1, 0, 'k'}, {"cold-ramp", 1, 0, 'K'},
         {"cold-interval", 1, 0, 'I'}, {"max-connecting", 1, 0, 'M'}, {"stream", 1, 0, 'b'},
-        {"stream-mbps", 1, 0, 'B'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
+        {"stream-mbps", 1, 0, 'B'}, {"stream-read", 0, 0, 'G'}, {"json", 1, 0, 'j'}, {"workers", 1, 0, 'W'},
         {"window-start-ns", 1, 0, 'T'}, {"window-end-ns", 1, 0, 'E'},
         {"help", 0, 0, 'h'}, {"describe", 0, 0, 'D'}, {0, 0, 0, 0}};
     set_defaults(opts);
@@ -295,6 +296,7 @@ static void parse_args(struct opts *opts, int argc, char **argv) {
         case 'M': opts->max_connecting = (int)ranged(name, optarg); break;
         case 'b': opts->stream_conns = (int)ranged(name, optarg); break;
         case 'B': opts->stream_mbps = ranged(name, optarg); break;
+        case 'G': opts->stream_read = 1; break;
         case 'j': opts->json_path = optarg; break;
         case 'W': opts->workers = (int)ranged(name, optarg); break;
         case 'T': opts->window_start_ns = instant(name, optarg); break;
@@ -312,6 +314,7 @@ static void parse_args(struct opts *opts, int argc, char **argv) {
     if (opts->duration_s <= 0 && !cold_only(opts))
         die("%s", "--duration 0 (hold until signalled) is only for cold-only runs");
     if (opts->rate > 0 && !opts->hot_conns) die("%s", "--rate needs --hot-conns");
+    if (opts->stream_read && !opts->stream_conns) die("%s", "--stream-read needs --stream N");
     if (opts->sclient_overload && (opts->rate <= 0 || opts->requests_per_conn != 1))
         die("%s", "--overload sclient opens a socket per scheduled send: give --rate R and "
                   "--requests-per-conn 1");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "pacing.h"
 #include "sclient.h"
 
 /* The results format's version, given by the build from clients/schema.py (clients/build.mk):
@@ -194,7 +195,8 @@ static void write_document(FILE *f, const struct opts *o, const struct result *r
             (unsigned long long)r->cold_replies);
     if (o->cold_conns && r->established_s > 0) fprintf(f, "%.3f}", r->established_s); else fprintf(f, "null}");
     if (o->stream_conns) {
-        fprintf(f, ", \"stream\": {\"conns\": %d, \"write_bytes\": 1460, \"target_mbps\": ", o->stream_conns);
+        fprintf(f, ", \"stream\": {\"conns\": %d, \"sender\": \"%s\", \"write_bytes\": %d, "
+                   "\"target_mbps\": ", o->stream_conns, o->stream_read ? "server" : "generator", STREAM_CHUNK);
         if (o->stream_mbps > 0) fprintf(f, "%.6g", o->stream_mbps); else fprintf(f, "null");
         fprintf(f, ", \"achieved_mbps\": %.3f, \"bytes\": %llu}",
                 r->window_s > 0 ? (double)r->stream_bytes * 8 / r->window_s / 1e6 : 0,

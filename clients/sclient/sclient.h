@@ -54,6 +54,7 @@ struct opts {
     /* stream */
     int stream_conns;
     double stream_mbps; /* 0: unpaced */
+    int stream_read; /* the server sends (wb-server --source): the streams read, never write */
     /* output, sharding */
     const char *json_path;
     int workers; /* 0: automatic from RLIMIT_NOFILE */

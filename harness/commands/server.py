@@ -15,7 +15,7 @@ from harness.servers import ServerConfig
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP)
 # Unset flags are left out, so wb-server's own defaults apply (`wb-server --describe`).
 CONFIG_FIELDS = ("dispatch", "accept", "reply_bytes", "listen", "backlog", "workers", "cpu",
-                 "sink", "min_wait_us", "rt_signal_queue")
+                 "sink", "source_mbps", "min_wait_us", "rt_signal_queue")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cpu", type=int, metavar="N", help="pin the server to this CPU")
     p.add_argument("--sink", action="store_true", default=None,
                    help="read and discard, never reply")
+    p.add_argument("--source", type=float, dest="source_mbps", metavar="MBPS",
+                   help="send a stream of MBPS Mbit/s shared evenly over the connections, "
+                        "one segment a write, and never reply (wb-sclient --stream-read reads "
+                        "it)")
     p.add_argument("--min-wait-us", type=int, metavar="US",
                    help="while requests keep coming, sleep US before each wait: fewer wake-ups, "
                         "longer responses")

@@ -20,6 +20,7 @@ from clients.schema import (
     merge_histograms,
     skeleton,
 )
+from clients.spec import native_argv
 from tests.clients.conftest import GENERATOR_CPU, wait_line
 
 
@@ -128,6 +129,20 @@ def test_cli_reports_unsupported_combinations():
     r = wanbench("--generator", "asyncio", "--target", "127.0.0.1:9", "--hot-conns", "2",
                  "--rate", "100", "--duration", "1", "--spin-us", "50")
     assert r.returncode == 2 and "spin_us is a wb-sclient option" in r.stderr
+    r = wanbench("--target", "127.0.0.1:9", "--hot-conns", "2", "--duration", "1",
+                 "--stream-read")
+    assert r.returncode == 2 and "stream_read: the streams that read are stream_conns" in r.stderr
+
+
+def test_streams_that_read_are_one_switch_to_the_binary_which_refuses_them_alone(sclient):
+    spec = LoadSpec(generator="sclient", targets=["127.0.0.1:9"], stream_conns=4,
+                    stream_mbps=100, stream_read=True)
+    argv = native_argv(spec)
+    assert "--stream-read" in argv and argv[argv.index("--stream-read") + 1].startswith("--")
+    out = subprocess.run([str(sclient), "--target", "127.0.0.1:9", "--hot-conns", "1",
+                          "--duration", "1", "--stream-read"], capture_output=True, text=True,
+                         timeout=10)
+    assert out.returncode == 2 and "--stream-read needs --stream N" in out.stderr
 
 
 def test_cli_holds_cold_connections_until_interrupted(server, sclient, tmp_path):

@@ -511,6 +511,33 @@ def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
         assert "rate_shortfall" not in doc["invalid_codes"]
 
 
+@pytest.mark.parametrize("dispatch", ["epoll", "select", "rtsig", "uring"])
+def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispatch):
+    """wb-server --source paces 100 Mbit/s over 16 connections on its loop's timeout (each
+    backend's wait), one segment a write; the streams read it and count what arrived in the
+    window."""
+    with running(server_config(tmp_path, dispatch=dispatch, source_mbps=100)) as source:
+        doc = run(spec(source, tmp_path, stream_conns=16, stream_mbps=100, stream_read=True,
+                       duration_s=1.5))
+        validate(doc)
+        sent = source.snapshot()
+    assert doc["stream"]["sender"] == "server"
+    assert doc["stream"]["achieved_mbps"] == pytest.approx(100, rel=0.05)
+    assert "rate_shortfall" not in doc["invalid_codes"]
+    assert sent["bytes_out"] >= doc["stream"]["bytes"] and sent["bytes_in"] == 0
+    assert sent["replies"] == 0
+
+
+def test_streams_that_read_a_silent_server_carry_nothing_and_say_so(sclient, tmp_path):
+    """The other way: streams told the server sends, against one that only reads (--sink):
+    nothing arrives, and the point says it did not carry what was asked."""
+    with running(server_config(tmp_path, sink=True)) as sink:
+        doc = run(spec(sink, tmp_path, stream_conns=4, stream_mbps=100, stream_read=True,
+                       duration_s=1))
+    assert doc["stream"]["bytes"] == 0
+    assert not doc["valid"] and "rate_shortfall" in doc["invalid_codes"], doc["invalid_reasons"]
+
+
 def test_a_stream_asked_for_more_than_it_can_carry_is_invalid(sclient, tmp_path):
     """A terabit a second on one connection, 1,460 bytes a write: 85 million writes a
     second, which no machine's one thread makes: the point says it did not carry its level."""

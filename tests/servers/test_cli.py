@@ -88,9 +88,10 @@ def binary_takes(binary: Path, flag: str, value: str) -> bool:
 
 
 def python_takes(flag: str, value: str) -> bool:
-    field = flag.removeprefix("--").replace("-", "_")
+    field = {"--source": "source_mbps"}.get(flag) or flag.removeprefix("--").replace("-", "_")
+    number = float if field == "source_mbps" else int
     try:
-        ServerConfig(**{field: value if field in ("dispatch", "accept") else int(value)})
+        ServerConfig(**{field: value if field in ("dispatch", "accept") else number(value)})
     except ValueError:
         return False
     return True
@@ -110,6 +111,7 @@ def edges(limit: str) -> list[str]:
     *(("--workers", n) for n in edges("workers")),
     *(("--backlog", n) for n in edges("backlog")),
     *(("--min-wait-us", n) for n in edges("min_wait_us")),
+    *(("--source", n) for n in edges("source_mbps")),
 ])
 def test_the_binary_refuses_what_its_description_refuses(normal_binary: Path, flag: str,
                                                          value: str) -> None:
@@ -232,6 +234,29 @@ def test_sink_reads_and_never_replies(normal_binary: Path, tmp_path: Path) -> No
         stats = server.snapshot()
     assert stats["bytes_in"] == len(request()) * 10 + 1_000_000
     assert stats["replies"] == stats["bytes_out"] == 0
+
+
+def test_source_sends_its_stream_and_never_replies(normal_binary: Path, tmp_path: Path) -> None:
+    """--source: a connection that asks for nothing gets one-segment writes of the stream;
+    a request it sends is read and discarded, never answered."""
+    cfg = ServerConfig(dispatch="poll", source_mbps=8, stats_path=tmp_path / "s.json")
+    with running(cfg, normal_binary) as server:
+        with socket.create_connection((server.host, server.port), timeout=10) as s:
+            s.sendall(request())
+            received = b""
+            while len(received) < 10 * 1460:  # 8 Mbit/s: a millisecond and a half each
+                received += s.recv(65536)
+        stats = server.snapshot()
+    assert set(received) == {ord("x")}  # the stream's bytes, no HTTP reply among them
+    assert stats["bytes_in"] == len(request()) and stats["replies"] == 0
+
+
+def test_sink_and_source_are_refused_together(normal_binary: Path) -> None:
+    out = subprocess.run([str(normal_binary), "--sink", "--source", "10"], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode == 2 and "either receives the stream or sends it" in out.stderr
+    with pytest.raises(ValueError, match="either receives the stream or sends it"):
+        ServerConfig(sink=True, source_mbps=10)
 
 
 def test_wanbench_server_runs_in_the_foreground(normal_binary: Path, tmp_path: Path) -> None:
