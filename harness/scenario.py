@@ -287,6 +287,10 @@ class Cold(Strict):
 class Stream(Strict):
     conns: Annotated[int, within("stream")] = Field(ge=1)
     mbps: Annotated[float, within("stream-mbps")] = Field(gt=0)
+    # Which side writes: the generator's streams to a server that reads (wb-server --sink),
+    # or the server (wb-server --source) to streams that read. The server's host is the one
+    # measured, so `server` measures the sender's stack, as the cycles-per-packet study did.
+    sender: Literal["generator", "server"] = "generator"
 
 
 class Cpus(Strict):
@@ -532,6 +536,15 @@ class Scenario(Strict):
                 and not swept & {"hot", "hot.rate_rps"}):
             raise ValueError("hot.overload: sclient opens one socket per scheduled send: give "
                              "hot.rate_rps (or sweep it)")
+        return self
+
+    @model_validator(mode="after")
+    def _stream_sender_can_send(self) -> Scenario:
+        if self.stream and self.stream.sender == "server" and not isinstance(self.server,
+                                                                            WbServer):
+            raise ValueError(f"stream.sender: server needs wb-server, which sends the stream "
+                             f"(--source); {self.server.name} does not: fix: server: "
+                             f"{{kind: wb-server}}, or stream.sender: generator")
         return self
 
     @model_validator(mode="after")

@@ -72,7 +72,8 @@ def hot_spec(cfg: Scenario, seed: int, target: str, sources: list[str] | None,
                                   warmup_s=cfg.warmup_s, json_path=json_path)
     if cfg.stream is not None:
         return clients.LoadSpec(generator="sclient", hot_conns=0, stream_conns=cfg.stream.conns,
-                                stream_mbps=cfg.stream.mbps, **common)
+                                stream_mbps=cfg.stream.mbps,
+                                stream_read=cfg.stream.sender == "server", **common)
     hot = cfg.hot
     return clients.LoadSpec(
         generator=hot.generator, hot_conns=hot.conns, rate_rps=hot.rate_rps,

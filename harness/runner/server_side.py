@@ -64,6 +64,20 @@ def _who_ran_refused() -> str | None:
     return None
 
 
+def wb_server_config(cfg: Scenario, server: WbServer, listen: str, stats_path: Path,
+                     counters_path: Path | str | None) -> servers.ServerConfig:
+    """The scenario's wb-server on its CPU: for a stream, the side that reads it (--sink)
+    or the one that sends it (--source), as stream.sender says."""
+    stream = cfg.stream
+    return servers.ServerConfig(
+        dispatch=server.dispatch, accept=server.accept, reply_bytes=server.reply_bytes,
+        listen=listen, backlog=server.backlog, workers=server.workers, cpu=cfg.cpus.server,
+        stats_path=stats_path, counters_path=counters_path,
+        sink=stream is not None and stream.sender == "generator",
+        source_mbps=stream.mbps if stream is not None and stream.sender == "server" else 0.0,
+        min_wait_us=server.min_wait_us, rt_signal_queue=server.rt_signal_queue)
+
+
 @dataclass
 class ServerWindow:
     """What the server's host measured over the window."""
@@ -122,13 +136,8 @@ class ServerSide:
         await self.write_out()
         if isinstance(cfg.server, WbServer):
             port = 0 if self.shared_host else cfg.server.port
-            server = servers.ServerConfig(
-                dispatch=cfg.server.dispatch, accept=cfg.server.accept,
-                reply_bytes=cfg.server.reply_bytes, listen=f"{self.address}:{port}",
-                backlog=cfg.server.backlog, workers=cfg.server.workers, cpu=cfg.cpus.server,
-                stats_path=self.stats_path, counters_path=self.counters.path,
-                sink=cfg.stream is not None, min_wait_us=cfg.server.min_wait_us,
-                rt_signal_queue=cfg.server.rt_signal_queue)
+            server = wb_server_config(cfg, cfg.server, f"{self.address}:{port}",
+                                      self.stats_path, self.counters.path)
             self.server = await self._spawn_server(server.argv())
             assert self.server.stdout is not None
             try:

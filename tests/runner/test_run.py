@@ -322,14 +322,22 @@ duration_s: 1.5
 
 
 @pytest.mark.timing
-def test_stream_point_measures_throughput_and_has_no_request_columns(tmp_path: Path):
-    run, stdout = run_scenario(tmp_path, STREAM)
+@pytest.mark.parametrize("sender", ["generator", "server"])
+def test_stream_point_measures_throughput_and_has_no_request_columns(tmp_path: Path,
+                                                                     sender: str):
+    """Either side sends; the server's host counts the stream's bytes in the direction it
+    went (loopback: each byte counted in and out, the ACKs' headers only the other way)."""
+    run, stdout = run_scenario(tmp_path, STREAM.replace("mbps: 50}",
+                                                        f"mbps: 50, sender: {sender}}}"))
     points = pd.read_parquet(run / "points.parquet")
     assert points.loc[0, "stream_conns"] == 8 and points.loc[0, "stream_mbps"] == 50
     assert 45 < points.loc[0, "stream_throughput_mbps"] < 55
     # Nothing was requested: null, never zero.
     assert pd.isna(points.loc[0, "reply_rate_rps"]) and pd.isna(points.loc[0, "hot_conns"])
     assert points.loc[0, "bytes_in"] > 0 and points.loc[0, "cycles_per_packet"] > 0
+    stats = json.loads(next(run.glob("raw/*/server-stats.json")).read_text())
+    sent, read = stats["bytes_out"], stats["bytes_in"]
+    assert (sent > 0 and read == 0) if sender == "server" else (read > 0 and sent == 0)
     assert "Mbit/s" in stdout
 
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import ScenarioError, load, parse, points, sweep_columns
+from harness.runner.load_side import hot_spec
+from harness.runner.server_side import wb_server_config
+from harness.scenario import ScenarioError, WbServer, load, parse, points, sweep_columns
 from tests.topology.test_model import SHAPED
 
 GRID = """
@@ -72,6 +74,22 @@ def test_stream_scenarios_have_no_hot_columns():
     scenario = parse("name: s\nstream: {conns: 8, mbps: 50}\n")
     columns = points(scenario)[0].columns
     assert columns["hot_conns"] is None and columns["stream_conns"] == 8
+
+
+def test_a_stream_is_sent_by_the_side_the_scenario_names():
+    """The server sends (wb-server --source, the generator's streams read) or the generator
+    does (the server a --sink); a server that cannot send is refused by name."""
+    for sender, sink, source, read in (("generator", True, 0.0, False),
+                                       ("server", False, 50.0, True)):
+        scenario = parse(f"name: s\nstream: {{conns: 8, mbps: 50, sender: {sender}}}\n")
+        assert isinstance(scenario.server, WbServer)
+        server = wb_server_config(scenario, scenario.server, "127.0.0.1:0",
+                                  Path("stats.json"), None)
+        assert (server.sink, server.source_mbps) == (sink, source)
+        assert hot_spec(scenario, 1, "127.0.0.1:80", None, None).stream_read is read
+    with pytest.raises(ValueError, match="stream.sender: server needs wb-server"):
+        parse("name: s\nstream: {conns: 8, mbps: 50, sender: server}\n"
+              "server: {kind: external, name: nginx, command: [nginx], port: 8080}\n")
 
 
 def test_set_can_replace_a_sweep_axis():
