@@ -28,12 +28,18 @@ CYCLES_ESTIMATED = "estimated (CPU time x TSC)"
 CYCLES_UNAVAILABLE = "unavailable"
 # The network stack's layers at tracepoint grain, as _kernel_stack sizes them (the cycles-per-
 # packet study's Table 1 and Figs. 5-6 by layer): each layer's name as figures give it, and its
-# in-kernel ns per packet; the stack is their sum.
+# in-kernel ns per packet; the stack is their sum. The softirqs are those of the server's CPU:
+# its host's own, where the topology steers each host's receive work to its own CPU.
 KERNEL_LAYERS = {
     "system calls": "kernel_syscall_ns_per_packet",
-    "receive softirq": kernel_column("rx", "ns_per_packet"),
+    "receive softirq": kernel_column("server_cpu_rx", "ns_per_packet"),
     "transmit softirq": "kernel_tx_layer_ns_per_packet",
 }
+# The paper's System Call layer at function grain (fentry): the server's read and write calls
+# less the TCP functions under them (tcp_recvmsg, tcp_sendmsg), per packet as the system calls
+# are. Linux copies from and to the user inside those TCP functions, which the paper's socket
+# layer did itself, so the copy counts as TCP here.
+KERNEL_SOCKET_LAYER = "kernel_socket_layer_ns_per_packet"
 KERNEL_STACK = "kernel_stack_ns_per_packet"
 KERNEL_STACK_LAYER = "whole stack"  # the stack itself, drawn beside its layers
 # kernel_layers' long form: one row per record and layer (the stack's own row included)
@@ -43,6 +49,7 @@ KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
 KERNEL_DERIVED = ("kernel_dispatch_ns_per_call", "kernel_dispatch_cpu_pct",
                   "kernel_dispatch_share_pct", "kernel_accept_cpu_pct",
                   "kernel_alloc_fd_cpu_pct", *KERNEL_LAYERS.values(), KERNEL_STACK,
+                  KERNEL_SOCKET_LAYER,
                   "kernel_rx_packets_per_softirq", KERNEL_LAYER_NS, KERNEL_LAYER_SHARE)
 # One round of one run: a run's repetitions are rounds over its sweep (scenario.order)
 ROUND_COLUMNS = ("run_id", "repetition")
@@ -160,10 +167,12 @@ def _derived(col: _Columns) -> _Columns:
     col["kernel_dispatch_share_pct"] = _share_of_server(col, col("kernel_dispatch_cpu_pct"))
     col["kernel_syscall_ns_per_packet"], col["kernel_tx_layer_ns_per_packet"] = _kernel_stack(col)
     col[KERNEL_STACK] = sum(col(column) for column in KERNEL_LAYERS.values())
+    col[KERNEL_SOCKET_LAYER] = _socket_layer(col)
     # The batch a receive softirq's time is spread over: its fixed costs weigh on each packet
     # in inverse proportion (runs before the count was kept: null)
-    col["kernel_rx_packets_per_softirq"] = _ratio(col(kernel_column("rx", "packets")),
-                                                  col(kernel_column("rx", "softirqs")))
+    col["kernel_rx_packets_per_softirq"] = _ratio(
+        col(kernel_column("server_cpu_rx", "packets")),
+        col(kernel_column("server_cpu_rx", "softirqs")))
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed,
     # as a share of one CPU over the window and of the server's CPU time
     col["kernel_alloc_fd_cpu_pct"] = _cpu_pct(
@@ -215,22 +224,41 @@ def _share_of_server(col: _Columns, cpu_pct: np.ndarray) -> np.ndarray:
     return 100 * _ratio(cpu_pct, on_cpu_pct)
 
 
+def _io_ns(col: _Columns) -> np.ndarray:
+    """The server's read and write families' in-kernel ns over the traced window."""
+    return sum(np.nan_to_num(col(kernel_column(f, "ns_per_call")).astype(float))
+               * col(kernel_column(f, "calls")) for f in ("read", "write"))
+
+
 def _kernel_stack(col: _Columns) -> tuple[np.ndarray, np.ndarray]:
     """The network stack's in-kernel ns per packet by layer (kernel_trace), as the cycles-per-
     packet study's layers fall at tracepoint grain (KERNEL_LAYERS): the system-call layer (the
-    server's read and write families, TCP's copy to or from the user included) per packet of
-    the server's (packets_in + packets_out, cycles_per_packet's count), and the transmit layer;
+    server's read and write families with all they call: a sender's write holds TCP's
+    transmit, IP and the driver's, a receiver's read TCP's copy to the user) per packet of the
+    server's (packets_in + packets_out, cycles_per_packet's count), and the transmit layer;
     with the receive softirq (IP, TCP) per packet received and the transmit softirq per packet
-    sent, machine-wide (softirqs belong to no process: the generator's ACKs are in them, and
-    behind the userspace link emulator a packet is received twice, TUN and veth), they make the
-    stack. A transmit softirq that handled no packet cost none. Null where nothing was
-    traced."""
-    io_ns = sum(np.nan_to_num(col(kernel_column(f, "ns_per_call")).astype(float))
-                * col(kernel_column(f, "calls")) for f in ("read", "write"))
-    syscall = _ratio(io_ns, col("packets_in") + col("packets_out"))
-    tx = np.where(col(kernel_column("tx", "packets")) != 0,
-                  col(kernel_column("tx", "ns_per_packet")), 0.0)
+    sent on the server's CPU, they make the stack. Softirqs belong to no process: on the
+    server's CPU they are its host's own where the topology steers each host's receive work to
+    its own CPU (bulk-pair), and whatever ran there elsewhere. A transmit softirq that handled
+    no packet cost none. Null where nothing was traced, or the run predates the server's CPU's
+    own softirq columns."""
+    syscall = _ratio(_io_ns(col), col("packets_in") + col("packets_out"))
+    tx_packets = col(kernel_column("server_cpu_tx", "packets"))
+    tx = np.where(tx_packets != 0, col(kernel_column("server_cpu_tx", "ns_per_packet")),
+                  np.where(np.isnan(tx_packets.astype(float)), np.nan, 0.0))
     return syscall, tx
+
+
+def _socket_layer(col: _Columns) -> np.ndarray:
+    """KERNEL_SOCKET_LAYER: read and write less tcp_recvmsg and tcp_sendmsg, per packet of
+    the server's; null where fentry did not time those functions (one timed and never
+    called cost nothing)."""
+    tcp_ns = 0.0
+    for function in ("tcp_sendmsg", "tcp_recvmsg"):
+        calls = col(kernel_function_column(function, "calls")).astype(float)
+        per_call = col(kernel_function_column(function, "ns_per_call")).astype(float)
+        tcp_ns = tcp_ns + np.where(calls == 0, 0.0, per_call * calls)
+    return _ratio(_io_ns(col) - tcp_ns, col("packets_in") + col("packets_out"))
 
 
 def _server_busy(col: _Columns) -> pd.Series:

@@ -247,9 +247,24 @@ def _per(total: float, count: float) -> float | None:
     return total / count if count else None
 
 
-def columns(document: dict[str, Any] | None) -> dict[str, Any]:
+def _softirq_columns(cpus: list[dict[str, Any]], scope: str = "") -> dict[str, Any]:
+    """The network softirqs of `cpus` per direction: packets, softirqs, ns per packet; the
+    columns named with scope before the direction (kernel_server_cpu_rx_...)."""
+    row: dict[str, Any] = {}
+    for direction in KERNEL_DIRECTIONS:
+        packets = sum(cpu[f"{direction}_packets"] for cpu in cpus)
+        row[kernel_column(scope + direction, "packets")] = packets
+        row[kernel_column(scope + direction, "softirqs")] = sum(cpu[f"net_{direction}_count"]
+                                                                for cpu in cpus)
+        row[kernel_column(scope + direction, "ns_per_packet")] = _per(
+            sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets)
+    return row
+
+
+def columns(document: dict[str, Any] | None, server_cpu: int | None = None) -> dict[str, Any]:
     """The window's kernel columns from wb-ktrace's document (the server's role); every one
-    null without a document. Per reply: per_reply(), once the replies are known."""
+    null without a document. The softirqs machine-wide, and on server_cpu alone where it is
+    given. Per reply: per_reply(), once the replies are known."""
     row: dict[str, Any] = dict.fromkeys(KERNEL_TRACE_COLUMNS)
     if document is None:
         return row
@@ -262,13 +277,11 @@ def columns(document: dict[str, Any] | None) -> dict[str, Any]:
             row[kernel_column(family, "ready_per_call")] = _per(calls["returned"],
                                                                 calls["calls"])
     cpus = document["cpus"]
-    packets = {d: sum(cpu[f"{d}_packets"] for cpu in cpus) for d in KERNEL_DIRECTIONS}
-    for direction in KERNEL_DIRECTIONS:
-        row[kernel_column(direction, "packets")] = packets[direction]
-        row[kernel_column(direction, "softirqs")] = sum(cpu[f"net_{direction}_count"]
-                                                        for cpu in cpus)
-        row[kernel_column(direction, "ns_per_packet")] = _per(
-            sum(cpu[f"net_{direction}_ns"] for cpu in cpus), packets[direction])
+    row.update(_softirq_columns(cpus))
+    if server_cpu is not None:
+        row.update(_softirq_columns([cpu for cpu in cpus if cpu["cpu"] == server_cpu],
+                                    "server_cpu_"))
+    packets = {d: row[kernel_column(d, "packets")] for d in KERNEL_DIRECTIONS}
     # only the functions timed here are in the document (fentry refused: none)
     for function, calls in document.get("functions", {}).items():
         row[kernel_function_column(function, "calls")] = calls["calls"]

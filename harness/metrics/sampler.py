@@ -224,7 +224,8 @@ class WindowSampler:
             if seen.who_ran is not None:
                 counted = seen.who_ran.edges
                 self.edges[f"who_ran_{seen.who_ran.role}"] = (counted.start_ns, counted.end_ns)
-        return {**self._totals(self._first, last), **interference, **ktrace.columns(traced)}
+        return {**self._totals(self._first, last), **interference,
+                **ktrace.columns(traced, self.config.server_cpu)}
 
     async def close(self) -> None:
         """No perf or tracer left running (after stop(), or when the point failed before

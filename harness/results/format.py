@@ -114,6 +114,11 @@ KERNEL_DISPATCH_FAMILIES = KERNEL_FAMILIES[:5]
 KERNEL_READY_FAMILIES = ("select", "poll", "epoll_wait")
 KERNEL_FAMILY_METRICS = ("calls", "ns_per_call", "ns_per_reply")
 KERNEL_DIRECTIONS = ("rx", "tx")
+# The network softirqs that ran on the server's CPU alone, per direction: its host's own
+# receive and transmit work where the topology steers each host's receive work to the CPU of
+# its processes (bulk-pair's receive_on_own_cpu); machine-wide (KERNEL_DIRECTIONS) they also
+# hold the peer's on this one machine.
+KERNEL_SERVER_CPU_DIRECTIONS = tuple(f"server_cpu_{d}" for d in KERNEL_DIRECTIONS)
 
 
 def kernel_column(family_or_direction: str, metric: str) -> str:
@@ -142,7 +147,7 @@ def kernel_function_column(function: str, metric: str) -> str:
 KERNEL_TRACE_COLUMNS = (
     *(kernel_column(f, m) for f in KERNEL_FAMILIES for m in KERNEL_FAMILY_METRICS),
     *(kernel_column(f, "ready_per_call") for f in KERNEL_READY_FAMILIES),
-    *(kernel_column(d, m) for d in KERNEL_DIRECTIONS
+    *(kernel_column(d, m) for d in (*KERNEL_DIRECTIONS, *KERNEL_SERVER_CPU_DIRECTIONS)
       for m in ("packets", "softirqs", "ns_per_packet")),
     *(kernel_function_column(f, m) for f in KERNEL_FUNCTIONS for m in KERNEL_FUNCTION_METRICS),
     "kernel_events_traced",

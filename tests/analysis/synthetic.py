@@ -254,10 +254,10 @@ def _stack_kernel(p: pd.DataFrame, noise: np.ndarray) -> dict:
         kernel_column("read", "calls"): packets_in,
         kernel_column("read", "ns_per_call"): syscall * (packets_in + packets_out) / packets_in,
         kernel_column("write", "calls"): np.zeros(len(p)),
-        kernel_column("rx", "packets"): packets_in,
-        kernel_column("rx", "ns_per_packet"): 1500 * (1 + delay / 40) * (1 + noise[2]),
-        kernel_column("tx", "packets"): packets_out,
-        kernel_column("tx", "ns_per_packet"): 200 * (1 + noise[3]),
+        kernel_column("server_cpu_rx", "packets"): packets_in,
+        kernel_column("server_cpu_rx", "ns_per_packet"): 1500 * (1 + delay / 40) * (1 + noise[2]),
+        kernel_column("server_cpu_tx", "packets"): packets_out,
+        kernel_column("server_cpu_tx", "ns_per_packet"): 200 * (1 + noise[3]),
     }
 
 

@@ -140,9 +140,9 @@ def test_the_stacks_layers_sum_to_it_and_say_their_share() -> None:
                            "kernel_read_calls": [1000.0, np.nan],
                            "kernel_read_ns_per_call": [600.0, np.nan],
                            "kernel_write_calls": [0.0, np.nan],
-                           "kernel_rx_ns_per_packet": [1500.0, np.nan],
-                           "kernel_tx_packets": [1000.0, np.nan],
-                           "kernel_tx_ns_per_packet": [200.0, np.nan]})
+                           "kernel_server_cpu_rx_ns_per_packet": [1500.0, np.nan],
+                           "kernel_server_cpu_tx_packets": [1000.0, np.nan],
+                           "kernel_server_cpu_tx_ns_per_packet": [200.0, np.nan]})
     layers = derive.kernel_layers(derive.add_derived(points))
     traced = layers.drop_duplicates("layer").set_index("layer")
     assert traced[derive.KERNEL_LAYER_NS].to_dict() == pytest.approx({
@@ -153,6 +153,24 @@ def test_the_stacks_layers_sum_to_it_and_say_their_share() -> None:
     # a record that was not traced has no layer at all, not a zero one
     untraced = layers.iloc[1::2]
     assert untraced[[derive.KERNEL_LAYER_NS, derive.KERNEL_LAYER_SHARE]].isna().all().all()
+
+
+def test_the_system_call_layer_is_the_calls_less_tcps_functions_where_they_were_timed() -> None:
+    """A sender's writes, 3,000 ns a packet of its 1,000 each way, of which tcp_sendmsg took
+    2,600: the System Call layer is the 400 left over (tcp_recvmsg timed, never called, took
+    none); where fentry timed neither function it is null, not the writes' whole time."""
+    timed = {"kernel_fn_tcp_sendmsg_calls": [1000.0, np.nan],
+             "kernel_fn_tcp_sendmsg_ns_per_call": [5200.0, np.nan],
+             "kernel_fn_tcp_recvmsg_calls": [0.0, np.nan],
+             "kernel_fn_tcp_recvmsg_ns_per_call": [np.nan, np.nan]}
+    points = pd.DataFrame({"packets_in": [1000.0] * 2, "packets_out": [1000.0] * 2,
+                           "kernel_write_calls": [1000.0] * 2,
+                           "kernel_write_ns_per_call": [6000.0] * 2,
+                           "kernel_read_calls": [0.0] * 2, **timed})
+    derived = derive.add_derived(points)
+    assert derived["kernel_syscall_ns_per_packet"].tolist() == [3000.0, 3000.0]
+    assert derived.loc[0, derive.KERNEL_SOCKET_LAYER] == pytest.approx(400.0)
+    assert pd.isna(derived.loc[1, derive.KERNEL_SOCKET_LAYER])
 
 
 def test_cpu_per_connection_uses_the_windows_accept_count() -> None:
@@ -205,11 +223,11 @@ def test_accept_and_alloc_fd_as_shares_of_one_cpu() -> None:
 
 
 def test_packets_per_receive_softirq_and_none_where_the_count_was_not_kept() -> None:
-    points = _points(kernel_rx_packets=[2000.0, 2000.0, 0.0],
-                     kernel_rx_softirqs=[500.0, None, 0.0])
+    points = _points(kernel_server_cpu_rx_packets=[2000.0, 2000.0, 0.0],
+                     kernel_server_cpu_rx_softirqs=[500.0, None, 0.0])
     derived = derive.add_derived(points)
     assert derived.loc[0, "kernel_rx_packets_per_softirq"] == 4.0
     assert derived.loc[1:, "kernel_rx_packets_per_softirq"].isna().all()
     # a run from before the count was kept has no column: null, not an error
-    older = derive.add_derived(_points(kernel_rx_packets=[2000.0]))
+    older = derive.add_derived(_points(kernel_server_cpu_rx_packets=[2000.0]))
     assert older["kernel_rx_packets_per_softirq"].isna().all()

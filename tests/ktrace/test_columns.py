@@ -58,6 +58,19 @@ def test_a_document_gives_per_call_per_packet_and_per_reply_columns():
     assert row["kernel_trace_window_s"] == 2.0
     assert row["kernel_server_on_cpu_s"] == 0.15
     assert ktrace.WindowEdges.of(DOCUMENT) == ktrace.WindowEdges(5_000_000_000, 7_000_000_000)
+    # without the server's CPU, its own softirq columns stay null
+    assert row["kernel_server_cpu_rx_packets"] is None
+
+
+@pytest.mark.parametrize("server_cpu,rx_ns,tx_packets", [(0, 3000, 0), (1, 1000, 2000)])
+def test_the_server_cpus_own_softirqs_beside_the_machines(server_cpu, rx_ns, tx_packets):
+    """The softirqs that ran on the server's CPU alone (its host's, where the topology steers
+    each host's receive work to its own CPU), whichever CPU that is; machine-wide unchanged."""
+    row = ktrace.columns(DOCUMENT, server_cpu)
+    assert row["kernel_server_cpu_rx_packets"] == 1000
+    assert row["kernel_server_cpu_rx_ns_per_packet"] == rx_ns
+    assert row["kernel_server_cpu_tx_packets"] == tx_packets
+    assert row["kernel_rx_packets"] == 2000 and row["kernel_rx_ns_per_packet"] == 2000
     # 1,000 replies a second over the 2 s traced: 2,000 replies
     per_reply = ktrace.per_reply({**row, "reply_rate_rps": 1000.0})
     assert per_reply["kernel_select_ns_per_reply"] == 15_000
