@@ -165,11 +165,12 @@ def _against_band(ratios: Ratios) -> str:
 
 
 def _state(conns: object, llc_bytes: int | None) -> str:
-    """The kernel state conns connections hold at the receiver, and against the LLC."""
+    """The kernel state conns connections hold at the server (the measured host), and against
+    the LLC."""
     size = float(conns) * CONN_STATE_BYTES  # type: ignore[arg-type]
     against = (f", {size / llc_bytes:.2g}× the {llc_bytes / MIB:,.0f} MiB last-level cache"
                if llc_bytes else ", the last-level cache not recorded")
-    return f"{size / MIB:,.0f} MiB of connection state at the receiver{against}"
+    return f"{size / MIB:,.0f} MiB of connection state at the server{against}"
 
 
 def connection_state_rise(m: Measured, llc_bytes: int | None) -> str:

@@ -27,8 +27,8 @@ def stack_sweep(ns_per_packet: list[float]) -> Measured:
     return as_read(points([
         {"stream_conns": conns, "packets_in": 20_000, "packets_out": 20_000,
          "kernel_read_calls": 0, "kernel_read_ns_per_call": 0.0, "kernel_write_calls": 0,
-         "kernel_write_ns_per_call": 0.0, "kernel_tx_packets": 0,
-         "kernel_rx_ns_per_packet": ns}
+         "kernel_write_ns_per_call": 0.0, "kernel_server_cpu_tx_packets": 0,
+         "kernel_server_cpu_rx_ns_per_packet": ns}
         for conns, ns in zip(CONNS, ns_per_packet, strict=True)]))
 
 
@@ -43,7 +43,7 @@ def test_a_rising_stack_is_reported_rising_at_the_level_it_rises():
     assert "from 4 to 131,072 connections: ×1.4" in text
     state = 16384 * beyond.CONN_STATE_BYTES / 2**20
     assert (f"rises past 10% first at 16,384 connections ({state:,.0f} MiB of connection "
-            f"state at the receiver, {state / 260:.2g}× the 260 MiB last-level cache)") in text
+            f"state at the server, {state / 260:.2g}× the 260 MiB last-level cache)") in text
 
 
 def test_a_flat_stack_is_reported_flat_up_to_the_last_level():

@@ -65,11 +65,11 @@ def test_a_claim_about_what_linux_lacks_is_not_possible_here(tmp_path, capsys):
 @pytest.mark.parametrize("tracing,status", [(False, "NOT POSSIBLE HERE"), (True, "NOT RUN")])
 def test_an_unrun_target_needing_the_kernel_traced_depends_on_the_machine(
         tmp_path, capsys, monkeypatch, tracing, status):
-    """cpp Table 1: its layers need kernel_trace, its instructions hardware counters."""
+    """cpp Fig 4: its stack needs kernel_trace, its instructions hardware counters."""
     monkeypatch.setattr(perf, "hardware_counters", lambda: (False, "probe says so"))
     monkeypatch.setattr(ktrace, "support", lambda: ktrace.Support(tracing, False, "no BPF"))
     _, out = check([str(write_fig8(tmp_path, select_falls=True))], capsys)
-    line = next(ln for ln in out.splitlines() if "cpp-table1:" in ln)
+    line = next(ln for ln in out.splitlines() if "cpp-fig4:" in ln)
     assert line.startswith(status)
     if not tracing:
         assert "eBPF tracing of the kernel (no BPF)" in out

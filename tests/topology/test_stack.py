@@ -34,13 +34,13 @@ c.close()
 
 def test_bulk_pair_commands_turn_off_offload_delayed_ack_and_timestamps():
     lines = planned_commands(load_topology(BULK_PAIR), "userspace", "wbt1")
-    for host in ("receiver", "sender"):
+    for host in ("server", "generator"):
         assert any(ln.startswith(f"ip netns exec wbt1-{host} sysctl") and
                    "net.ipv4.tcp_timestamps=0" in ln for ln in lines), host
         routes = [ln for ln in lines if ln.startswith(f"ip -n wbt1-{host} route add")]
         assert routes and all(ln.endswith(" quickack 1") for ln in routes), routes
-    assert "ip -n wbt1-sender link set dev wbt1-1a gso_max_segs 1" in lines
-    assert "ip -n wbt1-receiver link set dev wbt1-1b gso_max_segs 1" in lines
+    assert "ip -n wbt1-generator link set dev wbt1-1a gso_max_segs 1" in lines
+    assert "ip -n wbt1-server link set dev wbt1-1b gso_max_segs 1" in lines
 
 
 def test_plain_topology_keeps_the_stack_defaults():
@@ -106,10 +106,10 @@ def rps_masks(handle, host: str) -> list[int]:
 def test_bulk_pair_acks_every_full_segment_on_the_receivers_own_cpu(no_leftovers):
     with bring_up(load_topology(BULK_PAIR), "userspace", calibrate=False) as handle:
         no_leftovers.append(handle.prefix)
-        handle.steer_receive({"receiver": 0, "sender": 1})
-        assert rps_masks(handle, "receiver") == [0b01]
-        assert rps_masks(handle, "sender") == [0b10]
-        counts = transfer(handle, "receiver", "sender")
+        handle.steer_receive({"server": 0, "generator": 1})
+        assert rps_masks(handle, "server") == [0b01]
+        assert rps_masks(handle, "generator") == [0b10]
+        counts = transfer(handle, "server", "generator")
         hosts = handle.manifest()["hosts"]
     assert counts["mss"] == 1460  # no timestamp option
     # one MSS per segment (plus the handshake and FIN)
@@ -120,7 +120,7 @@ def test_bulk_pair_acks_every_full_segment_on_the_receivers_own_cpu(no_leftovers
     # 12 others, so the 0.95 that stood here failed now and then; window updates after the
     # reader's reads add a few (2,005 once), so no upper bound
     assert counts["out"] >= 0.75 * counts["in"], counts
-    assert hosts["receiver"]["receive_cpu"] == 0 and hosts["sender"]["receive_cpu"] == 1
+    assert hosts["server"]["receive_cpu"] == 0 and hosts["generator"]["receive_cpu"] == 1
 
 
 @needs_root

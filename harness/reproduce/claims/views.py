@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.analysis.derive import KERNEL_STACK
+from harness.analysis.derive import KERNEL_SOCKET_LAYER, KERNEL_STACK
 from harness.reproduce.verdict import Measured
 
 View = Callable[[Measured], Measured]
@@ -24,6 +24,9 @@ def with_share_of(name: str, part: str, whole: str) -> View:
 # cpp Table 1's System Call share of the Overall Stack, per record
 SYSCALL_SHARE_OF_STACK = with_share_of("syscall_share_of_stack_pct",
                                        "kernel_syscall_ns_per_packet", KERNEL_STACK)
+# the paper's System Call layer (function grain: the calls less TCP's functions under them)
+SOCKET_LAYER_SHARE_OF_STACK = with_share_of("socket_layer_share_of_stack_pct",
+                                            KERNEL_SOCKET_LAYER, KERNEL_STACK)
 
 
 def by_curve(m: Measured) -> Measured:
