@@ -227,7 +227,6 @@ static void parse_args(int argc, char **argv)
         bad_usage("unexpected argument %s", argv[optind]);
     if (opt.server.sink && opt.server.source_mbps > 0)
         bad_usage("--sink and --source: a server either receives the stream or sends it");
-    opt.server.source_mbps /= opt.workers; /* each worker paces its own connections */
 }
 
 static void on_signal(int sig)
@@ -352,6 +351,8 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    opt.server.workers = slots;
+    opt.server.nworkers = opt.workers;
     install_handlers();
 
     int listeners[MAX_WORKERS];

@@ -464,6 +464,16 @@ static int wait_for_events(long min_wait_us, int timeout_ms)
     return n;
 }
 
+/* --source: this worker's share of the stream, in proportion to the connections it holds of
+ * all the workers' (SO_REUSEPORT spreads them unevenly: 4 over 8 workers leave some none). */
+static double source_share_mbps(void)
+{
+    uint64_t all = 0;
+    for (int i = 0; i < srv.cfg->nworkers; i++)
+        all += srv.cfg->workers[i].connections_current;
+    return all ? srv.cfg->source_mbps * (double)srv.st->connections_current / (double)all : 0;
+}
+
 /* How long the loop may wait: not at all with connections to service, until pacing's next
  * tick with a stream to send (whole ms, the backends' unit: pacing makes up the rest), else
  * for as long as nothing happens. */
@@ -508,8 +518,10 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
             srv.conns[srv.turn[i]].queued = 0;
             handle(srv.turn[i], DISPATCH_HUP); /* no event to go by: read to EAGAIN */
         }
-        if (cfg->source_mbps > 0)
+        if (cfg->source_mbps > 0 && srv.nstreams) {
+            srv.pacing.mbps = source_share_mbps();
             pacing_run(&srv.pacing, monotonic_ns(), srv.nstreams, source_write, NULL);
+        }
     }
     srv.d.ops->destroy(&srv.d);
     close(srv.reserve_fd); /* for the final stats */

@@ -15,6 +15,8 @@ struct server_config {
     int sink;         /* read and discard, never reply */
     double source_mbps; /* > 0: send a paced stream of this many Mbit/s shared evenly over the
                            connections, in one-segment writes; read and discard, never reply */
+    const struct stats *workers; /* every worker's counters, this one's among them */
+    int nworkers;
     long min_wait_us; /* while events keep coming, sleep this long before each wait; 0: off */
 };
 

@@ -528,6 +528,17 @@ def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispat
     assert sent["replies"] == 0
 
 
+def test_a_stream_the_server_sends_is_shared_by_its_workers_as_they_hold_the_connections(
+        sclient, tmp_path):
+    """4 streams over 8 workers (SO_REUSEPORT leaves some none): each worker sends a share in
+    proportion to the connections it holds, so the 4 still carry the whole 100 Mbit/s (an
+    even split per worker carried 25-50 of it)."""
+    with running(server_config(tmp_path, workers=8, source_mbps=100)) as source:
+        doc = run(spec(source, tmp_path, stream_conns=4, stream_mbps=100, stream_read=True,
+                       duration_s=1.5))
+    assert doc["stream"]["achieved_mbps"] == pytest.approx(100, rel=0.05)
+
+
 def test_streams_that_read_a_silent_server_carry_nothing_and_say_so(sclient, tmp_path):
     """The other way: streams told the server sends, against one that only reads (--sink):
     nothing arrives, and the point says it did not carry what was asked."""
