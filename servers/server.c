@@ -253,6 +253,12 @@ static void drive(int fd, int fired)
     struct conn *c = &srv.conns[fd];
     if (c->draining)
         return drain(fd);
+    /* An edge-triggered backend reports writability alone (a new connection's first edge
+     * comes before its request): with nothing to write, a read would only return EAGAIN,
+     * and the request brings an edge of its own. */
+    if (!(fired & (DISPATCH_READABLE | DISPATCH_HUP)) && !c->run_count && !c->stash &&
+        !c->closing && (srv.cfg->ops->flags & DISPATCH_EDGE))
+        return;
     for (int reads = 0, drained = 0;;) {
         if (c->run_count) {
             int r = flush(fd, c);
