@@ -40,6 +40,7 @@ KERNEL_LAYERS = {
 # are. Linux copies from and to the user inside those TCP functions, which the paper's socket
 # layer did itself, so the copy counts as TCP here.
 KERNEL_SOCKET_LAYER = "kernel_socket_layer_ns_per_packet"
+KERNEL_SOCKET_LAYER_NAME = "System Call layer"  # as the paper names it; inside "system calls"
 KERNEL_STACK = "kernel_stack_ns_per_packet"
 KERNEL_STACK_LAYER = "whole stack"  # the stack itself, drawn beside its layers
 # kernel_layers' long form: one row per record and layer (the stack's own row included)
@@ -415,10 +416,12 @@ def is_kernel_metric(column: str) -> bool:
 
 
 def kernel_layers(points: pd.DataFrame) -> pd.DataFrame:
-    """points' records once per layer of the stack (KERNEL_LAYERS, and the stack itself):
+    """points' records once per layer of the stack (KERNEL_LAYERS, the paper's System Call
+    layer within the system calls where fentry timed TCP's functions, and the stack itself):
     `layer` its name, KERNEL_LAYER_NS its in-kernel ns per packet, KERNEL_LAYER_SHARE that as a
     % of the stack's (the cycles-per-packet study's per-layer share of the Overall Stack)."""
-    layers = {**KERNEL_LAYERS, KERNEL_STACK_LAYER: KERNEL_STACK}
+    layers = {**KERNEL_LAYERS, KERNEL_SOCKET_LAYER_NAME: KERNEL_SOCKET_LAYER,
+              KERNEL_STACK_LAYER: KERNEL_STACK}
     frames = [points.assign(layer=name, **{KERNEL_LAYER_NS: _column(points, column)})
               for name, column in layers.items()]
     long = pd.concat(frames, ignore_index=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.reproduce.claims.base import Test, all_of, among, at_highest, on_view
 from harness.reproduce.claims.curves import (
+    every_level_within,
     flattens,
     grows_at_every_step,
     peak_ratio,
@@ -43,7 +44,8 @@ from harness.reproduce.retired import (
 
 COMBINATORS: dict[str, Callable[..., Test]] = {
     f.__name__: f for f in (
-        below_both_knees, dispatch_shares, flattens, grows_at_every_step, idle_lower,
+        below_both_knees, dispatch_shares, every_level_within, flattens,
+        grows_at_every_step, idle_lower,
         idle_regression, knee_order, multi_accept_while_signals, overflow_regimes, peak_ratio,
         ratio_across, rises_then_falls, select_share_of_cpu, server_bound_at_saturation,
         share_within)

@@ -5,8 +5,8 @@ capacity with cold connections, epoll/rtsig do not; response time grows towards 
 cycles per packet rise past ~128 stream connections; where the scenario traces the kernel
 (KERNEL_TRACED), select's in-kernel share of the server's CPU rises with cold connections and
 flattens, epoll's stays under 1 %, and the stack's in-kernel time per packet rises with
-connections (system calls) and latency (the receive softirq). Effects multiply the model's output so
-tests know exactly what a comparison should find.
+connections (the System Call layer) and latency (the receive softirq). Effects multiply the
+model's output so tests know exactly what a comparison should find.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.results.format import KERNEL_TRACE_COLUMNS, kernel_column
+from harness.results.format import KERNEL_TRACE_COLUMNS, kernel_column, kernel_function_column
 
 DEFAULTS = {
     "server": "wb-server",
@@ -244,16 +244,22 @@ def _dispatch_kernel(p: pd.DataFrame, noise: np.ndarray) -> dict:
 
 
 def _stack_kernel(p: pd.DataFrame, noise: np.ndarray) -> dict:
-    """The stack's in-kernel ns per packet by layer: system calls rise past 128 connections,
-    the receive softirq with latency, the transmit softirq stays put."""
+    """The sending server's stack in-kernel ns per packet by layer: its writes' System Call
+    layer rises past 128 connections and tcp_sendmsg under them stays put, the receive
+    softirq rises with latency, the transmit softirq stays put."""
     conns = p["stream_conns"].to_numpy(dtype=float)
     delay = p["one_way_delay_ms"].to_numpy(dtype=float)
     packets_in, packets_out = p["packets_in"].to_numpy(), p["packets_out"].to_numpy()
-    syscall = 400 * (1 + 0.8 * np.maximum(0, np.log2(conns / 128))) * (1 + noise[1])
+    per_write = (packets_in + packets_out) / packets_out  # per packet → per write
+    socket = 400 * (1 + 0.8 * np.maximum(0, np.log2(conns / 128))) * (1 + noise[1])
+    tcp = 1000 * (1 + noise[1])
     return {
-        kernel_column("read", "calls"): packets_in,
-        kernel_column("read", "ns_per_call"): syscall * (packets_in + packets_out) / packets_in,
-        kernel_column("write", "calls"): np.zeros(len(p)),
+        kernel_column("write", "calls"): packets_out,
+        kernel_column("write", "ns_per_call"): (socket + tcp) * per_write,
+        kernel_column("read", "calls"): np.zeros(len(p)),
+        kernel_function_column("tcp_sendmsg", "calls"): packets_out,
+        kernel_function_column("tcp_sendmsg", "ns_per_call"): tcp * per_write,
+        kernel_function_column("tcp_recvmsg", "calls"): np.zeros(len(p)),
         kernel_column("server_cpu_rx", "packets"): packets_in,
         kernel_column("server_cpu_rx", "ns_per_packet"): 1500 * (1 + delay / 40) * (1 + noise[2]),
         kernel_column("server_cpu_tx", "packets"): packets_out,

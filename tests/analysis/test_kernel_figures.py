@@ -26,10 +26,10 @@ JUDGED = {
     "bm98-ufalloc": ("bm98-ufalloc", "kernel_accept_ns_per_call", ()),
     "cpp-fig4": ("cpp-fig4-cpp-vs-bandwidth", "kernel_stack_ns_per_packet", ()),
     "cpp-fig5": ("cpp-fig5-cpp-vs-connections", derive.KERNEL_LAYER_NS,
-                 ("whole stack", "system calls")),
+                 ("whole stack", "System Call layer")),
     "cpp-fig6": ("cpp-fig6-cpp-vs-latency", derive.KERNEL_LAYER_NS,
-                 ("receive softirq", "system calls")),
-    "cpp-table1": ("cpp-table1-layers", derive.KERNEL_LAYER_SHARE, ("system calls",)),
+                 ("receive softirq", "System Call layer")),
+    "cpp-table1": ("cpp-table1-layers", derive.KERNEL_LAYER_SHARE, ("System Call layer",)),
 }
 NO_BPF = {"tracepoints": False, "fentry": False,
           "detail": "bpf(BPF_PROG_LOAD): Operation not permitted; fix: run as root"}
@@ -125,8 +125,9 @@ def test_a_figure_of_other_metrics_without_values_is_still_skipped(tmp_path: Pat
     ("bmd99-table2", {("dispatch=select", 750.0): 34.0, ("dispatch=epoll", 750.0): 0.68,
                       ("dispatch=select, kernel_release=Digital UNIX with scalable select()",
                        750.0): 12.02}),
-    ("cpp-table1", {("layer=system calls", 4.0): 19.77, ("layer=system calls", 512.0): 18.61,
-                    ("layer=system calls", 2048.0): 19.28}),
+    ("cpp-table1", {("layer=System Call layer", 4.0): 19.77,
+                    ("layer=System Call layer", 512.0): 18.61,
+                    ("layer=System Call layer", 2048.0): 19.28}),
 ])
 def test_the_papers_shares_sit_on_our_axis_as_printed(tmp_path: Path, spec_id: str,
                                                       paper: dict) -> None:
@@ -140,7 +141,7 @@ def test_the_papers_shares_sit_on_our_axis_as_printed(tmp_path: Path, spec_id: s
 @pytest.mark.parametrize(("spec_id", "series", "ratios"), [
     # cycles are not our ns: the paper's change from its first point, from ours
     ("cpp-fig4", "all", {800.0: 1.0, 900.0: 1.185}),
-    ("cpp-fig5", "layer=system calls", {4.0: 1.0, 2048.0: 3.5}),
+    ("cpp-fig5", "layer=System Call layer", {4.0: 1.0, 2048.0: 3.5}),
     ("cpp-fig5", "layer=whole stack", {4.0: 1.0, 2048.0: 1.347}),
 ])
 def test_the_papers_cycles_are_drawn_as_changes_from_our_first_point(

@@ -518,7 +518,7 @@ def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispat
     window."""
     with running(server_config(tmp_path, dispatch=dispatch, source_mbps=100)) as source:
         doc = run(spec(source, tmp_path, stream_conns=16, stream_mbps=100, stream_read=True,
-                       duration_s=1.5))
+                       duration_s=1, warmup_s=0.3))
         validate(doc)
         sent = source.snapshot()
     assert doc["stream"]["sender"] == "server"
@@ -535,7 +535,7 @@ def test_a_stream_the_server_sends_is_shared_by_its_workers_as_they_hold_the_con
     even split per worker carried 25-50 of it)."""
     with running(server_config(tmp_path, workers=8, source_mbps=100)) as source:
         doc = run(spec(source, tmp_path, stream_conns=4, stream_mbps=100, stream_read=True,
-                       duration_s=1.5))
+                       duration_s=1, warmup_s=0.3))
     assert doc["stream"]["achieved_mbps"] == pytest.approx(100, rel=0.05)
 
 
@@ -544,7 +544,7 @@ def test_streams_that_read_a_silent_server_carry_nothing_and_say_so(sclient, tmp
     nothing arrives, and the point says it did not carry what was asked."""
     with running(server_config(tmp_path, sink=True)) as sink:
         doc = run(spec(sink, tmp_path, stream_conns=4, stream_mbps=100, stream_read=True,
-                       duration_s=1))
+                       duration_s=0.5, warmup_s=0.2))
     assert doc["stream"]["bytes"] == 0
     assert not doc["valid"] and "rate_shortfall" in doc["invalid_codes"], doc["invalid_reasons"]
 
