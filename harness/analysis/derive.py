@@ -43,6 +43,10 @@ KERNEL_SOCKET_LAYER = "kernel_socket_layer_ns_per_packet"
 KERNEL_SOCKET_LAYER_NAME = "System Call layer"  # as the paper names it; inside "system calls"
 KERNEL_STACK = "kernel_stack_ns_per_packet"
 KERNEL_STACK_LAYER = "whole stack"  # the stack itself, drawn beside its layers
+# kernel_layers' rows by layer name: the stack's layers, the paper's System Call layer within
+# its system calls, and the stack itself
+KERNEL_LAYER_ROWS = {**KERNEL_LAYERS, KERNEL_SOCKET_LAYER_NAME: KERNEL_SOCKET_LAYER,
+                     KERNEL_STACK_LAYER: KERNEL_STACK}
 # kernel_layers' long form: one row per record and layer (the stack's own row included)
 KERNEL_LAYER_NS = "kernel_layer_ns_per_packet"
 KERNEL_LAYER_SHARE = "kernel_layer_share_pct"
@@ -420,10 +424,8 @@ def kernel_layers(points: pd.DataFrame) -> pd.DataFrame:
     layer within the system calls where fentry timed TCP's functions, and the stack itself):
     `layer` its name, KERNEL_LAYER_NS its in-kernel ns per packet, KERNEL_LAYER_SHARE that as a
     % of the stack's (the cycles-per-packet study's per-layer share of the Overall Stack)."""
-    layers = {**KERNEL_LAYERS, KERNEL_SOCKET_LAYER_NAME: KERNEL_SOCKET_LAYER,
-              KERNEL_STACK_LAYER: KERNEL_STACK}
     frames = [points.assign(layer=name, **{KERNEL_LAYER_NS: _column(points, column)})
-              for name, column in layers.items()]
+              for name, column in KERNEL_LAYER_ROWS.items()]
     long = pd.concat(frames, ignore_index=True)
     long[KERNEL_LAYER_SHARE] = 100 * _ratio(long[KERNEL_LAYER_NS],
                                             _column(long, KERNEL_STACK))

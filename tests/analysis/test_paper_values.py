@@ -22,7 +22,7 @@ SOURCE_METRICS = {
 # the papers' modified kernels (no Linux counterpart) are labelled with it.
 KERNEL_SERIES = ("kernel_release",)
 # The layers a figure by layer draws (derive.kernel_layers), as its `layer` series names them
-LAYERS = {*derive.KERNEL_LAYERS, derive.KERNEL_STACK_LAYER}
+LAYERS = set(derive.KERNEL_LAYER_ROWS)
 KEY = ["figure", "facet", "series", "metric", "x"]
 PLACE = re.compile(r"§|Table|Fig\.")
 
