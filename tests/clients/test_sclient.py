@@ -518,7 +518,7 @@ def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispat
     window."""
     with running(server_config(tmp_path, dispatch=dispatch, source_mbps=100)) as source:
         doc = run(spec(source, tmp_path, stream_conns=16, stream_mbps=100, stream_read=True,
-                       duration_s=1, warmup_s=0.3))
+                       duration_s=0.6, warmup_s=0.2))
         validate(doc)
         sent = source.snapshot()
     assert doc["stream"]["sender"] == "server"
