@@ -511,6 +511,7 @@ def test_stream_mode_shares_the_bandwidth(sclient, tmp_path):
         assert "rate_shortfall" not in doc["invalid_codes"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("dispatch", ["epoll", "select", "rtsig", "uring"])
 def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispatch):
     """wb-server --source paces 100 Mbit/s over 16 connections on its loop's timeout (each
@@ -528,6 +529,7 @@ def test_a_stream_the_server_sends_is_read_and_counted(sclient, tmp_path, dispat
     assert sent["replies"] == 0
 
 
+@pytest.mark.timing
 def test_a_stream_the_server_sends_is_shared_by_its_workers_as_they_hold_the_connections(
         sclient, tmp_path):
     """4 streams over 8 workers (SO_REUSEPORT leaves some none): each worker sends a share in

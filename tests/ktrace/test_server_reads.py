@@ -18,6 +18,7 @@ CONNECTIONS = 25
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("dispatch", ["epoll", "uring"])
 def test_a_writable_edge_alone_costs_no_read(ktrace_bin: Path, tmp_path: Path, dispatch: str):
     """Each connection sends its request 20 ms after it is accepted: one read each that finds
