@@ -61,7 +61,6 @@ static struct {
     int events_keep_coming; /* the last blocking wait returned within --min-wait-us */
     int *streams, nstreams; /* --source: the open connections, in the order pacing takes them */
     struct pacing pacing;
-    char chunk[STREAM_CHUNK];
     char rbuf[READ_CHUNK];
 } srv;
 
@@ -340,7 +339,7 @@ static size_t source_write(void *owner, int index)
     struct conn *c = &srv.conns[fd];
     if (c->blocked)
         return 0;
-    ssize_t n = send(fd, srv.chunk, sizeof srv.chunk, MSG_NOSIGNAL);
+    ssize_t n = send(fd, srv.pacing.chunk, sizeof srv.pacing.chunk, MSG_NOSIGNAL);
     if (n >= 0) {
         srv.st->bytes_out += (uint64_t)n;
         return (size_t)n;
@@ -502,7 +501,6 @@ int server_run(const struct server_config *cfg, int listen_fd, struct stats *sta
         return -1;
     }
     pacing_init(&srv.pacing, cfg->source_mbps, monotonic_ns());
-    memset(srv.chunk, 'x', sizeof srv.chunk);
     while (!server_stop) {
         if (server_snapshot) {
             server_snapshot = 0;

@@ -63,7 +63,6 @@ struct loop {
     struct conn **streams;
     int nstreams, streams_opened, streams_connecting;
     struct pacing pacing;
-    char chunk[STREAM_CHUNK];
     char buf[READ_BUF];
 };
 
@@ -579,7 +578,7 @@ static size_t stream_write(void *owner, int index) {
     struct loop *loop = owner;
     struct conn *conn = loop->streams[index];
     if (conn->state != OPEN || conn->blocked) return 0;
-    ssize_t written = send(conn->fd, loop->chunk, STREAM_CHUNK, MSG_NOSIGNAL);
+    ssize_t written = send(conn->fd, loop->pacing.chunk, STREAM_CHUNK, MSG_NOSIGNAL);
     if (written < 0) {
         if (errno == EAGAIN) conn->blocked = 1;
         else conn_fail(loop, conn, errno == ECONNRESET || errno == EPIPE ? E_RESET : E_OTHER);
@@ -625,7 +624,6 @@ static void setup_conns(struct loop *loop) {
                                 opts->max_connecting, loop->start);
     loop->streams = calloc((size_t)shard->stream + 1, sizeof *loop->streams);
     pacing_init(&loop->pacing, opts->stream_mbps / shard->nshards, loop->start);
-    memset(loop->chunk, 'x', sizeof loop->chunk);
     if (!loop->conns || !loop->ready || !loop->backlog || ramp_failed || !loop->streams) {
         perror("wb-sclient: allocating connections");
         exit(1);

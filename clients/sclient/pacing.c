@@ -1,10 +1,13 @@
 /* A paced stream load: a token bucket shared round-robin over the owner's streams. */
 #include "pacing.h"
 
+#include <string.h>
+
 #define STREAM_BURST_NS 50000000LL
 
 void pacing_init(struct pacing *pacing, double mbps, int64_t start) {
     *pacing = (struct pacing){.mbps = mbps, .last = start};
+    memset(pacing->chunk, 'x', sizeof pacing->chunk);
 }
 
 void pacing_run(struct pacing *pacing, int64_t now, int count, pacing_write *write, void *owner) {

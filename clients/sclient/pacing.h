@@ -16,6 +16,7 @@ struct pacing {
     double budget; /* bytes that may be written now */
     int64_t last;  /* when the budget was last topped up */
     int next;      /* where the next round starts */
+    char chunk[STREAM_CHUNK]; /* what each write sends */
 };
 
 void pacing_init(struct pacing *pacing, double mbps, int64_t start);
