@@ -64,11 +64,12 @@ def _who_ran_refused() -> str | None:
     return None
 
 
-def wb_server_config(cfg: Scenario, server: WbServer, listen: str, stats_path: Path,
+def wb_server_config(cfg: Scenario, listen: str, stats_path: Path,
                      counters_path: Path | str | None) -> servers.ServerConfig:
     """The scenario's wb-server on its CPU: for a stream, the side that reads it (--sink)
     or the one that sends it (--source), as stream.sender says."""
-    stream = cfg.stream
+    server, stream = cfg.server, cfg.stream
+    assert isinstance(server, WbServer), "an external server has no wb-server flags"
     return servers.ServerConfig(
         dispatch=server.dispatch, accept=server.accept, reply_bytes=server.reply_bytes,
         listen=listen, backlog=server.backlog, workers=server.workers, cpu=cfg.cpus.server,
@@ -136,8 +137,8 @@ class ServerSide:
         await self.write_out()
         if isinstance(cfg.server, WbServer):
             port = 0 if self.shared_host else cfg.server.port
-            server = wb_server_config(cfg, cfg.server, f"{self.address}:{port}",
-                                      self.stats_path, self.counters.path)
+            server = wb_server_config(cfg, f"{self.address}:{port}", self.stats_path,
+                                      self.counters.path)
             self.server = await self._spawn_server(server.argv())
             assert self.server.stdout is not None
             try:

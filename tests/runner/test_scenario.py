@@ -9,7 +9,7 @@ import pytest
 
 from harness.runner.load_side import hot_spec
 from harness.runner.server_side import wb_server_config
-from harness.scenario import ScenarioError, WbServer, load, parse, points, sweep_columns
+from harness.scenario import ScenarioError, load, parse, points, sweep_columns
 from tests.topology.test_model import SHAPED
 
 GRID = """
@@ -82,9 +82,7 @@ def test_a_stream_is_sent_by_the_side_the_scenario_names():
     for sender, sink, source, read in (("generator", True, 0.0, False),
                                        ("server", False, 50.0, True)):
         scenario = parse(f"name: s\nstream: {{conns: 8, mbps: 50, sender: {sender}}}\n")
-        assert isinstance(scenario.server, WbServer)
-        server = wb_server_config(scenario, scenario.server, "127.0.0.1:0",
-                                  Path("stats.json"), None)
+        server = wb_server_config(scenario, "127.0.0.1:0", Path("stats.json"), None)
         assert (server.sink, server.source_mbps) == (sink, source)
         assert hot_spec(scenario, 1, "127.0.0.1:80", None, None).stream_read is read
     with pytest.raises(ValueError, match="stream.sender: server needs wb-server"):
