@@ -14,6 +14,7 @@ from harness.results.format import (
     KERNEL_TRACE_COLUMNS,
     kernel_column,
     kernel_function_column,
+    server_cpu_column,
 )
 from harness.results.runset import RunSet
 
@@ -32,7 +33,7 @@ CYCLES_UNAVAILABLE = "unavailable"
 # its host's own, where the topology steers each host's receive work to its own CPU.
 KERNEL_LAYERS = {
     "system calls": "kernel_syscall_ns_per_packet",
-    "receive softirq": kernel_column("server_cpu_rx", "ns_per_packet"),
+    "receive softirq": server_cpu_column("rx", "ns_per_packet"),
     "transmit softirq": "kernel_tx_layer_ns_per_packet",
 }
 # The paper's System Call layer at function grain (fentry): the server's read and write calls
@@ -176,8 +177,8 @@ def _derived(col: _Columns) -> _Columns:
     # The batch a receive softirq's time is spread over: its fixed costs weigh on each packet
     # in inverse proportion (runs before the count was kept: null)
     col["kernel_rx_packets_per_softirq"] = _ratio(
-        col(kernel_column("server_cpu_rx", "packets")),
-        col(kernel_column("server_cpu_rx", "softirqs")))
+        col(server_cpu_column("rx", "packets")),
+        col(server_cpu_column("rx", "softirqs")))
     # BM98 Table 1's ufalloc: Linux's alloc_fd, timed at function grain (fentry) where allowed,
     # as a share of one CPU over the window and of the server's CPU time
     col["kernel_alloc_fd_cpu_pct"] = _cpu_pct(
@@ -248,8 +249,8 @@ def _kernel_stack(col: _Columns) -> tuple[np.ndarray, np.ndarray]:
     no packet cost none. Null where nothing was traced, or the run predates the server's CPU's
     own softirq columns."""
     syscall = _ratio(_io_ns(col), col("packets_in") + col("packets_out"))
-    tx_packets = col(kernel_column("server_cpu_tx", "packets"))
-    tx = np.where(tx_packets != 0, col(kernel_column("server_cpu_tx", "ns_per_packet")),
+    tx_packets = col(server_cpu_column("tx", "packets"))
+    tx = np.where(tx_packets != 0, col(server_cpu_column("tx", "ns_per_packet")),
                   np.where(np.isnan(tx_packets.astype(float)), np.nan, 0.0))
     return syscall, tx
 

@@ -31,6 +31,7 @@ from harness.results.format import (
     KERNEL_FUNCTIONS,
     KERNEL_READY_FAMILIES,
     KERNEL_TRACE_COLUMNS,
+    SERVER_CPU_SCOPE,
     kernel_column,
     kernel_function_column,
 )
@@ -280,7 +281,7 @@ def columns(document: dict[str, Any] | None, server_cpu: int | None = None) -> d
     row.update(_softirq_columns(cpus))
     if server_cpu is not None:
         row.update(_softirq_columns([cpu for cpu in cpus if cpu["cpu"] == server_cpu],
-                                    "server_cpu_"))
+                                    SERVER_CPU_SCOPE))
     packets = {d: row[kernel_column(d, "packets")] for d in KERNEL_DIRECTIONS}
     # only the functions timed here are in the document (fentry refused: none)
     for function, calls in document.get("functions", {}).items():

@@ -118,12 +118,18 @@ KERNEL_DIRECTIONS = ("rx", "tx")
 # receive and transmit work where the topology steers each host's receive work to the CPU of
 # its processes (bulk-pair's receive_on_own_cpu); machine-wide (KERNEL_DIRECTIONS) they also
 # hold the peer's on this one machine.
-KERNEL_SERVER_CPU_DIRECTIONS = tuple(f"server_cpu_{d}" for d in KERNEL_DIRECTIONS)
+SERVER_CPU_SCOPE = "server_cpu_"
+KERNEL_SERVER_CPU_DIRECTIONS = tuple(SERVER_CPU_SCOPE + d for d in KERNEL_DIRECTIONS)
 
 
 def kernel_column(family_or_direction: str, metric: str) -> str:
     """e.g. kernel_select_ns_per_call, kernel_rx_ns_per_packet."""
     return f"kernel_{family_or_direction}_{metric}"
+
+
+def server_cpu_column(direction: str, metric: str) -> str:
+    """A softirq column of the server's CPU alone, e.g. kernel_server_cpu_rx_ns_per_packet."""
+    return kernel_column(SERVER_CPU_SCOPE + direction, metric)
 
 
 # Function grain (fentry/fexit, where the kernel allows it; null where it does not or where

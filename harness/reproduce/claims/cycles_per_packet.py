@@ -14,7 +14,7 @@ from harness.reproduce.claims.curves import (
 from harness.reproduce.claims.shares import share_within
 from harness.reproduce.claims.views import SOCKET_LAYER_SHARE_OF_STACK
 from harness.reproduce.verdict import Claim
-from harness.results.format import kernel_column
+from harness.results.format import server_cpu_column
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "cpp-fig4": (
@@ -71,7 +71,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("the sender's receive softirq's in-kernel time per packet (IP and TCP's receive "
               "of the ACKs) at 40 ms one-way ≥ 1.8× at 0 ms, 2048 connections",
               "cpp §5.3, Fig. 6",
-              ratio_across(kernel_column("server_cpu_rx", "ns_per_packet"), "one_way_delay_ms",
+              ratio_across(server_cpu_column("rx", "ns_per_packet"), "one_way_delay_ms",
                            low=1.8),
               needs="kernel_trace",
               quote="Over this interval, the cycle count of TCP almost doubles. The cycles "
